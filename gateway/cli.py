@@ -1,0 +1,19 @@
+"""The `tollgate` command. Each area registers its commands on `main` below."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.group()
+@click.version_option(package_name="tollgate")
+def main() -> None:
+    """Tollgate: an OpenAI-compatible gateway that routes to the cheapest adequate model."""
+
+
+def _register() -> None:
+    # Imported here so `tollgate --help` stays fast and each area owns its own module.
+    pass
+
+
+_register()

