@@ -165,19 +165,18 @@ def positives(agg: Aggregates, beta: float = BETA, threshold: float = 0.5) -> np
 
 
 def cost_bands(model_cost: np.ndarray, n_bands: int = 5) -> np.ndarray:
-    """(m,) band index of each model by cost quantiles (CSCR Eq. 8, K_b = 5).
+    """(m,) band index of each model: the trainer's equal-count cost bands (Eq. 8, K_b = 5).
 
-    Band edges are the quantiles of the models' mean costs, so each band holds about
-    m / K_b models; models with an unknown cost go to the cheapest band.
+    Delegates to ``router_core.losses.cost_bands`` so supervision and the loss agree on
+    which band a model is in; a model with an unknown cost goes to the cheapest band.
     """
+    from router_core.losses.cost_spectrum_infonce import cost_bands as loss_bands
+
     c = np.asarray(model_cost, dtype=float)
     finite = c[np.isfinite(c)]
     if len(finite) == 0:
         return np.zeros(len(c), dtype=int)
-    k = max(1, min(n_bands, len(finite)))
-    edges = np.quantile(finite, np.linspace(0, 1, k + 1)[1:-1])
-    band = np.searchsorted(edges, np.nan_to_num(c, nan=finite.min()), side="right")
-    return band.astype(int)
+    return loss_bands(np.nan_to_num(c, nan=finite.min() - 1.0), n_bands).astype(int)
 
 
 def band_positives(

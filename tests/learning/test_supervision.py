@@ -60,7 +60,7 @@ def test_positives_use_aggregates_not_single_samples():
 def test_cost_bands_are_quantiles_of_model_cost():
     bands = sv.cost_bands(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 10.0]), n_bands=3)
     assert bands.tolist() == [0, 0, 1, 1, 2, 2]
-    assert sv.cost_bands(np.array([1.0, np.nan, 3.0]), n_bands=5).tolist() == [0, 0, 1]
+    assert sv.cost_bands(np.array([1.0, np.nan, 3.0]), n_bands=5).tolist() == [1, 0, 2]
 
 
 def test_band_positives_group_positive_models_by_cost_band():
