@@ -8,8 +8,8 @@ observed on a prompt; cost is in USD per query (or a documented proxy, see ``cos
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
 
 import numpy as np
 
@@ -32,6 +32,12 @@ class RoutingTable:
         sample: (n,) int or None, the repeated-sample index of a row.
         responses: model -> (n,) object array of response text (None where absent).
         cost_unit: how ``cost`` was obtained ("usd" or a sentence saying the proxy).
+        split_name: the split recipe that set ``split`` (``standard``, ``ood``,
+            ``unseen-models``).
+        unseen_models: models held out of training (``unseen-models`` split). A trainer fits
+            on ``seen_models`` only and may read an unseen model's outcomes on training rows
+            solely to build its descriptor (probe prompts); an evaluator routes the test rows
+            among ``unseen_models``. Empty for the other splits.
     """
 
     name: str
@@ -45,6 +51,8 @@ class RoutingTable:
     sample: np.ndarray | None = None
     responses: dict[str, np.ndarray] = field(default_factory=dict)
     cost_unit: str = "usd"
+    split_name: str = "standard"
+    unseen_models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         n, m = len(self.prompts), len(self.models)
@@ -57,6 +65,8 @@ class RoutingTable:
         bad = set(np.unique(self.split)) - set(SPLITS)
         if bad:
             raise ValueError(f"unknown split values {sorted(bad)}; use {SPLITS}")
+        if set(self.unseen_models) - set(self.models):
+            raise ValueError("unseen_models must be a subset of models")
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -65,7 +75,17 @@ class RoutingTable:
     def n_models(self) -> int:
         return len(self.models)
 
-    def rows(self, index: np.ndarray | Sequence[int] | Sequence[bool]) -> "RoutingTable":
+    @property
+    def seen_models(self) -> tuple[str, ...]:
+        """The models a trainer may fit on (all of them unless ``unseen_models`` is set)."""
+        return tuple(m for m in self.models if m not in self.unseen_models)
+
+    @property
+    def deployable_models(self) -> tuple[str, ...]:
+        """The pool an evaluator routes the test rows among."""
+        return self.unseen_models or self.models
+
+    def rows(self, index: np.ndarray | Sequence[int] | Sequence[bool]) -> RoutingTable:
         """A table of the given rows (integer indices or a boolean mask)."""
         idx = np.asarray(index)
         if idx.dtype == bool:
@@ -86,11 +106,11 @@ class RoutingTable:
             responses={k: v[idx] for k, v in self.responses.items()},
         )
 
-    def split_rows(self, name: str) -> "RoutingTable":
+    def split_rows(self, name: str) -> RoutingTable:
         """The rows of one split (``train``, ``val`` or ``test``)."""
         return self.rows(self.split == name)
 
-    def with_models(self, models: Sequence[str]) -> "RoutingTable":
+    def with_models(self, models: Sequence[str]) -> RoutingTable:
         """A table restricted to (and ordered by) the given models."""
         cols = [self.models.index(m) for m in models]
         return replace(
@@ -99,9 +119,10 @@ class RoutingTable:
             quality=self.quality[:, cols],
             cost=self.cost[:, cols],
             responses={k: v for k, v in self.responses.items() if k in models},
+            unseen_models=tuple(m for m in self.unseen_models if m in models),
         )
 
-    def with_split(self, split: np.ndarray) -> "RoutingTable":
+    def with_split(self, split: np.ndarray) -> RoutingTable:
         return replace(self, split=np.asarray(split))
 
     def mean_cost(self) -> np.ndarray:
