@@ -1,0 +1,89 @@
+"""Engine creation for the two supported databases.
+
+SQLite (the embedded default) gets WAL so readers never block the single writer, a busy
+timeout so concurrent writers queue instead of failing, and foreign keys on. PostgreSQL gets a
+bounded pool with pre-ping, so a connection that died while the database restarted is
+replaced on checkout instead of failing a request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+
+DEFAULT_DATABASE_URL = "sqlite:///./tollgate.db"
+SQLITE_BUSY_TIMEOUT_S = 30.0
+PG_POOL_SIZE = 10
+PG_MAX_OVERFLOW = 10
+PG_CONNECT_TIMEOUT_S = 5
+
+
+def _json_dumps(value: Any) -> str:
+    """JSON columns: values json cannot encode (e.g. numpy scalars) are stored as text
+    rather than failing the whole log batch."""
+    return json.dumps(value, default=str)
+
+
+def database_url_from_env(default: str = DEFAULT_DATABASE_URL) -> str:
+    """`TOLLGATE_DATABASE_URL` or the SQLite file in the working directory."""
+    return os.environ.get("TOLLGATE_DATABASE_URL") or default
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Map `postgresql://` / `postgres://` (and psycopg2 spellings) to psycopg 3."""
+    u = make_url(url) if isinstance(url, str) else url
+    if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg"):
+        u = u.set(drivername="postgresql+psycopg")
+    elif u.get_backend_name() not in ("sqlite", "postgresql"):
+        raise ValueError(f"unsupported database URL {u.render_as_string(hide_password=True)}: "
+                         "use sqlite:///path or postgresql://user@host/db")
+    return u
+
+
+def is_sqlite(url: str | URL) -> bool:
+    return normalize_url(url).get_backend_name() == "sqlite"
+
+
+def pool_capacity(engine: Engine) -> int:
+    """How many connections the engine can hand out at once (sizes the thread limiter)."""
+    if engine.dialect.name == "sqlite":
+        return 8
+    return PG_POOL_SIZE + PG_MAX_OVERFLOW
+
+
+def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S,
+                **kwargs: Any) -> Engine:
+    """Create the engine for `url` with the settings this module's docstring explains."""
+    u = normalize_url(url)
+    kwargs.setdefault("json_serializer", _json_dumps)
+    if u.get_backend_name() == "sqlite":
+        engine = create_engine(
+            u,
+            connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+            **kwargs,
+        )
+        busy_ms = int(busy_timeout_s * 1000)
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            if u.database and u.database != ":memory:":
+                cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={busy_ms}")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+        return engine
+    if "poolclass" not in kwargs:
+        kwargs.setdefault("pool_size", PG_POOL_SIZE)
+        kwargs.setdefault("max_overflow", PG_MAX_OVERFLOW)
+        kwargs.setdefault("pool_timeout", 10)
+        kwargs.setdefault("pool_recycle", 1800)
+    connect_args = kwargs.pop("connect_args", {})
+    connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
+    return create_engine(u, pool_pre_ping=True, connect_args=connect_args, **kwargs)

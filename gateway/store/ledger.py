@@ -1,0 +1,175 @@
+"""The budget ledger: reserve, settle, expire, re-budget (synchronous; run in a thread).
+
+Invariant, per tenant and period: spent + reserved <= budget after every reservation.
+`reserve` checks and books in ONE conditional UPDATE,
+
+    UPDATE tenants SET reserved = reserved + x, <rollover>
+    WHERE id = :t AND (budget IS NULL OR spent' + reserved + x <= budget)
+
+where spent' is 0 when the stored period start is older than the current period's start and
+`spent` otherwise. The database serialises updates of one row (SQLite: one writer; PostgreSQL:
+row lock, then the WHERE is re-checked on the newest row version), so no interleaving of
+requests, processes or replicas can book past the budget. Rollover is part of the same
+update: it is a conditional write on `period_start_s`, so the first writer of a new period
+re-baselines `spent` and every later one (on any replica) sees the new start and leaves it.
+Reservations in flight carry over a rollover; their settlement lands in the period in which it
+happens. Money is integer nano-dollars, exact on both databases.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+
+from sqlalchemy import ColumnElement, Engine, case, delete, insert, or_, select, true, update
+
+from gateway.store.errors import BudgetExceeded, NotFound
+from gateway.store.models import reservations, tenants
+from gateway.store.periods import period_start_s, validate_period
+from gateway.store.records import Reservation, SettleResult, nusd_to_usd
+
+log = logging.getLogger(__name__)
+
+
+def _current_start(now: datetime) -> ColumnElement[int]:
+    """SQL: the start of the current period for the row's own `period` (epoch seconds)."""
+    c = tenants.c.period
+    return case(
+        (c == "daily", period_start_s("daily", now)),
+        (c == "weekly", period_start_s("weekly", now)),
+        (c == "monthly", period_start_s("monthly", now)),
+        else_=0,
+    )
+
+
+def _rollover_values(now: datetime, spent_after: ColumnElement[int]) -> dict:
+    """SET clauses that re-baseline on a new period; `spent_after` is spent' plus any delta."""
+    start = _current_start(now)
+    rolled = tenants.c.period_start_s < start
+    return {
+        "period_start_s": case((rolled, start), else_=tenants.c.period_start_s),
+        "spent_nusd": spent_after,
+    }
+
+
+def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime) -> int:
+    """Python mirror of spent' for reporting."""
+    return 0 if stored_start_s < period_start_s(period, now) else spent
+
+
+def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | None,
+            now: datetime) -> Reservation:
+    """Book `amount_nusd` against the tenant's budget or raise `BudgetExceeded`."""
+    if amount_nusd < 0:
+        raise ValueError("a reservation cannot be negative")
+    start = _current_start(now)
+    spent_now = case((tenants.c.period_start_s < start, 0), else_=tenants.c.spent_nusd)
+    fits = or_(tenants.c.budget_nusd.is_(None),
+               spent_now + tenants.c.reserved_nusd + amount_nusd <= tenants.c.budget_nusd)
+    stmt = (
+        update(tenants)
+        .where(tenants.c.id == tenant_id, tenants.c.disabled_at.is_(None), fits)
+        .values(reserved_nusd=tenants.c.reserved_nusd + amount_nusd,
+                **_rollover_values(now, spent_now))
+    )
+    res = Reservation(id=uuid.uuid4().hex, tenant_id=tenant_id, request_id=request_id,
+                      amount_nusd=amount_nusd, created_at_s=int(now.timestamp()))
+    with engine.begin() as conn:
+        if conn.execute(stmt).rowcount == 1:
+            conn.execute(insert(reservations).values(
+                id=res.id, tenant_id=tenant_id, request_id=request_id,
+                amount_nusd=amount_nusd, created_at_s=res.created_at_s))
+            return res
+    # Refused (or no such tenant): read the numbers for the error, outside the hot path.
+    with engine.connect() as conn:
+        row = conn.execute(
+            select(tenants.c.budget_nusd, tenants.c.spent_nusd, tenants.c.reserved_nusd,
+                   tenants.c.period, tenants.c.period_start_s, tenants.c.disabled_at)
+            .where(tenants.c.id == tenant_id)
+        ).first()
+    if row is None or row.disabled_at is not None:
+        raise NotFound(f"tenant {tenant_id} does not exist or is disabled")
+    spent = effective_spent(row.spent_nusd, row.period, row.period_start_s, now)
+    raise BudgetExceeded(nusd_to_usd(row.budget_nusd) or 0.0, spent / 1e9,
+                         row.reserved_nusd / 1e9, amount_nusd / 1e9)
+
+
+def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd: int,
+           now: datetime) -> SettleResult:
+    """Charge the actual cost and release the reservation, exactly once.
+
+    The reservation row is deleted in the same transaction that moves the money, so a
+    second settlement (a retry, a sweep) finds no row and changes nothing.
+    """
+    if actual_nusd < 0:
+        raise ValueError("a settlement cannot be negative")
+    with engine.begin() as conn:
+        row = conn.execute(
+            delete(reservations).where(reservations.c.id == reservation_id)
+            .returning(reservations.c.tenant_id, reservations.c.amount_nusd)
+        ).first()
+        if row is None:
+            return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
+                                applied=False)
+        start = _current_start(now)
+        spent_after = case((tenants.c.period_start_s < start, actual_nusd),
+                           else_=tenants.c.spent_nusd + actual_nusd)
+        conn.execute(
+            update(tenants).where(tenants.c.id == row.tenant_id)
+            .values(reserved_nusd=tenants.c.reserved_nusd - row.amount_nusd,
+                    **_rollover_values(now, spent_after))
+        )
+    if actual_nusd > row.amount_nusd:
+        log.warning("settlement %s overran its reservation: actual %d > reserved %d nUSD",
+                    reservation_id, actual_nusd, row.amount_nusd)
+    return SettleResult(reservation_id, row.amount_nusd / 1e9, actual_nusd / 1e9, applied=True)
+
+
+def expire_reservations(engine: Engine, older_than_s: int, now: datetime,
+                        limit: int = 500) -> int:
+    """Settle reservations left open since before `older_than_s` at their full amount.
+
+    They belong to requests whose process died before settling; the upstream may have
+    charged for them, so the conservative charge is the whole reservation (which fitted the
+    budget when it was made). Safe to run on every replica at once.
+    """
+    with engine.connect() as conn:
+        stale = conn.execute(
+            select(reservations.c.id, reservations.c.amount_nusd)
+            .where(reservations.c.created_at_s < older_than_s).limit(limit)
+        ).all()
+    done = 0
+    for rid, amount in stale:
+        if settle(engine, rid, amount, amount, now).applied:
+            done += 1
+    if done:
+        log.warning("expired %d stale budget reservations (charged in full)", done)
+    return done
+
+
+def set_budget(engine: Engine, tenant_id: str, budget_nusd: int | None, period: str | None,
+               now: datetime, *, reset: bool = False) -> None:
+    """Set the budget (None = unlimited) and optionally a period.
+
+    A period different from the current one (or `reset=True`) re-baselines: spent goes to 0
+    and the period starts at the new period's current start. Open reservations stay booked.
+    """
+    if budget_nusd is not None and budget_nusd < 0:
+        raise ValueError("a budget cannot be negative")
+    values: dict = {"budget_nusd": budget_nusd}
+    if period is not None:
+        validate_period(period)
+        changed = true() if reset else tenants.c.period != period
+        new_start = period_start_s(period, now)
+        values.update(
+            period=period,
+            spent_nusd=case((changed, 0), else_=tenants.c.spent_nusd),
+            period_start_s=case((changed, new_start), else_=tenants.c.period_start_s),
+        )
+    elif reset:
+        values.update(spent_nusd=0, period_start_s=_current_start(now))
+    with engine.begin() as conn:
+        if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
+                        .values(**values)).rowcount != 1:
+            raise NotFound(f"tenant {tenant_id} does not exist")

@@ -1,0 +1,119 @@
+"""Plain records the store hands out (immutable; safe to cache and share across tasks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+NANO = Decimal(1_000_000_000)
+
+
+def usd_to_nusd(usd: float | Decimal) -> int:
+    """USD → integer nano-dollars, rounded up (a reservation or charge never shrinks)."""
+    value = usd if isinstance(usd, Decimal) else Decimal(repr(float(usd)))
+    if not value.is_finite():
+        raise ValueError(f"amount must be finite, got {usd!r}")
+    return int((value * NANO).to_integral_value(rounding=ROUND_CEILING))
+
+
+def nusd_to_usd(nusd: int | None) -> float | None:
+    return None if nusd is None else nusd / 1e9
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """What authentication yields: who is calling and under which policy."""
+
+    id: str
+    name: str
+    budget_usd: float | None
+    period: str
+    policy: dict[str, Any] = field(default_factory=dict)
+    key_id: str | None = None
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    """The admin view of a tenant, with its ledger as of `now` (rollover applied)."""
+
+    id: str
+    name: str
+    budget_usd: float | None
+    period: str
+    period_start: datetime
+    spent_usd: float
+    reserved_usd: float
+    policy: dict[str, Any]
+    created_at: datetime
+    disabled_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "budget_usd": self.budget_usd,
+            "period": self.period, "period_start": self.period_start.isoformat(),
+            "spent_usd": self.spent_usd, "reserved_usd": self.reserved_usd,
+            "policy": self.policy, "created_at": self.created_at.isoformat(),
+            "disabled_at": self.disabled_at.isoformat() if self.disabled_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """An API key's metadata; the key itself is never stored."""
+
+    id: str
+    tenant_id: str
+    tenant_name: str
+    prefix: str
+    name: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "tenant_id": self.tenant_id, "tenant_name": self.tenant_name,
+            "prefix": self.prefix, "name": self.name, "created_at": self.created_at.isoformat(),
+            "revoked_at": self.revoked_at.isoformat() if self.revoked_at else None,
+        }
+
+
+@dataclass(frozen=True)
+class NewKey:
+    """A freshly created key: `api_key` is the only time the secret is ever visible."""
+
+    info: KeyInfo
+    api_key: str
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """Money held for one request until it is settled."""
+
+    id: str
+    tenant_id: str
+    request_id: str | None
+    amount_nusd: int
+    created_at_s: int
+
+    @property
+    def amount_usd(self) -> float:
+        return self.amount_nusd / 1e9
+
+
+@dataclass(frozen=True)
+class SettleResult:
+    """What a settlement did. `applied` is False when it had already been settled (or
+    expired); `deferred` when the database was unreachable and the store will retry."""
+
+    reservation_id: str
+    reserved_usd: float
+    actual_usd: float
+    applied: bool
+    deferred: bool = False
+
+    @property
+    def overrun_usd(self) -> float:
+        """Spend beyond the reservation (should be 0: the HTTP side caps output tokens)."""
+        return max(0.0, self.actual_usd - self.reserved_usd)

@@ -1,0 +1,326 @@
+"""`Store`: the asynchronous facade the HTTP side calls (auth, budget, log, admin).
+
+Why synchronous SQLAlchemy in worker threads rather than SQLAlchemy asyncio: SQLite needs
+aiosqlite for asyncio, which is not installed, and one code path for both databases is worth
+more than the ~50 µs a thread hop costs; the ledger's statements are short and few (one
+transaction to reserve, one to settle). Threads are bounded by a capacity limiter sized to the
+connection pool, so a burst waits in the limiter rather than starving other users of the
+default thread pool (the encoder) or timing out on the pool.
+
+Start-up: the store upgrades the schema to Alembic's head on start, on SQLite and PostgreSQL
+alike (on PostgreSQL under an advisory lock, so replicas starting together apply each
+revision once); pass `auto_upgrade=False` to leave it to `tollgate db upgrade`. A database
+that is down at start does not stop the gateway: `start()` returns, the store keeps retrying
+in the background, and until it is ready every call raises `StoreUnavailable` (HTTP 503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, ParamSpec, TypeVar
+
+import anyio
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.store import keys as keylib
+from gateway.store import ledger, migrate
+from gateway.store import tenants as admin
+from gateway.store.dberrors import is_unavailable
+from gateway.store.engine import database_url_from_env, make_engine, pool_capacity
+from gateway.store.errors import StoreUnavailable
+from gateway.store.logwriter import LogWriter
+from gateway.store.records import (
+    KeyInfo,
+    NewKey,
+    Reservation,
+    SettleResult,
+    Tenant,
+    TenantInfo,
+    usd_to_nusd,
+)
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _select_one(engine: Engine) -> None:
+    with engine.connect() as conn:
+        conn.exec_driver_sql("SELECT 1")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class _AuthEntry:
+    tenant: Tenant | None
+    expires: float  # time.monotonic()
+    fetched: float
+
+
+class Store:
+    """The database side of the gateway. Create with `Store.from_url`, then `await start()`."""
+
+    def __init__(self, engine: Engine, *, clock: Callable[[], datetime] = utcnow,
+                 auto_upgrade: bool = True, auth_ttl_s: float = 5.0,
+                 auth_stale_s: float = 600.0, auth_cache_size: int = 10_000,
+                 reservation_ttl_s: float = 3600.0, maintenance_interval_s: float = 30.0,
+                 log_prompts: bool = False, log_options: dict[str, Any] | None = None) -> None:
+        self.engine = engine
+        self._clock = clock
+        self._auto_upgrade = auto_upgrade
+        self._auth_ttl_s = auth_ttl_s
+        self._auth_neg_ttl_s = min(1.0, auth_ttl_s)
+        self._auth_stale_s = auth_stale_s
+        self._auth_cache_size = auth_cache_size
+        self._auth: OrderedDict[str, _AuthEntry] = OrderedDict()
+        self._auth_inflight: dict[str, asyncio.Future[Tenant | None]] = {}
+        self._reservation_ttl_s = reservation_ttl_s
+        self._maintenance_interval_s = maintenance_interval_s
+        self._pending_settles: dict[str, tuple[Reservation, int]] = {}
+        self._secret: bytes | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+        self._maintenance: asyncio.Task[None] | None = None
+        self.logs = LogWriter(engine, log_prompts=log_prompts, clock=clock,
+                              **(log_options or {}))
+
+    @classmethod
+    def from_url(cls, url: str | None = None, **kwargs: Any) -> Store:
+        """A store on `url` (default: `TOLLGATE_DATABASE_URL` or `sqlite:///./tollgate.db`)."""
+        return cls(make_engine(url or database_url_from_env()), **kwargs)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        """True once the schema is current and the key secret is loaded."""
+        return self._secret is not None
+
+    async def start(self) -> None:
+        """Upgrade and load the secret; on a database fault keep retrying in the background."""
+        self._limiter = anyio.CapacityLimiter(pool_capacity(self.engine))
+        try:
+            await self._prepare()
+        except StoreUnavailable as exc:
+            log.error("database unavailable at start, retrying in the background: %s", exc)
+        await self.logs.start(self._limiter)
+        self._maintenance = asyncio.get_running_loop().create_task(
+            self._maintain(), name="store-maintenance")
+
+    async def close(self, flush_timeout_s: float = 30.0) -> None:
+        """Flush the request log, retry deferred settlements once, release connections."""
+        await self.logs.close(flush_timeout_s)
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._maintenance
+            self._maintenance = None
+        with contextlib.suppress(StoreUnavailable):
+            await self._retry_settles()
+        if self._pending_settles:
+            log.error("%d settlements could not be written; their reservations will be "
+                      "charged in full when they expire", len(self._pending_settles))
+        self.engine.dispose()
+
+    async def ping(self) -> bool:
+        """Readiness: the schema is current and the database answers `SELECT 1` now."""
+        if not self.ready:
+            return False
+        try:
+            await self._run(_select_one, self.engine)
+        except StoreUnavailable:
+            return False
+        return True
+
+    async def _prepare(self) -> None:
+        def prepare() -> bytes:
+            if self._auto_upgrade:
+                migrate.upgrade_engine(self.engine)
+            return keylib.load_or_create_secret(self.engine)
+
+        self._secret = await self._run(prepare)
+
+    async def _maintain(self) -> None:
+        """Background: become ready, retry deferred settlements, expire stale reservations."""
+        backoff = 0.5
+        while True:
+            if not self.ready:
+                try:
+                    await self._prepare()
+                    log.info("database reachable again; store ready")
+                    backoff = 0.5
+                except StoreUnavailable:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self._maintenance_interval_s)
+                    continue
+            try:
+                await self._retry_settles()
+                await self.expire_stale()
+            except StoreUnavailable:
+                pass
+            except Exception:
+                log.exception("store maintenance failed")
+            await asyncio.sleep(self._maintenance_interval_s if not self._pending_settles
+                                else min(1.0, self._maintenance_interval_s))
+
+    async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a synchronous database function in a bounded worker thread."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(pool_capacity(self.engine))
+        try:
+            return await anyio.to_thread.run_sync(partial(fn, *args, **kwargs),
+                                                  limiter=self._limiter)
+        except SQLAlchemyError as exc:
+            if is_unavailable(exc):
+                cause = type(getattr(exc, "orig", None) or exc).__name__
+                raise StoreUnavailable(f"database unavailable ({cause})") from exc
+            raise
+
+    def _require_secret(self) -> bytes:
+        if self._secret is None:
+            raise StoreUnavailable("database not ready")
+        return self._secret
+
+    # -- auth ---------------------------------------------------------------------------------
+    async def authenticate(self, api_key: str) -> Tenant | None:
+        """The tenant owning `api_key`, or None. Raises `StoreUnavailable`, never returns
+        None, when the database cannot answer (a recently seen key is then served from the
+        cache for up to `auth_stale_s`)."""
+        if not keylib.plausible_key(api_key):
+            return None
+        digest = keylib.hash_key(self._require_secret(), api_key)
+        now = time.monotonic()
+        entry = self._auth.get(digest)
+        if entry is not None and entry.expires > now:
+            self._auth.move_to_end(digest)
+            return entry.tenant
+        task = self._auth_inflight.get(digest)
+        if task is None:  # one lookup per key at a time: a burst of misses shares it
+            task = asyncio.get_running_loop().create_task(self._lookup(digest, entry, now))
+            self._auth_inflight[digest] = task
+            task.add_done_callback(lambda _t: self._auth_inflight.pop(digest, None))
+        return await asyncio.shield(task)
+
+    async def _lookup(self, digest: str, entry: _AuthEntry | None, now: float) -> Tenant | None:
+        try:
+            tenant = await self._run(admin.lookup_key, self.engine, digest)
+        except StoreUnavailable:
+            if (entry is not None and entry.tenant is not None
+                    and now - entry.fetched <= self._auth_stale_s):
+                return entry.tenant  # stale-if-error: the outage is not the client's fault
+            raise
+        ttl = self._auth_ttl_s if tenant is not None else self._auth_neg_ttl_s
+        self._auth[digest] = _AuthEntry(tenant, now + ttl, now)
+        self._auth.move_to_end(digest)
+        while len(self._auth) > self._auth_cache_size:
+            self._auth.popitem(last=False)
+        return tenant
+
+    def invalidate_auth_cache(self) -> None:
+        """Forget cached keys (this process only; other replicas follow within the TTL)."""
+        self._auth.clear()
+
+    # -- budget -------------------------------------------------------------------------------
+    async def reserve(self, tenant: Tenant | str, usd: float,
+                      request_id: str | None = None) -> Reservation:
+        """Hold `usd` of the tenant's budget or raise `BudgetExceeded`.
+
+        Shielded from cancellation: once the database has booked the money, the caller gets
+        the `Reservation` (and must settle it in a `finally`)."""
+        tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
+        self._require_secret()
+        with anyio.CancelScope(shield=True):
+            return await self._run(ledger.reserve, self.engine, tenant_id, usd_to_nusd(usd),
+                                   request_id, self._clock())
+
+    async def settle(self, reservation: Reservation, actual_usd: float) -> SettleResult:
+        """Charge `actual_usd`, release the reservation; idempotent, shielded from
+        cancellation. If the database is down the settlement is kept and retried in the
+        background (`deferred=True`); it is never lost while the process lives."""
+        actual = usd_to_nusd(actual_usd)
+        with anyio.CancelScope(shield=True):
+            try:
+                return await self._run(ledger.settle, self.engine, reservation.id,
+                                       reservation.amount_nusd, actual, self._clock())
+            except StoreUnavailable:
+                self._pending_settles[reservation.id] = (reservation, actual)
+                return SettleResult(reservation.id, reservation.amount_usd, actual / 1e9,
+                                    applied=False, deferred=True)
+
+    @property
+    def pending_settlements(self) -> int:
+        return len(self._pending_settles)
+
+    async def _retry_settles(self) -> None:
+        for rid, (res, actual) in list(self._pending_settles.items()):
+            await self._run(ledger.settle, self.engine, rid, res.amount_nusd, actual,
+                            self._clock())
+            self._pending_settles.pop(rid, None)
+
+    async def expire_stale(self) -> int:
+        """Charge and close reservations older than `reservation_ttl_s` (dead requests)."""
+        cutoff = int(self._clock().timestamp() - self._reservation_ttl_s)
+        return await self._run(ledger.expire_reservations, self.engine, cutoff, self._clock())
+
+    # -- admin --------------------------------------------------------------------------------
+    async def create_tenant(self, name: str, *, budget_usd: float | None = None,
+                            period: str = "total", policy: dict[str, Any] | None = None
+                            ) -> tuple[TenantInfo, NewKey]:
+        return await self._run(admin.create_tenant, self.engine, self._require_secret(), name,
+                               self._clock(), budget_usd=budget_usd, period=period,
+                               policy=policy)
+
+    async def get_tenant(self, id_or_name: str) -> TenantInfo:
+        tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
+        return await self._run(admin.get_tenant, self.engine, tid, self._clock())
+
+    async def list_tenants(self, include_disabled: bool = False) -> list[TenantInfo]:
+        return await self._run(admin.list_tenants, self.engine, self._clock(), include_disabled)
+
+    async def update_tenant(self, id_or_name: str, **changes: Any) -> TenantInfo:
+        """Budget (`budget_usd`, None = unlimited), `period`, `reset`, `policy`."""
+        tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
+        info = await self._run(admin.update_tenant, self.engine, tid, self._clock(), **changes)
+        self.invalidate_auth_cache()
+        return info
+
+    async def disable_tenant(self, id_or_name: str) -> TenantInfo:
+        tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
+        info = await self._run(admin.disable_tenant, self.engine, tid, self._clock())
+        self.invalidate_auth_cache()
+        return info
+
+    async def create_key(self, id_or_name: str, name: str | None = None) -> NewKey:
+        tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
+        return await self._run(admin.create_key, self.engine, self._require_secret(), tid,
+                               self._clock(), name)
+
+    async def list_keys(self, tenant: str | None = None) -> list[KeyInfo]:
+        tid = None if tenant is None else await self._run(admin.resolve_tenant_id,
+                                                          self.engine, tenant)
+        return await self._run(admin.list_keys, self.engine, tid)
+
+    async def revoke_key(self, key_id: str) -> KeyInfo:
+        info = await self._run(admin.revoke_key, self.engine, key_id, self._clock())
+        self.invalidate_auth_cache()
+        return info
+
+
+
+def open_store(url: str | None = None, **kwargs: Any) -> tuple[Store, LogWriter]:
+    """`Store.from_url(url, **kwargs)` and its log writer (`store.logs`), for app wiring.
+
+    `store.start()` also starts the writer and `store.close()` flushes it; starting or
+    closing the writer again on its own is harmless."""
+    store = Store.from_url(url, **kwargs)
+    return store, store.logs

@@ -1,0 +1,7 @@
+"""Alembic migrations for Tollgate's database, shipped in the wheel.
+
+Revisions live in `migrations/versions/` as one linear chain named `NNNN_short_name`
+(revision id = file stem, at most 32 characters). To add one on top of the head:
+`alembic -c migrations/alembic.ini revision -m "what" --rev-id 0002_what`, with
+`TOLLGATE_DATABASE_URL` pointing at a scratch database. Apply with `tollgate db upgrade`.
+"""

@@ -1,0 +1,1 @@
+"""Alembic revision files (a package only so that setuptools ships them in the wheel)."""
