@@ -13,6 +13,9 @@ def main() -> None:
 
 def _register() -> None:
     # Imported here so `tollgate --help` stays fast and each area owns its own module.
+    from gateway.store_cli import register as register_store
+
+    register_store(main)
     pass
 
 

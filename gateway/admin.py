@@ -1,0 +1,206 @@
+"""The admin API: tenants, keys and budgets, behind the admin key.
+
+Mounted by the app as `app.include_router(admin.router)`. Every call needs
+`Authorization: Bearer <TOLLGATE_ADMIN_KEY>` (or `X-Admin-Key`); without a configured admin
+key the API refuses everything. Errors are OpenAI-shaped whatever app hosts the router: the
+route class below turns validation and store errors into `{"error": {...}}` bodies itself.
+
+    POST   /admin/tenants                 {name, budget_usd?, period?, policy?} → key, once
+    GET    /admin/tenants                 ?include_disabled=true
+    GET    /admin/tenants/{tenant}        id or name
+    PATCH  /admin/tenants/{tenant}        {budget_usd?, period?, reset?, policy?}
+    PUT    /admin/tenants/{tenant}/budget {budget_usd, period?, reset?}
+    DELETE /admin/tenants/{tenant}        disable (its keys stop working; history stays)
+    POST   /admin/tenants/{tenant}/keys   {name?} → key, once
+    GET    /admin/keys                    ?tenant=
+    DELETE /admin/keys/{key_id}           revoke
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.store.errors import Conflict, NotFound, StoreUnavailable
+from gateway.store.records import NewKey
+from gateway.store.store import Store
+
+Period = Literal["daily", "weekly", "monthly", "total"]
+
+
+class AdminError(Exception):
+    """An admin failure, answered as an OpenAI error body."""
+
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
+                 code: str | None = None, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = (
+            status, message, type_, code, param)
+
+    def response(self) -> JSONResponse:
+        return JSONResponse({"error": {"message": self.message, "type": self.type,
+                                       "param": self.param, "code": self.code}},
+                            status_code=self.status)
+
+
+def _as_admin_error(exc: Exception) -> AdminError | None:
+    if isinstance(exc, AdminError):
+        return exc
+    if isinstance(exc, RequestValidationError):
+        err = exc.errors()[0] if exc.errors() else {}
+        loc = [str(x) for x in err.get("loc", ())]
+        param = ".".join(loc[1:] if loc and loc[0] in ("body", "query", "path") else loc)
+        return AdminError(400, str(err.get("msg", "invalid request")), param=param or None)
+    if isinstance(exc, NotFound):
+        return AdminError(404, str(exc), code="not_found")
+    if isinstance(exc, Conflict):
+        return AdminError(409, str(exc), code="conflict")
+    if isinstance(exc, StoreUnavailable):
+        return AdminError(503, str(exc), "server_error", code="database_unavailable")
+    if isinstance(exc, ValueError):
+        return AdminError(400, str(exc))
+    return None
+
+
+class OpenAIErrorRoute(APIRoute):
+    """Answers this router's errors as OpenAI error bodies, independent of the host app."""
+
+    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+        handler = super().get_route_handler()
+
+        async def route(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Exception as exc:
+                err = _as_admin_error(exc)
+                if err is None:
+                    raise
+                return err.response()
+
+        return route
+
+
+def _store(request: Request) -> Store:
+    ctx = getattr(request.app.state, "ctx", None)
+    store = getattr(ctx, "store", None) or getattr(request.app.state, "store", None)
+    if store is None:
+        raise AdminError(503, "the gateway has no store", "server_error")
+    return store
+
+
+def _admin_key(request: Request) -> str | None:
+    ctx = getattr(request.app.state, "ctx", None)
+    settings = getattr(ctx, "settings", None)
+    return getattr(settings, "admin_key", None) or os.environ.get("TOLLGATE_ADMIN_KEY")
+
+
+async def require_admin(request: Request) -> None:
+    """The admin key, compared in constant time."""
+    expected = _admin_key(request)
+    if not expected:
+        raise AdminError(403, "The admin API is disabled: set TOLLGATE_ADMIN_KEY.",
+                         "permission_error", code="admin_disabled")
+    auth = request.headers.get("authorization", "")
+    given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+    given = given or request.headers.get("x-admin-key", "")
+    if not given or not hmac.compare_digest(given.encode(), expected.encode()):
+        raise AdminError(401, "Incorrect admin key provided.", code="invalid_api_key")
+
+
+class TenantCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=200)
+    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    period: Period = "total"
+    policy: dict[str, Any] | None = None
+
+
+class TenantUpdate(BaseModel):
+    """Only the fields sent change; `budget_usd: null` means unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    period: Period | None = None
+    reset: bool = False
+    policy: dict[str, Any] | None = None
+
+
+class BudgetSet(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget_usd: float | None = Field(ge=0, allow_inf_nan=False)
+    period: Period | None = None
+    reset: bool = False
+
+
+class KeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, max_length=200)
+
+
+def _new_key(new: NewKey) -> dict[str, Any]:
+    return {"api_key": new.api_key, "key": new.info.to_dict()}
+
+
+def build_admin_router() -> APIRouter:
+    """The admin router (stateless: the store and key come from the hosting app)."""
+    r = APIRouter(prefix="/admin", tags=["admin"], route_class=OpenAIErrorRoute,
+                  dependencies=[Depends(require_admin)])
+
+    @r.post("/tenants", status_code=201)
+    async def create_tenant(body: TenantCreate, request: Request) -> dict[str, Any]:
+        info, key = await _store(request).create_tenant(
+            body.name, budget_usd=body.budget_usd, period=body.period, policy=body.policy)
+        return {"tenant": info.to_dict(), **_new_key(key)}
+
+    @r.get("/tenants")
+    async def list_tenants(request: Request, include_disabled: bool = False
+                           ) -> dict[str, Any]:
+        rows = await _store(request).list_tenants(include_disabled)
+        return {"object": "list", "data": [t.to_dict() for t in rows]}
+
+    @r.get("/tenants/{tenant}")
+    async def get_tenant(tenant: str, request: Request) -> dict[str, Any]:
+        return (await _store(request).get_tenant(tenant)).to_dict()
+
+    @r.patch("/tenants/{tenant}")
+    async def update_tenant(tenant: str, body: TenantUpdate, request: Request
+                            ) -> dict[str, Any]:
+        changes = body.model_dump(include=body.model_fields_set)
+        return (await _store(request).update_tenant(tenant, **changes)).to_dict()
+
+    @r.put("/tenants/{tenant}/budget")
+    async def set_budget(tenant: str, body: BudgetSet, request: Request) -> dict[str, Any]:
+        info = await _store(request).update_tenant(
+            tenant, budget_usd=body.budget_usd, period=body.period, reset=body.reset)
+        return info.to_dict()
+
+    @r.delete("/tenants/{tenant}")
+    async def disable_tenant(tenant: str, request: Request) -> dict[str, Any]:
+        return (await _store(request).disable_tenant(tenant)).to_dict()
+
+    @r.post("/tenants/{tenant}/keys", status_code=201)
+    async def create_key(tenant: str, request: Request, body: KeyCreate | None = None
+                         ) -> dict[str, Any]:
+        return _new_key(await _store(request).create_key(tenant, body.name if body else None))
+
+    @r.get("/keys")
+    async def list_keys(request: Request, tenant: str | None = None) -> dict[str, Any]:
+        rows = await _store(request).list_keys(tenant)
+        return {"object": "list", "data": [k.to_dict() for k in rows]}
+
+    @r.delete("/keys/{key_id}")
+    async def revoke_key(key_id: str, request: Request) -> dict[str, Any]:
+        return (await _store(request).revoke_key(key_id)).to_dict()
+
+    return r
+
+
+router = build_admin_router()

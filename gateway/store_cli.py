@@ -1,0 +1,271 @@
+"""CLI for the database side: `tollgate db ...`, `tollgate tenants ...`, `tollgate keys ...`.
+
+Every command finds its database like the gateway does: `--database-url`, else the
+`database_url` of `--config`, else `TOLLGATE_DATABASE_URL`, else `sqlite:///./tollgate.db`;
+and brings the schema to head first (idempotent), so a fresh install can create a tenant
+before the gateway ever started. Commands that create a key print it alone on the last line
+of stdout, once; it is stored only as a keyed hash and cannot be shown again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import click
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.store import keys as keylib
+from gateway.store import migrate
+from gateway.store import tenants as admin
+from gateway.store.dberrors import is_unavailable
+from gateway.store.engine import database_url_from_env, make_engine
+from gateway.store.errors import Conflict, NotFound
+from gateway.store.models import PERIODS
+from gateway.store.records import KeyInfo, NewKey, TenantInfo
+
+T = TypeVar("T")
+
+
+def _db_options(fn: Callable[..., T]) -> Callable[..., T]:
+    fn = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                      help="config.yaml whose database_url to use.")(fn)
+    return click.option("--database-url", default=None,
+                        help="Database URL (default: TOLLGATE_DATABASE_URL or "
+                             "sqlite:///./tollgate.db).")(fn)
+
+
+def _resolve_url(database_url: str | None, config_path: str | None) -> str:
+    if database_url:
+        return database_url
+    if config_path:
+        from gateway.config import load_settings
+
+        return load_settings(config_path).database_url
+    return database_url_from_env()
+
+
+@contextmanager
+def _engine(database_url: str | None, config_path: str | None, *, upgrade: bool = True
+            ) -> Iterator[Engine]:
+    """An engine on the resolved database, upgraded to head; errors become CLI errors."""
+    url = _resolve_url(database_url, config_path)
+    engine = make_engine(url)
+    try:
+        if upgrade:
+            migrate.upgrade_engine(engine)
+        yield engine
+    except (NotFound, Conflict, ValueError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    except SQLAlchemyError as exc:
+        if is_unavailable(exc):
+            detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            raise click.ClickException(f"database unavailable: {detail}") from exc
+        raise
+    finally:
+        engine.dispose()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _money(usd: float | None) -> str:
+    return "unlimited" if usd is None else f"${usd:.6f}"
+
+
+def _echo_new_key(new: NewKey) -> None:
+    click.echo(f"key id:  {new.info.id} (tenant {new.info.tenant_name})")
+    click.echo("API key (shown once; only its hash is stored):")
+    click.echo(new.api_key)
+
+
+# -- db --------------------------------------------------------------------------------------
+@click.group("db")
+def db_group() -> None:
+    """Database schema (Alembic)."""
+
+
+@db_group.command("upgrade")
+@_db_options
+@click.option("--revision", default="head", show_default=True)
+def db_upgrade(database_url: str | None, config_path: str | None, revision: str) -> None:
+    """Apply migrations up to REVISION (idempotent; safe with replicas running)."""
+    with _engine(database_url, config_path, upgrade=False) as engine:
+        migrate.upgrade_engine(engine, revision)
+        click.echo(f"database at revision {migrate.current_revision(engine)}")
+
+
+@db_group.command("current")
+@_db_options
+def db_current(database_url: str | None, config_path: str | None) -> None:
+    """Print the database's revision and the code's head."""
+    with _engine(database_url, config_path, upgrade=False) as engine:
+        click.echo(f"database: {migrate.current_revision(engine) or '(empty)'}")
+        click.echo(f"head:     {', '.join(migrate.head_revisions())}")
+
+
+# -- tenants ---------------------------------------------------------------------------------
+@click.group("tenants")
+def tenants_group() -> None:
+    """Tenants and their budgets."""
+
+
+def _tenant_lines(t: TenantInfo) -> list[str]:
+    return [
+        f"tenant:  {t.name} (id {t.id})",
+        (f"budget:  {_money(t.budget_usd)} per {t.period} period"
+         f" (spent ${t.spent_usd:.6f}, reserved ${t.reserved_usd:.6f})"),
+    ]
+
+
+@tenants_group.command("create")
+@click.argument("name")
+@click.option("--budget-usd", type=float, default=None, help="Hard budget per period.")
+@click.option("--period", type=click.Choice(PERIODS), default="total", show_default=True)
+@click.option("--policy", default=None,
+              help='JSON policy, e.g. \'{"allowed_models": ["gpt-4o-mini"]}\'.')
+@_db_options
+def tenants_create(name: str, budget_usd: float | None, period: str, policy: str | None,
+                   database_url: str | None, config_path: str | None) -> None:
+    """Create tenant NAME and its first key (printed alone on the last line)."""
+    pol = _parse_policy(policy)
+    with _engine(database_url, config_path) as engine:
+        info, new = admin.create_tenant(engine, keylib.load_or_create_secret(engine), name,
+                                        _now(), budget_usd=budget_usd, period=period,
+                                        policy=pol)
+    for line in _tenant_lines(info):
+        click.echo(line)
+    _echo_new_key(new)
+
+
+def _parse_policy(policy: str | None) -> dict[str, Any] | None:
+    if policy is None:
+        return None
+    try:
+        value = json.loads(policy)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--policy") from exc
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--policy")
+    return value
+
+
+@tenants_group.command("list")
+@click.option("--all", "include_disabled", is_flag=True, help="Include disabled tenants.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@_db_options
+def tenants_list(include_disabled: bool, as_json: bool, database_url: str | None,
+                 config_path: str | None) -> None:
+    """List tenants with their budget, period and spend in the current period."""
+    with _engine(database_url, config_path) as engine:
+        rows = admin.list_tenants(engine, _now(), include_disabled)
+    if as_json:
+        for t in rows:
+            click.echo(json.dumps(t.to_dict()))
+        return
+    click.echo(f"{'NAME':<24} {'ID':<32} {'BUDGET':>14} {'PERIOD':<8} {'SPENT':>12} "
+               f"{'RESERVED':>12}")
+    for t in rows:
+        name = t.name + (" (disabled)" if t.disabled_at else "")
+        click.echo(f"{name:<24} {t.id:<32} {_money(t.budget_usd):>14} {t.period:<8} "
+                   f"{t.spent_usd:>12.6f} {t.reserved_usd:>12.6f}")
+
+
+@tenants_group.command("budget")
+@click.argument("tenant")
+@click.option("--budget-usd", type=float, default=None)
+@click.option("--unlimited", is_flag=True, help="Remove the budget (spend is still tracked).")
+@click.option("--period", type=click.Choice(PERIODS), default=None,
+              help="A new period re-baselines the spend.")
+@click.option("--reset", is_flag=True, help="Re-baseline the spend now.")
+@_db_options
+def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, period: str | None,
+                   reset: bool, database_url: str | None, config_path: str | None) -> None:
+    """Set TENANT's budget and/or period (id or name)."""
+    if unlimited and budget_usd is not None:
+        raise click.UsageError("--budget-usd and --unlimited exclude each other")
+    changes: dict[str, Any] = {"period": period, "reset": reset}
+    if unlimited:
+        changes["budget_usd"] = None
+    elif budget_usd is not None:
+        changes["budget_usd"] = budget_usd
+    with _engine(database_url, config_path) as engine:
+        tid = admin.resolve_tenant_id(engine, tenant)
+        info = admin.update_tenant(engine, tid, _now(), **changes)
+    for line in _tenant_lines(info):
+        click.echo(line)
+
+
+@tenants_group.command("disable")
+@click.argument("tenant")
+@_db_options
+def tenants_disable(tenant: str, database_url: str | None, config_path: str | None) -> None:
+    """Disable TENANT: its keys stop working (within the gateways' auth cache TTL)."""
+    with _engine(database_url, config_path) as engine:
+        info = admin.disable_tenant(engine, admin.resolve_tenant_id(engine, tenant), _now())
+    click.echo(f"disabled tenant {info.name} (id {info.id})")
+
+
+# -- keys ------------------------------------------------------------------------------------
+@click.group("keys")
+def keys_group() -> None:
+    """API keys (shown once, stored hashed)."""
+
+
+@keys_group.command("create")
+@click.argument("tenant")
+@click.option("--name", default=None, help="A label for the key.")
+@_db_options
+def keys_create(tenant: str, name: str | None, database_url: str | None,
+                config_path: str | None) -> None:
+    """Create a key for TENANT (id or name); the key is printed alone on the last line."""
+    with _engine(database_url, config_path) as engine:
+        tid = admin.resolve_tenant_id(engine, tenant)
+        new = admin.create_key(engine, keylib.load_or_create_secret(engine), tid, _now(), name)
+    _echo_new_key(new)
+
+
+@keys_group.command("revoke")
+@click.argument("key_id")
+@_db_options
+def keys_revoke(key_id: str, database_url: str | None, config_path: str | None) -> None:
+    """Revoke KEY_ID (takes effect within the gateways' auth cache TTL, 5 s by default)."""
+    with _engine(database_url, config_path) as engine:
+        info = admin.revoke_key(engine, key_id, _now())
+    click.echo(f"revoked {info.id} ({info.prefix}…, tenant {info.tenant_name})")
+
+
+def _key_line(k: KeyInfo) -> str:
+    state = f"revoked {k.revoked_at:%Y-%m-%d %H:%M}" if k.revoked_at else "active"
+    return (f"{k.id:<22} {k.prefix + '…':<12} {k.tenant_name:<24} {k.name or '':<16} "
+            f"{k.created_at:%Y-%m-%d %H:%M}  {state}")
+
+
+@keys_group.command("list")
+@click.option("--tenant", default=None, help="Only this tenant's keys (id or name).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@_db_options
+def keys_list(tenant: str | None, as_json: bool, database_url: str | None,
+              config_path: str | None) -> None:
+    """List keys (their ids and display prefixes; never the keys)."""
+    with _engine(database_url, config_path) as engine:
+        tid = admin.resolve_tenant_id(engine, tenant) if tenant else None
+        rows = admin.list_keys(engine, tid)
+    if as_json:
+        for k in rows:
+            click.echo(json.dumps(k.to_dict()))
+        return
+    click.echo(f"{'ID':<22} {'PREFIX':<12} {'TENANT':<24} {'NAME':<16} {'CREATED':<16}  STATE")
+    for k in rows:
+        click.echo(_key_line(k))
+
+
+def register(main: click.Group) -> None:
+    """Called from `gateway.cli._register`."""
+    for group in (db_group, tenants_group, keys_group):
+        main.add_command(group)
