@@ -1,0 +1,277 @@
+"""The budget ledger: atomic reservations, settlement, idempotency, rollover, expiry."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from gateway.store import BudgetExceeded, Store, Tenant
+from gateway.store.models import reservations
+from gateway.store.periods import period_start
+from tests.store._workers import hammer
+from tests.store.conftest import FakeClock, started
+
+pytestmark = pytest.mark.anyio
+
+COST = 0.002  # USD per request; BUDGET fits exactly 50 of them
+BUDGET = 50 * COST
+
+
+async def _tenant(store: Store, name: str = "acme", budget: float | None = BUDGET,
+                  period: str = "total") -> Tenant:
+    _, key = await store.create_tenant(name, budget_usd=budget, period=period)
+    tenant = await store.authenticate(key.api_key)
+    assert tenant is not None
+    return tenant
+
+
+def _open_reservations(store: Store) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(reservations)).scalar_one())
+
+
+async def test_reserve_refuses_what_does_not_fit(db_url: str) -> None:
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=0.01)
+        a = await store.reserve(t, 0.004, "a")
+        await store.reserve(t.id, 0.004, "b")  # a tenant id works as well as a Tenant
+        with pytest.raises(BudgetExceeded) as exc:
+            await store.reserve(t, 0.004, "c")
+        e = exc.value
+        assert (e.budget_usd, e.spent_usd, e.reserved_usd, e.requested_usd) == pytest.approx(
+            (0.01, 0.0, 0.008, 0.004))
+        await store.reserve(t, 0.002, "d")  # exactly fills the budget: allowed
+        await store.settle(a, 0.004)
+        info = await store.get_tenant("acme")
+        assert info.spent_usd == pytest.approx(0.004) and info.reserved_usd == pytest.approx(0.006)
+
+
+async def test_settle_releases_the_rest(db_url: str) -> None:
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=0.01)
+        r = await store.reserve(t, 0.008, "a")
+        result = await store.settle(r, 0.003)
+        assert result.applied and result.overrun_usd == 0.0
+        info = await store.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.003) and info.reserved_usd == 0.0
+        assert _open_reservations(store) == 0
+        await store.reserve(t, 0.007, "b")  # the released 0.005 is usable again
+
+
+async def test_settle_is_idempotent_across_replicas(db_url: str) -> None:
+    async with started(db_url) as store, started(db_url) as replica:
+        t = await _tenant(store)
+        r = await store.reserve(t, 0.004, "a")
+        first = await store.settle(r, 0.001)
+        second = await store.settle(r, 0.001)
+        third = await replica.settle(r, 0.002)
+        assert first.applied and not second.applied and not third.applied
+        info = await replica.get_tenant("acme")
+        assert info.spent_usd == pytest.approx(0.001) and info.reserved_usd == 0.0
+
+
+async def test_settlement_overrun_is_recorded_honestly(db_url: str) -> None:
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=0.01)
+        r = await store.reserve(t, 0.009, "a")
+        result = await store.settle(r, 0.012)
+        assert result.applied and result.overrun_usd == pytest.approx(0.003)
+        info = await store.get_tenant("acme")
+        assert info.spent_usd == pytest.approx(0.012)  # recorded, not clipped to the budget
+        with pytest.raises(BudgetExceeded):
+            await store.reserve(t, 0.000001, "b")
+
+
+async def test_unlimited_budget_still_tracks_spend(db_url: str) -> None:
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=None)
+        r = await store.reserve(t, 1e6, "big")
+        await store.settle(r, 123.45)
+        assert (await store.get_tenant("acme")).spent_usd == pytest.approx(123.45)
+
+
+def _run_replicas(url: str, tenant_id: str, replicas: int, per: int, usd: float,
+                  actual: float) -> tuple[int, int]:
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager, ProcessPoolExecutor(replicas, mp_context=ctx) as pool:
+        barrier = manager.Barrier(replicas)
+        futures = [pool.submit(hammer, url, tenant_id, per, usd, actual, barrier)
+                   for _ in range(replicas)]
+        results = [f.result() for f in futures]
+    return sum(r[0] for r in results), sum(r[1] for r in results)
+
+
+@pytest.mark.slow
+async def test_200_concurrent_reservations_across_processes_never_overspend(db_url: str
+                                                                           ) -> None:
+    """4 processes (= 4 replicas, each its own engine and pool) × 50 concurrent requests
+    against a budget that fits exactly 50: exactly 50 pass, not a nano-dollar more."""
+    async with started(db_url) as store:
+        t = await _tenant(store)
+        ok, refused = await asyncio.to_thread(_run_replicas, db_url, t.id, 4, 50, COST, COST)
+        info = await store.get_tenant(t.id)
+    assert ok + refused == 200
+    assert ok == 50
+    assert info.spent_usd == pytest.approx(BUDGET, abs=1e-12)
+    assert info.spent_usd <= BUDGET
+    assert info.reserved_usd == 0.0
+
+
+async def test_two_replicas_interleaved_never_overspend(db_url: str) -> None:
+    """Two stores (two engines) in one process, 200 requests interleaved in threads, actual
+    costs below the reservations: the settled spend never exceeds the budget."""
+    rng = random.Random(7)
+    actuals = [round(rng.uniform(0.0, COST), 9) for _ in range(200)]
+    async with started(db_url) as a, started(db_url) as b:
+        t = await _tenant(a)
+        charged: list[float] = []
+        refused = 0
+
+        async def one(i: int) -> None:
+            nonlocal refused
+            store = a if i % 2 else b
+            try:
+                r = await store.reserve(t, COST, f"r{i}")
+            except BudgetExceeded:
+                refused += 1
+                return
+            await asyncio.sleep(0)
+            await store.settle(r, actuals[i])
+            charged.append(actuals[i])
+
+        await asyncio.gather(*(one(i) for i in range(200)))
+        info = await a.get_tenant(t.id)
+    assert len(charged) >= 50 and refused == 200 - len(charged)
+    assert info.spent_usd == pytest.approx(sum(charged), abs=1e-9)
+    assert info.spent_usd <= BUDGET and info.reserved_usd == 0.0
+
+
+async def test_daily_rollover_at_the_boundary(db_url: str, clock: FakeClock) -> None:
+    clock.now = datetime(2026, 3, 14, 23, 59, 59, 999_000, tzinfo=UTC)
+    async with started(db_url, clock=clock) as store:
+        t = await _tenant(store, budget=0.01, period="daily")
+        r = await store.reserve(t, 0.01, "late")
+        await store.settle(r, 0.01)
+        with pytest.raises(BudgetExceeded):
+            await store.reserve(t, 0.001, "still-today")
+        clock.now = datetime(2026, 3, 15, 0, 0, tzinfo=UTC)  # the boundary itself: new day
+        r = await store.reserve(t, 0.01, "tomorrow")
+        await store.settle(r, 0.004)
+        info = await store.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.004)
+        assert info.period_start == datetime(2026, 3, 15, tzinfo=UTC)
+
+
+async def test_rollover_is_idempotent_across_replicas(db_url: str, clock: FakeClock) -> None:
+    clock.now = datetime(2026, 3, 14, 18, 0, tzinfo=UTC)
+    async with started(db_url, clock=clock) as a, started(db_url, clock=clock) as b:
+        t = await _tenant(a, budget=0.01, period="daily")
+        await a.settle(await a.reserve(t, 0.009, "day1"), 0.009)
+        clock.now = datetime(2026, 3, 15, 0, 0, 1, tzinfo=UTC)
+        await a.settle(await a.reserve(t, 0.003, "a"), 0.003)  # replica A rolls over
+        await b.settle(await b.reserve(t, 0.004, "b"), 0.004)  # replica B must not reset again
+        info = await b.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.007)
+        with pytest.raises(BudgetExceeded):
+            await b.reserve(t, 0.004, "over")
+        # A replica whose clock lags behind the boundary never rolls the period back.
+        clock.now = datetime(2026, 3, 14, 23, 59, 59, tzinfo=UTC)
+        await a.settle(await a.reserve(t, 0.001, "lagging"), 0.001)
+        clock.now = datetime(2026, 3, 15, 0, 0, 2, tzinfo=UTC)
+        assert (await a.get_tenant(t.id)).spent_usd == pytest.approx(0.008)
+
+
+async def test_reservation_in_flight_across_rollover(db_url: str, clock: FakeClock) -> None:
+    """Reserved before midnight, settled after: the hold carries over, the spend lands in
+    the period in which it is settled, and nothing stays reserved."""
+    clock.now = datetime(2026, 3, 14, 23, 59, 58, tzinfo=UTC)
+    async with started(db_url, clock=clock) as store:
+        t = await _tenant(store, budget=0.01, period="daily")
+        await store.settle(await store.reserve(t, 0.005, "day1"), 0.005)
+        inflight = await store.reserve(t, 0.005, "straddles")
+        clock.now = datetime(2026, 3, 15, 0, 0, 3, tzinfo=UTC)
+        with pytest.raises(BudgetExceeded):  # the carried-over hold still counts
+            await store.reserve(t, 0.006, "too-much")
+        await store.settle(inflight, 0.002)
+        info = await store.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.002) and info.reserved_usd == 0.0
+
+
+async def test_applying_a_new_period_rebaselines(db_url: str, clock: FakeClock) -> None:
+    async with started(db_url, clock=clock) as store:
+        t = await _tenant(store, budget=0.01, period="total")
+        await store.settle(await store.reserve(t, 0.008, "a"), 0.008)
+        same = await store.update_tenant(t.id, budget_usd=0.02, period="total")
+        assert same.spent_usd == pytest.approx(0.008) and same.budget_usd == 0.02
+        daily = await store.update_tenant("acme", period="daily")
+        assert daily.spent_usd == 0.0 and daily.budget_usd == 0.02
+        assert daily.period_start == period_start("daily", clock.now)
+        await store.settle(await store.reserve(t, 0.02, "b"), 0.02)
+        reset = await store.update_tenant("acme", reset=True)
+        assert reset.spent_usd == 0.0
+        unlimited = await store.update_tenant("acme", budget_usd=None)
+        assert unlimited.budget_usd is None and unlimited.period == "daily"
+
+
+@pytest.mark.parametrize("period,now,start", [
+    ("daily", datetime(2026, 3, 15, 0, 0, tzinfo=UTC), datetime(2026, 3, 15, tzinfo=UTC)),
+    ("daily", datetime(2026, 3, 14, 23, 59, 59, 999999, tzinfo=UTC),
+     datetime(2026, 3, 14, tzinfo=UTC)),
+    ("weekly", datetime(2026, 3, 15, 23, 0, tzinfo=UTC), datetime(2026, 3, 9, tzinfo=UTC)),
+    ("weekly", datetime(2026, 3, 16, 0, 0, tzinfo=UTC), datetime(2026, 3, 16, tzinfo=UTC)),
+    ("monthly", datetime(2026, 2, 28, 23, 59, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC)),
+    ("monthly", datetime(2026, 3, 1, 0, 0, tzinfo=UTC), datetime(2026, 3, 1, tzinfo=UTC)),
+    ("total", datetime(2026, 3, 1, tzinfo=UTC), datetime(1970, 1, 1, tzinfo=UTC)),
+])
+def test_period_boundaries_are_utc_calendar_boundaries(period: str, now: datetime,
+                                                       start: datetime) -> None:
+    assert period_start(period, now) == start
+    # A non-UTC clock reading means the same instant.
+    assert period_start(period, now.astimezone(UTC).astimezone(
+        __import__("datetime").timezone(timedelta(hours=-5)))) == start
+
+
+async def test_monthly_rollover(db_url: str, clock: FakeClock) -> None:
+    clock.now = datetime(2026, 1, 31, 22, 0, tzinfo=UTC)
+    async with started(db_url, clock=clock) as store:
+        t = await _tenant(store, budget=0.01, period="monthly")
+        await store.settle(await store.reserve(t, 0.01, "jan"), 0.01)
+        clock.now = datetime(2026, 2, 1, 0, 0, tzinfo=UTC)
+        await store.reserve(t, 0.01, "feb")
+
+
+async def test_stale_reservations_expire_charged_in_full(db_url: str, clock: FakeClock
+                                                         ) -> None:
+    async with started(db_url, clock=clock, reservation_ttl_s=3600) as store:
+        t = await _tenant(store)
+        orphan = await store.reserve(t, 0.004, "crashed")  # its process "died"
+        live = await store.reserve(t, 0.001, "live")
+        clock.now += timedelta(minutes=30)
+        assert await store.expire_stale() == 0
+        clock.now += timedelta(minutes=31)
+        fresh = await store.reserve(t, 0.001, "fresh")
+        assert await store.expire_stale() == 2  # orphan and live are both past the TTL
+        info = await store.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.005)
+        assert info.reserved_usd == pytest.approx(0.001)
+        late = await store.settle(orphan, 0.0)  # a late settlement changes nothing
+        assert not late.applied
+        await store.settle(fresh, 0.0005)
+        assert (await store.get_tenant(t.id)).reserved_usd == 0.0
+        assert live.amount_usd == pytest.approx(0.001)
+
+
+async def test_negative_amounts_are_refused(sqlite_url: str) -> None:
+    async with started(sqlite_url) as store:
+        t = await _tenant(store)
+        with pytest.raises(ValueError):
+            await store.reserve(t, -0.01)
+        r = await store.reserve(t, 0.01)
+        with pytest.raises(ValueError):
+            await store.settle(r, -1.0)
