@@ -1,0 +1,198 @@
+"""The FastAPI app factory: ``create_app(settings, ...)`` builds one gateway.
+
+All state (settings, store, log writer, router, encoder, metrics) lives in one
+``GatewayContext`` on ``app.state.ctx``; nothing is module-global, so tests and replicas can
+run several gateways in one process. The lifespan starts the store and the log writer, warms
+the encoder (so the first request does not pay for loading MiniLM) and stops them in order.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gateway.config import Settings
+from gateway.context import GatewayContext, call
+from gateway.errors import GatewayError, error_body
+from gateway.metrics import GatewayMetrics
+from gateway.pricing import resolve_prices
+from gateway.proxy import authenticate, chat_completions
+from gateway.routing import RouterHolder, router_model_map
+from router_core.artifact import load_router
+from router_core.encoder import Encoder
+from router_core.router import Router
+
+log = logging.getLogger(__name__)
+
+
+def build_store(settings: Settings) -> tuple[Any, Any]:
+    """The database side for ``settings.database_url``: (Store, LogWriter)."""
+    from gateway.store import open_store
+
+    return open_store(settings.database_url, log_prompts=settings.log_prompts)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    store: Any = None,
+    log_writer: Any = None,
+    router: Router | None = None,
+    encoder: Encoder | None = None,
+    registry: CollectorRegistry | None = None,
+) -> FastAPI:
+    """Build a gateway. Parts not given are built from ``settings`` (the store from
+    ``database_url``, the router from ``router_path`` or the packaged artifact)."""
+    if store is None or log_writer is None:
+        built_store, built_writer = build_store(settings)
+        store = store if store is not None else built_store
+        log_writer = log_writer if log_writer is not None else built_writer
+    ctx = GatewayContext(
+        settings=settings,
+        store=store,
+        log_writer=log_writer,
+        router=RouterHolder(router if router is not None else load_router(settings.router_path)),
+        encoder=encoder if encoder is not None else Encoder(cache=False),
+        prices=resolve_prices(settings),
+        metrics=GatewayMetrics(registry),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own_writer = ctx.log_writer is not getattr(ctx.store, "logs", None)
+        await _maybe(ctx.store, "start")  # the store starts (and closes) its own writer
+        if own_writer:
+            await _maybe(ctx.log_writer, "start")
+        await anyio.to_thread.run_sync(ctx.encoder.encode, ["warm up the encoder"])
+        ctx.ready = True
+        try:
+            yield
+        finally:
+            ctx.ready = False
+            if own_writer:
+                await _maybe(ctx.log_writer, "close")
+            await _maybe(ctx.store, "close")
+
+    app = FastAPI(title="Tollgate", version="0.1.0", lifespan=lifespan)
+    app.state.ctx = ctx
+    _install_error_handlers(app)
+    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_api_route("/chat/completions", chat_completions, methods=["POST"],
+                      include_in_schema=False)
+    app.add_api_route("/v1/models", list_models, methods=["GET"])
+    app.add_api_route("/health", health, methods=["GET"])
+    app.add_api_route("/ready", ready, methods=["GET"])
+    app.add_api_route("/metrics", metrics, methods=["GET"])
+    if importlib.util.find_spec("gateway.admin") is not None:
+        from gateway import admin
+
+        app.include_router(admin.router)
+    return app
+
+
+async def _maybe(obj: Any, method: str) -> None:
+    fn = getattr(obj, method, None)
+    if fn is not None:
+        await call(fn)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GatewayError)
+    async def _gateway_error(_: Request, exc: GatewayError) -> JSONResponse:
+        return exc.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0] if exc.errors() else {}
+        loc = ".".join(str(x) for x in err.get("loc", ())[1:]) or None
+        return JSONResponse(
+            error_body(str(err.get("msg", "invalid request")), "invalid_request_error",
+                       param=loc),
+            status_code=400,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return JSONResponse(
+            error_body(str(exc.detail), type_, code=str(exc.status_code)),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        return JSONResponse(
+            error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500
+        )
+
+
+async def list_models(request: Request) -> Response:
+    """Route names (routed) and backends (passthrough) this tenant may use."""
+    ctx: GatewayContext = request.app.state.ctx
+    try:
+        tenant = await authenticate(ctx, request)
+    except GatewayError as e:
+        return e.response()
+    allowed = (getattr(tenant, "policy", None) or {}).get("allowed_models")
+    s, router = ctx.settings, ctx.router.current
+    data: list[dict[str, Any]] = []
+    for name, route in s.routes.items():
+        pool = [b.model_name for b in s.route_backends(name)]
+        if allowed is not None:
+            pool = [n for n in pool if n in allowed]
+        data.append({
+            "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
+            "tollgate": {"type": "route", "cost_weight": route.cost_weight,
+                         "backends": sorted(router_model_map(s, router, pool).values())},
+        })
+    for b in s.model_list:
+        if allowed is not None and b.model_name not in allowed:
+            continue
+        p = ctx.prices[b.model_name]
+        data.append({
+            "id": b.model_name, "object": "model", "created": 0, "owned_by": "tollgate",
+            "tollgate": {"type": "backend", "router_model": b.router_model,
+                         "routable": b.router_model in router.model_names,
+                         "input_cost_per_token": p.input_per_token,
+                         "output_cost_per_token": p.output_per_token},
+        })
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def health() -> dict[str, str]:
+    """Liveness: the process answers."""
+    return {"status": "ok"}
+
+
+async def ready(request: Request) -> Response:
+    """Readiness: started, router loaded, encoder warm, database reachable."""
+    ctx: GatewayContext = request.app.state.ctx
+    checks: dict[str, Any] = {"started": ctx.ready, "router_version": ctx.router.current.version}
+    ok = ctx.ready
+    ping = getattr(ctx.store, "ping", None)
+    if ping is not None:
+        try:
+            db_ok = bool(await call(ping))
+        except Exception:  # noqa: BLE001 - any fault means "not ready", never a crash
+            db_ok = False
+        checks["database"] = db_ok
+        ok = ok and db_ok
+    return JSONResponse({"status": "ready" if ok else "not ready", **checks},
+                        status_code=200 if ok else 503)
+
+
+async def metrics(request: Request) -> Response:
+    ctx: GatewayContext = request.app.state.ctx
+    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,43 @@
+"""Everything a request handler needs, built once per app and passed explicitly (app.state).
+
+The store's methods may be synchronous (SQLAlchemy in a thread) or coroutines; ``call``
+awaits either without blocking the event loop.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+
+from gateway.config import Settings
+from gateway.metrics import GatewayMetrics
+from gateway.pricing import Price
+from gateway.routing import RouterHolder
+from router_core.encoder import Encoder
+
+
+async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Await ``fn(*args)``: directly if it is a coroutine function, else in a worker thread."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args, **kwargs)
+    result = await anyio.to_thread.run_sync(partial(fn, *args, **kwargs))
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+@dataclass
+class GatewayContext:
+    settings: Settings
+    store: Any  # gateway.store.Store: authenticate / reserve / settle
+    log_writer: Any  # gateway.store LogWriter: submit(row) (non-blocking)
+    router: RouterHolder
+    encoder: Encoder
+    prices: dict[str, Price]
+    metrics: GatewayMetrics
+    ready: bool = False

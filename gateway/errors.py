@@ -1,0 +1,71 @@
+"""OpenAI-shaped errors: every failure the client sees is ``{"error": {message, type, param,
+code}}`` with the HTTP status OpenAI would use, so SDK clients raise their usual exceptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi.responses import JSONResponse
+
+
+class GatewayError(Exception):
+    """An error the gateway returns to the client as an OpenAI error body."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "invalid_request_error",
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+        self.param = param
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.type, code=self.code, param=self.param)
+
+    def response(self, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse(
+            self.body(), status_code=self.status, headers={**self.headers, **(headers or {})}
+        )
+
+
+def error_body(
+    message: str, type_: str, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def invalid(message: str, param: str | None = None, code: str | None = None) -> GatewayError:
+    """400: the request itself is wrong; ``param`` names the field."""
+    return GatewayError(400, message, "invalid_request_error", param=param, code=code)
+
+
+def unauthorized(message: str = "Incorrect API key provided.") -> GatewayError:
+    return GatewayError(401, message, "invalid_request_error", code="invalid_api_key")
+
+
+def model_not_found(name: str) -> GatewayError:
+    return GatewayError(
+        404,
+        f"The model `{name}` does not exist or you do not have access to it.",
+        "invalid_request_error",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def budget_exceeded(message: str) -> GatewayError:
+    return GatewayError(429, message, "budget_exceeded", code="budget_exceeded")
+
+
+def store_unavailable(message: str = "The gateway's database is unavailable.") -> GatewayError:
+    return GatewayError(503, message, "service_unavailable", code="store_unavailable")

@@ -1,0 +1,125 @@
+"""From a chat request to a routing decision over the deployable pool.
+
+What is embedded: the text of the system and user turns (including ``developer``), the most
+recent turn first, joined by blank lines and cut to ``encoder_max_chars`` characters; the
+encoder then truncates to its window (MiniLM: 256 word pieces). Most recent first because the
+last user turn says what is being asked now; when the conversation is longer than the window
+it is the oldest turns (usually a long system prompt) that fall off. Assistant and tool turns
+are not embedded: they are answers, not the task.
+
+The router works on *router model names* (experts in the artifact); a backend maps to one
+with ``model_info.router_model``. The deployable pool of a route is its backends whose
+router model the artifact knows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio.to_thread
+
+from gateway.config import Settings
+from router_core.decision import Decision
+from router_core.encoder import Encoder
+from router_core.router import Router
+
+EMBEDDED_ROLES = ("system", "developer", "user")
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message ``content`` (a string or a list of typed parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def embed_text(messages: list[dict], max_chars: int) -> str:
+    """System and user turns, most recent first, cut to ``max_chars``."""
+    parts = [
+        message_text(m.get("content"))
+        for m in reversed(messages)
+        if isinstance(m, dict) and m.get("role") in EMBEDDED_ROLES
+    ]
+    return "\n\n".join(p for p in parts if p)[:max_chars]
+
+
+class RouterHolder:
+    """The current router; replacing it is one reference assignment (requests in flight keep
+    the object they started with). A later issue hot-swaps retrained routers through it."""
+
+    def __init__(self, router: Router) -> None:
+        self._router = router
+
+    @property
+    def current(self) -> Router:
+        return self._router
+
+    def swap(self, router: Router) -> Router:
+        old, self._router = self._router, router
+        return old
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A decision mapped back to backends."""
+
+    decision: Decision
+    router_version: str
+    backends: tuple[str, ...]  # ranked backend names (chosen first)
+    by_router_model: Mapping[str, str] = field(default_factory=dict)
+
+
+def router_model_map(settings: Settings, router: Router, names: list[str]) -> dict[str, str]:
+    """router model -> backend for the backends in ``names`` the artifact knows.
+
+    When two backends name the same router model the first in model_list wins for routing
+    (the other stays reachable by passthrough).
+    """
+    known = set(router.model_names)
+    out: dict[str, str] = {}
+    for b in settings.model_list:
+        if b.model_name in names and b.router_model in known:
+            out.setdefault(b.router_model, b.model_name)
+    return out
+
+
+async def embed(encoder: Encoder, text: str) -> Any:
+    """Φ(x) off the event loop: the encoder is CPU-bound and would stall every request."""
+    return await anyio.to_thread.run_sync(encoder.encode, [text])
+
+
+def route_request(
+    router: Router,
+    phi: Any,
+    *,
+    lam: float,
+    delta: float | None,
+    backends_by_router_model: Mapping[str, str],
+    costs_usd_by_backend: Mapping[str, float],
+    max_cost_usd: float | None,
+) -> Routed:
+    """q = g_θ(Φ(x)); route over the allowed router models with this request's costs."""
+    q = router.project(phi)[0]
+    costs = {rm: costs_usd_by_backend[b] for rm, b in backends_by_router_model.items()}
+    decision = router.route(
+        q,
+        lam,
+        delta=delta,
+        allowed=set(backends_by_router_model),
+        costs_usd=costs,
+        max_cost_usd=max_cost_usd,
+    )
+    return Routed(
+        decision=decision,
+        router_version=router.version,
+        backends=tuple(backends_by_router_model[m] for m in decision.ranked),
+        by_router_model=dict(backends_by_router_model),
+    )

@@ -1,0 +1,114 @@
+"""One upstream attempt through ``litellm.acompletion`` and what its failure means.
+
+A failure is *retryable* (try the next candidate) when another backend could well succeed:
+connection errors, timeouts, 429, 5xx, an unparseable answer, a context window too small,
+or the provider refusing our credentials. A 400 about the request itself is not: the next
+backend would refuse it too, so the client gets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.config import Backend
+from router_core.litellm_env import litellm
+
+litellm.suppress_debug_info = True
+
+
+@dataclass
+class UpstreamFailure(Exception):
+    """A classified upstream error: ``status`` is what the attempt log records."""
+
+    status: int  # upstream HTTP status, 504 for a timeout, 502 for connection/protocol
+    kind: str  # timeout | connection | rate_limited | server_error | bad_response | ...
+    message: str
+    retryable: bool
+
+    def __str__(self) -> str:
+        return f"{self.kind} ({self.status}): {self.message}"
+
+
+def classify(exc: BaseException) -> UpstreamFailure:
+    """Map a litellm / openai / asyncio exception to an UpstreamFailure."""
+    msg = str(exc).replace("litellm.", "")[:500]
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError, litellm.Timeout)):
+        return UpstreamFailure(504, "timeout", msg or "upstream timed out", True)
+    if isinstance(exc, litellm.ContextWindowExceededError):
+        return UpstreamFailure(400, "context_window_exceeded", msg, True)
+    if isinstance(exc, litellm.RateLimitError):
+        return UpstreamFailure(429, "rate_limited", msg, True)
+    if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
+        return UpstreamFailure(502, "upstream_auth", msg, True)
+    if isinstance(exc, litellm.NotFoundError):
+        return UpstreamFailure(502, "upstream_not_found", msg, True)
+    if isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError)):
+        return UpstreamFailure(400, "bad_request", msg, False)
+    if isinstance(exc, litellm.APIConnectionError) or "Connection error" in msg:
+        return UpstreamFailure(502, "connection", msg, True)
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409):
+        return UpstreamFailure(status, "bad_request", msg, False)
+    if isinstance(status, int) and status >= 500 and "Expecting value" not in msg:
+        return UpstreamFailure(status, "server_error", msg, True)
+    return UpstreamFailure(502, "bad_response", msg or type(exc).__name__, True)
+
+
+def _kwargs(backend: Backend, messages: list[dict], params: dict[str, Any]) -> dict[str, Any]:
+    call = backend.call_params()
+    call.update(params)
+    call["messages"] = messages
+    call["timeout"] = backend.model_info.timeout
+    call["num_retries"] = 0  # fallback across backends is ours; no hidden retries
+    call["max_retries"] = 0
+    return call
+
+
+async def complete(backend: Backend, messages: list[dict], params: dict[str, Any]) -> Any:
+    """A non-streaming call; raises UpstreamFailure."""
+    try:
+        return await litellm.acompletion(**_kwargs(backend, messages, params))
+    except Exception as e:  # every provider error is classified, none escapes raw
+        raise classify(e) from e
+
+
+@dataclass
+class OpenStream:
+    """A stream whose first chunk has arrived (so nothing reached the client yet before)."""
+
+    first: Any | None  # None: the upstream ended the stream without a chunk
+    rest: AsyncIterator[Any]
+    timeout: float
+
+    async def chunks(self) -> AsyncIterator[Any]:
+        """The first chunk then the rest; a gap longer than ``timeout`` is a TimeoutError."""
+        if self.first is None:
+            return
+        yield self.first
+        while True:
+            try:
+                chunk = await asyncio.wait_for(anext(self.rest), self.timeout)
+            except StopAsyncIteration:
+                return
+            yield chunk
+
+
+async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any]) -> OpenStream:
+    """Start a stream and wait for its first chunk; raises UpstreamFailure before that."""
+    timeout = backend.model_info.timeout
+    kwargs = _kwargs(backend, messages, params)
+    kwargs["stream"] = True
+    kwargs["stream_options"] = {"include_usage": True}  # we settle from it
+    try:
+        stream = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout)
+        it = stream.__aiter__()
+        try:
+            first = await asyncio.wait_for(anext(it), timeout)
+        except StopAsyncIteration:
+            first = None
+    except Exception as e:
+        raise classify(e) from e
+    return OpenStream(first=first, rest=it, timeout=timeout)
