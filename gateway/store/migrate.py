@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from alembic import command
@@ -10,6 +11,11 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, inspect
 
 from gateway.store.engine import normalize_url
+
+# Alembic keeps the running migration in module globals (`alembic.context`), so two upgrades
+# in one process (two stores starting in threads) must not overlap. This lock guards that
+# library global; across processes and replicas the PostgreSQL advisory lock in env.py does.
+_ALEMBIC_LOCK = threading.Lock()
 
 
 def migrations_dir() -> Path:
@@ -31,13 +37,14 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database at `url` up to `revision` (idempotent)."""
-    command.upgrade(alembic_config(url), revision)
+    with _ALEMBIC_LOCK:
+        command.upgrade(alembic_config(url), revision)
 
 
 def upgrade_engine(engine: Engine, revision: str = "head") -> None:
     """Upgrade through an existing engine (one connection, released afterwards)."""
     cfg = alembic_config(engine.url.render_as_string(hide_password=False))
-    with engine.connect() as conn:
+    with _ALEMBIC_LOCK, engine.connect() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

@@ -1,0 +1,88 @@
+"""The `tollgate tenants|keys|db` commands, run as a user runs them."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gateway.cli import main
+from tests.store.conftest import started
+
+KEY_RE = re.compile(r"^sk-tg-[A-Za-z0-9_-]{43}$")
+
+
+def _tollgate(*args: str, cwd: Path, env: dict[str, str] | None = None
+              ) -> subprocess.CompletedProcess[str]:
+    exe = str(Path(sys.executable).parent / "tollgate")  # the installed console script
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("TOLLGATE_SECRET", None)
+    return subprocess.run([exe, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+@pytest.mark.anyio
+async def test_tenants_create_prints_the_key_alone_on_the_last_line(tmp_path: Path) -> None:
+    """The embedded default: no URL given, the SQLite file appears in the working directory
+    and is upgraded by the command itself."""
+    out = _tollgate("tenants", "create", "acme", "--budget-usd", "2.5", "--period", "weekly",
+                    cwd=tmp_path, env={"TOLLGATE_DATABASE_URL": ""})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    key = lines[-1]
+    assert KEY_RE.match(key), out.stdout
+    assert out.stdout.count(key) == 1 and key not in out.stderr  # shown once
+    assert (tmp_path / "tollgate.db").exists()
+    assert key.encode() not in (tmp_path / "tollgate.db").read_bytes()
+    async with started(f"sqlite:///{tmp_path / 'tollgate.db'}") as store:
+        tenant = await store.authenticate(key)
+    assert tenant is not None and tenant.name == "acme"
+    assert tenant.budget_usd == 2.5 and tenant.period == "weekly"
+
+
+@pytest.mark.anyio
+async def test_keys_create_list_revoke(db_url: str) -> None:
+    runner = CliRunner()
+    db = ["--database-url", db_url]
+    created = runner.invoke(main, ["tenants", "create", "acme", *db])
+    assert created.exit_code == 0, created.output
+    first = created.output.splitlines()[-1]
+    made = runner.invoke(main, ["keys", "create", "acme", "--name", "ci", *db])
+    assert made.exit_code == 0, made.output
+    second = made.output.splitlines()[-1]
+    assert KEY_RE.match(second) and second != first
+    key_id = re.search(r"key id:\s+(key_\w+)", made.output).group(1)
+
+    listed = runner.invoke(main, ["keys", "list", "--tenant", "acme", *db])
+    assert listed.exit_code == 0 and key_id in listed.output
+    assert first not in listed.output and second not in listed.output  # never the keys
+    assert runner.invoke(main, ["keys", "revoke", key_id, *db]).exit_code == 0
+    async with started(db_url) as store:
+        assert await store.authenticate(second) is None
+        assert (await store.authenticate(first)).name == "acme"
+
+    missing = runner.invoke(main, ["keys", "revoke", "key_nope", *db])
+    assert missing.exit_code == 1 and "no key" in missing.output
+    dup = runner.invoke(main, ["tenants", "create", "acme", *db])
+    assert dup.exit_code == 1 and "already exists" in dup.output
+
+
+def test_tenants_list_and_budget(db_url: str) -> None:
+    runner = CliRunner()
+    db = ["--database-url", db_url]
+    runner.invoke(main, ["tenants", "create", "acme", "--budget-usd", "5", *db])
+    runner.invoke(main, ["tenants", "create", "globex", "--period", "monthly", *db])
+    out = runner.invoke(main, ["tenants", "list", "--json", *db])
+    assert out.exit_code == 0
+    assert '"name": "acme"' in out.output and '"budget_usd": 5.0' in out.output
+    assert '"name": "globex"' in out.output and '"budget_usd": null' in out.output
+    changed = runner.invoke(main, ["tenants", "budget", "globex", "--budget-usd", "1.25",
+                                   "--period", "daily", *db])
+    assert changed.exit_code == 0 and "$1.250000 per daily period" in changed.output
+    table = runner.invoke(main, ["tenants", "list", *db])
+    assert re.search(r"globex\s+\w+\s+\$1\.250000\s+daily", table.output), table.output
