@@ -16,6 +16,12 @@ def _register() -> None:
     from gateway.store_cli import register as register_store
 
     register_store(main)
+    from router_core.cli import train_command
+
+    main.add_command(train_command)
+    from router_core.evaluation.cli import eval_command
+
+    main.add_command(eval_command)
     pass
 
 

@@ -7,8 +7,8 @@ It needs numpy and faiss only; torch is for training, not for routing.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Collection, Mapping
 
 import faiss
 import numpy as np
@@ -164,9 +164,10 @@ class Router:
         else:
             sel = faiss.IDSelectorBatch(np.asarray(eligible, dtype=np.int64))
             sims, idx = self._index.search(q32, kk, params=faiss.SearchParameters(sel=sel))
-        idx, sims = idx[0], sims[0]
-        keep = idx >= 0
-        idx, sims = idx[keep], sims[keep]
+        idx = idx[0][idx[0] >= 0]
+        # FAISS picks the top-k; the similarities are recomputed in float64 so that single
+        # and batched routing (route_batch) see bit-identical numbers
+        sims = self._descriptors64()[idx] @ np.asarray(q, dtype=np.float32).astype(np.float64)
         models = [names[i] for i in idx]
         quality = np.array([self.calibration(m, s) for m, s in zip(models, sims)], dtype=float)
         return decide(
@@ -179,7 +180,63 @@ class Router:
             cost_usd=[usd[m] for m in models],
         )
 
-    def with_expert(self, expert: Expert, version: str | None = None) -> "Router":
+    def _descriptors64(self) -> np.ndarray:
+        return (
+            np.stack([e.descriptor for e in self.experts]).astype(np.float32).astype(np.float64)
+            if self.experts
+            else np.zeros((0, self.head.out_dim))
+        )
+
+    def route_batch(
+        self,
+        Q: np.ndarray,
+        lams: Sequence[float] | np.ndarray,
+        *,
+        delta: float | None = None,
+        k: int | None = None,
+        allowed: Collection[str] | None = None,
+        costs_usd: Mapping[str, float] | None = None,
+    ) -> np.ndarray:
+        """Vectorised ``route``: the chosen expert index for every (λ, query).
+
+        Same candidates, similarities, calibration and rule as ``route`` (tested to give
+        identical decisions), for evaluation sweeps. Q is (n, d) query vectors (``project``
+        output); returns an int array (len(lams), n) indexing ``self.experts``.
+        """
+        names = self.model_names
+        cost_norm = self.normalised_costs(costs_usd)
+        eligible = [i for i, n in enumerate(names) if allowed is None or n in allowed]
+        if not eligible:
+            raise NoEligibleModel("no model satisfies the allowed list")
+        kk = min(k or self.k, len(eligible)) if (k or self.k) else len(eligible)
+        q32 = np.ascontiguousarray(np.atleast_2d(Q), dtype=np.float32)
+        if len(eligible) == len(names):
+            _, idx = self._index.search(q32, kk)
+        else:
+            sel = faiss.IDSelectorBatch(np.asarray(eligible, dtype=np.int64))
+            _, idx = self._index.search(q32, kk, params=faiss.SearchParameters(sel=sel))
+        E = self._descriptors64()
+        q64 = q32.astype(np.float64)
+        sims = np.empty(idx.shape, dtype=np.float64)
+        for r in range(len(idx)):  # same float64 products as route(): one query at a time
+            sims[r] = E[idx[r]] @ q64[r]
+        a = np.array([self.calibration.a.get(n, self.calibration.a0) for n in names])
+        b = np.array([self.calibration.b.get(n, self.calibration.b0) for n in names])
+        quality = 1.0 / (1.0 + np.exp(-(a[idx] * sims + b[idx])))  # (n, k)
+        cost = cost_norm[idx]  # (n, k)
+        dl = self.delta if delta is None else delta
+        out = np.empty((len(lams), len(idx)), dtype=np.int64)
+        for li, lam in enumerate(lams):
+            score = quality - lam * cost
+            best = score.max(axis=1, keepdims=True)
+            in_set = score >= best - dl
+            c_in = np.where(in_set, cost, np.inf)
+            cheapest = in_set & (c_in == c_in.min(axis=1, keepdims=True))
+            pick = np.argmax(np.where(cheapest, score, -np.inf), axis=1)
+            out[li] = idx[np.arange(len(idx)), pick]
+        return out
+
+    def with_expert(self, expert: Expert, version: str | None = None) -> Router:
         """A new router with ``expert`` added (or replaced): no retraining."""
         if expert.descriptor.shape != (self.head.out_dim,):
             raise ValueError(
@@ -189,6 +246,6 @@ class Router:
         experts = tuple(e for e in self.experts if e.name != expert.name) + (expert,)
         return replace(self, experts=experts, version=version or self.version, _index=None)
 
-    def without_expert(self, name: str, version: str | None = None) -> "Router":
+    def without_expert(self, name: str, version: str | None = None) -> Router:
         experts = tuple(e for e in self.experts if e.name != name)
         return replace(self, experts=experts, version=version or self.version, _index=None)

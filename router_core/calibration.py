@@ -1,0 +1,95 @@
+"""Calibration: similarity s = q·e_h → p̂_h = σ(a_h·s + b_h), an estimate of quality.
+
+Raw similarities are not on the scale of quality, so λ would trade them against cost badly
+(DESIGN.md, "Measured before building"). We fit, on held-out rows, one logistic per model
+plus a pooled (a0, b0) for models added later without data. Quality may be fractional
+(scores in [0, 1]): each cell enters as a positive with weight u and a negative with
+weight 1 − u, which is the Bernoulli log-likelihood of a soft label.
+
+Models with no rows of their own (unseen models, described only by their descriptor) are
+placed with their level ℓ_h (e.g. probe accuracy): a pooled fit p = σ(a·s + c·logit ℓ + b)
+gives them a_h = a, b_h = b + c·logit ℓ_h.
+
+Example::
+
+    cal = fit_calibration(S_val, Q_val, models)    # S, Q: (n, m)
+    p = cal("gpt-4-1106-preview", 0.31)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from router_core.router import Calibration
+
+
+def _logit(p: np.ndarray, eps: float = 1e-3) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), eps, 1 - eps)
+    return np.log(p / (1 - p))
+
+
+def _fit(x: np.ndarray, u: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+    """Weighted logistic regression on soft labels u ∈ [0, 1]; returns (coef, intercept)."""
+    x = x.reshape(len(u), -1)
+    xs = np.concatenate([x, x])
+    ys = np.concatenate([np.ones(len(u)), np.zeros(len(u))])
+    ws = np.concatenate([u, 1 - u])
+    if ws[ys == 1].sum() <= 0 or ws[ys == 0].sum() <= 0:  # never right / never wrong
+        mean = float(np.clip(u.mean(), 1e-3, 1 - 1e-3))
+        return np.zeros(x.shape[1]), float(np.log(mean / (1 - mean)))
+    model = LogisticRegression(C=c, max_iter=1000)
+    model.fit(xs, ys, sample_weight=ws)
+    return model.coef_[0], float(model.intercept_[0])
+
+
+def fit_calibration(
+    sim: np.ndarray,
+    quality: np.ndarray,
+    models: Sequence[str],
+    *,
+    fit_models: Sequence[str] | None = None,
+    level: np.ndarray | None = None,
+    c: float = 1.0,
+) -> Calibration:
+    """Fit p̂_h = σ(a_h s + b_h).
+
+    Args:
+        sim: (n, m) similarities q·e_h of n held-out queries to the m models.
+        quality: (n, m) observed quality in [0, 1] (NaN = not observed).
+        models: the m model names (columns).
+        fit_models: models whose own columns may be used (default: all); the others get the
+            level rule when ``level`` is given, else the pooled (a0, b0).
+        level: (m,) each model's quality level from its descriptor (e.g. probe accuracy).
+        c: inverse L2 strength of sklearn's LogisticRegression.
+    """
+    sim = np.asarray(sim, dtype=float)
+    quality = np.asarray(quality, dtype=float)
+    own = [i for i, m in enumerate(models) if fit_models is None or m in set(fit_models)]
+    a: dict[str, float] = {}
+    b: dict[str, float] = {}
+    xs, us, ls = [], [], []
+    for i in own:
+        ok = np.isfinite(quality[:, i]) & np.isfinite(sim[:, i])
+        if ok.sum() < 2:
+            continue
+        coef, icpt = _fit(sim[ok, i], quality[ok, i], c)
+        a[models[i]], b[models[i]] = float(coef[0]), icpt
+        xs.append(sim[ok, i])
+        us.append(quality[ok, i])
+        if level is not None:
+            ls.append(np.full(ok.sum(), _logit(level[i])))
+    if not xs:
+        return Calibration(a={}, b={}, a0=1.0, b0=0.0)
+    x, u = np.concatenate(xs), np.concatenate(us)
+    coef0, b0 = _fit(x, u, c)
+    a0 = float(coef0[0])
+    if level is not None:
+        coef, icpt = _fit(np.stack([x, np.concatenate(ls)], axis=1), u, c)
+        for i, m in enumerate(models):
+            if m not in a:
+                a[m] = float(coef[0])
+                b[m] = float(icpt + coef[1] * _logit(level[i]))
+    return Calibration(a=a, b=b, a0=a0, b0=b0)

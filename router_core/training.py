@@ -1,0 +1,432 @@
+"""Training the router: g_θ on frozen MiniLM embeddings, Eq. 8 + CARO, then calibration.
+
+``train_router(table, TrainConfig(...))`` reads only ``train`` rows to fit and ``val`` rows to
+stop early and to calibrate (a seeded slice of ``train`` becomes ``val`` when the table has
+none). It returns a ``Router`` in the runtime format (router_core.router), so what the
+gateway routes with is exactly what was measured here.
+
+Objective per batch (CSCR §3.4 with EquiRouter's ranking term and a learned scale):
+    L = L_CS(Eq. 8)  [or vanilla InfoNCE, Eq. 6]
+      + w_caro · L_CARO(s·scale, u, c)                 (EquiRouter Eq. 6-7; off for no_caro)
+      + w_cal  · BCE(σ(a_h s_ih + b_h), u_ih)          (puts s on the scale of quality)
+with s_ih = q_i·e_h, q_i = g_θ(Φ(x_i))/‖·‖, e_h the descriptors (frozen).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from router_core.calibration import fit_calibration
+from router_core.data.splits import carve_val
+from router_core.data.table import RoutingTable
+from router_core.descriptors.base import DescriptorKind, ProbeSet
+from router_core.descriptors.probe_outcome import ProbeOutcome
+from router_core.losses import CaroRanking, CostSpectrumInfoNCE
+from router_core.router import Expert, Head, Router
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters; defaults follow the papers (CSCR App. D, EquiRouter Table A1)."""
+
+    seed: int = 0
+    # descriptors
+    n_probes: int = 192  # CSCR: 192 probes from the training set ...
+    exclude_probes: bool = True  # ... excluded from the contrastive training rows
+    # head g_θ: 384 → hidden → d (= descriptor dimension)
+    hidden: int = 256
+    activation: str = "relu"
+    dropout: float = 0.1
+    # optimisation (CSCR: AdamW, lr 5e-4, batch 512, 10 epochs)
+    epochs: int = 10
+    batch_size: int = 512
+    lr: float = 5e-4
+    weight_decay: float = 0.01
+    patience: int = 5  # epochs without a better validation loss before stopping
+    # Eq. 8 (CSCR: K_b = 5, τ_min = 0.05, α = 0.25, γ = 0.2); "vanilla" = one band, γ = 0
+    loss: Literal["cscr", "vanilla"] = "cscr"
+    n_bands: int = 5
+    tau_min: float = 0.05
+    alpha: float = 0.25
+    gamma: float = 0.2
+    positive_tolerance: float = 0.0  # P(i) = {h: u_ih ≥ max_h u_ih − tol, u_ih > 0}
+    # CARO (EquiRouter: δ = 0 for 0/1 utilities, ρ = 0.1 on RouterBench, λ_CARO = 1)
+    use_caro: bool = True
+    caro_weight: float = 1.0
+    caro_delta: float = 0.0
+    caro_rho: float = 0.1
+    caro_scale: float = 20.0  # cosines are in [−1, 1]; 1/τ_min puts pairs on a logit scale
+    # learned scale: joint per-model logistic on s (0 = off)
+    calib_weight: float = 1.0
+    calib_c: float = 1.0  # inverse L2 strength of the post-hoc calibration fit
+    # decision rule stored in the artifact
+    k: int = 4
+    delta: float = 0.02
+    # data
+    val_fraction: float = 0.1  # carved from train when the table has no val rows
+    threads: int = 1  # torch CPU threads (fixed, for determinism)
+    progress: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    router: Router
+    metrics: dict[str, Any]
+    probes: ProbeSet
+    data_hash: str
+    history: list[dict] = field(default_factory=list)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the versioned artifact (router_core.artifact) with metrics, hash, probes."""
+        from router_core.artifact import save_router
+
+        return save_router(
+            self.router,
+            path,
+            metrics=self.metrics,
+            data_hash=self.data_hash,
+            probes=self.probes.to_json(),
+            extra={
+                "probe_set": {
+                    "n": len(self.probes),
+                    "kind": self.router.experts[0].kind if self.router.experts else None,
+                }
+            },
+        )
+
+
+class _HeadModule(nn.Module):
+    """g_θ: Linear → act → dropout → Linear, then ℓ2 (the numpy Head mirrors it)."""
+
+    def __init__(self, d_in: int, hidden: int, d_out: int, activation: str, dropout: float):
+        super().__init__()
+        self.l1 = nn.Linear(d_in, hidden)
+        self.l2 = nn.Linear(hidden, d_out)
+        self.act = {"relu": nn.ReLU(), "gelu": nn.GELU(), "tanh": nn.Tanh()}[activation]
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.l2(self.drop(self.act(self.l1(x)))), dim=-1)
+
+    def to_numpy(self, activation: str) -> Head:
+        layers = tuple(
+            (lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy())
+            for lin in (self.l1, self.l2)
+        )
+        return Head(layers=layers, activation=activation)
+
+
+def data_hash(table: RoutingTable) -> str:
+    """sha256 over what training reads: ids, text, models, quality, cost, split."""
+    h = hashlib.sha256()
+    h.update("\x1f".join(map(str, table.prompt_ids)).encode())
+    h.update("\x1f".join(map(str, table.prompts)).encode("utf-8", "surrogatepass"))
+    h.update("\x1f".join(table.models).encode())
+    h.update(np.ascontiguousarray(table.quality, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(table.cost, dtype=np.float64).tobytes())
+    h.update("\x1f".join(map(str, table.split)).encode())
+    return h.hexdigest()
+
+
+def aggregate_prompts(table: RoutingTable) -> RoutingTable:
+    """One row per prompt_id: mean quality and cost over repeated samples (DARS q̄, c̄)."""
+    ids, first, inv = np.unique(
+        np.asarray(table.prompt_ids, dtype=str), return_index=True, return_inverse=True
+    )
+    if len(ids) == len(table):
+        return table
+    order = np.argsort(first)  # keep first-appearance order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    grp = rank[inv]
+    n = len(ids)
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        ok = np.isfinite(x)
+        out = np.full((n, x.shape[1]), np.nan)
+        for j in range(x.shape[1]):
+            s = np.bincount(grp[ok[:, j]], weights=x[ok[:, j], j], minlength=n)
+            c = np.bincount(grp[ok[:, j]], minlength=n)
+            out[:, j] = np.where(c > 0, s / np.maximum(c, 1), np.nan)
+        return out
+
+    base = table.rows(first[order])
+    from dataclasses import replace
+
+    return replace(base, quality=mean(table.quality), cost=mean(table.cost), sample=None)
+
+
+def _positives(u: np.ndarray, tol: float) -> np.ndarray:
+    best = np.nanmax(np.where(np.isfinite(u), u, -np.inf), axis=1, keepdims=True)
+    return np.isfinite(u) & (u > 0) & (u >= best - tol)
+
+
+def _embed(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
+    if encoder is None:
+        from router_core.encoder import Encoder
+
+        encoder = Encoder()
+    return encoder.encode(list(map(str, table.prompts)), progress=progress)
+
+
+def train_router(
+    table: RoutingTable,
+    config: TrainConfig | None = None,
+    descriptor: DescriptorKind | None = None,
+    init: Router | None = None,
+    *,
+    models: Sequence[str] | None = None,
+    train_models: Sequence[str] | None = None,
+    encoder: Any = None,
+    embeddings: np.ndarray | None = None,
+) -> TrainResult:
+    """Train g_θ and calibrate it; return the runtime ``Router`` and training metrics.
+
+    Args:
+        table: a RoutingTable; rows with split ``train`` fit, ``val`` rows stop early and
+            calibrate (carved from train when absent); ``test`` rows are never read.
+        config: hyperparameters (``TrainConfig()`` = the papers' defaults).
+        descriptor: the descriptor kind (default: probe-outcome footprints).
+        init: warm start: its head weights (when shapes match) and probe set.
+        models: the router's pool (default: ``table.deployable_models``: all models, or the
+            held-out ones on the unseen-models split, which it knows only by descriptor).
+        train_models: models whose outcomes supervise the head (default:
+            ``table.train_models``, i.e. the seen ones).
+        encoder: Φ (default: ``router_core.encoder.Encoder()`` with its disk cache).
+        embeddings: precomputed Φ(x) for every row of ``table`` (skips the encoder).
+    """
+    cfg = config or TrainConfig()
+    kind = descriptor or ProbeOutcome()
+    t0 = time.perf_counter()
+    models = tuple(models or getattr(table, "deployable_models", None) or table.models)
+    train_models = tuple(train_models or getattr(table, "train_models", None) or models)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(table, cfg, kind, init, models, train_models, encoder, embeddings, t0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    table: RoutingTable,
+    cfg: TrainConfig,
+    kind: DescriptorKind,
+    init: Router | None,
+    models: tuple[str, ...],
+    train_models: tuple[str, ...],
+    encoder: Any,
+    embeddings: np.ndarray | None,
+    t0: float,
+) -> TrainResult:
+    torch.manual_seed(cfg.seed)
+    keep = np.isin(np.asarray(table.split), ["train", "val"])
+    if embeddings is not None:
+        embeddings = np.asarray(embeddings, dtype=np.float32)[keep]
+    pool = models
+    models = tuple(dict.fromkeys((*train_models, *pool)))  # every model we describe
+    table = table.rows(keep).with_models(models)
+    table = carve_val(table, cfg.val_fraction, cfg.seed)
+    dhash = data_hash(table)
+    phi_all = embeddings if embeddings is not None else _embed(table, encoder, cfg.progress)
+    # one row per prompt (repeated samples averaged), per split
+    parts = {}
+    for s in ("train", "val"):
+        mask = np.asarray(table.split) == s
+        sub = table.rows(mask)
+        ids, first = np.unique(np.asarray(sub.prompt_ids, dtype=str), return_index=True)
+        parts[s] = (aggregate_prompts(sub), phi_all[mask][np.sort(first)])
+    train, phi_train = parts["train"]
+    val, phi_val = parts["val"]
+
+    # probe set and descriptors (from train rows; a warm start keeps its probes)
+    probes = None
+    if init is not None and init.config.get("probe_ids"):
+        ids = list(init.config["probe_ids"])
+        if set(ids) <= set(map(str, train.prompt_ids)):
+            pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
+            probes = ProbeSet(
+                ids=tuple(ids), prompts=tuple(str(train.prompts[pos[p]]) for p in ids)
+            )
+    if probes is None:
+        probes = ProbeSet.sample(train, cfg.n_probes, seed=cfg.seed)
+    E = kind.describe(train, probes, models)  # (m, d) unit rows
+    level = kind.level(train, probes, models)
+    d = E.shape[1]
+
+    fit_rows = (
+        ~np.isin(np.asarray(train.prompt_ids, dtype=str), probes.ids)
+        if cfg.exclude_probes
+        else np.ones(len(train), dtype=bool)
+    )
+    cols = np.array([models.index(m) for m in train_models])
+    U = train.quality[fit_rows][:, cols]
+    C_rows = train.cost[fit_rows][:, cols]
+    X = phi_train[fit_rows]
+    mean_cost = np.nanmean(train.cost, axis=0)  # (m,) USD per query
+    mean_cost = np.where(np.isfinite(mean_cost), mean_cost, np.nanmean(mean_cost))
+    top = mean_cost[cols].max()  # c̃ = c / max over the supervised models
+    c_norm = mean_cost / top
+    C_rows = np.where(np.isfinite(C_rows), C_rows, mean_cost[cols]) / top
+
+    head = _HeadModule(X.shape[1], cfg.hidden, d, cfg.activation, cfg.dropout)
+    if (
+        init is not None
+        and init.head.out_dim == d
+        and len(init.head.layers) == 2
+        and init.head.layers[0][0].shape == tuple(head.l1.weight.shape)
+    ):
+        with torch.no_grad():
+            for lin, (w, b) in zip((head.l1, head.l2), init.head.layers):
+                lin.weight.copy_(torch.as_tensor(w))
+                lin.bias.copy_(torch.as_tensor(b))
+    a_param = nn.Parameter(torch.full((len(cols),), 5.0))
+    b_param = nn.Parameter(torch.zeros(len(cols)))
+    params = list(head.parameters()) + ([a_param, b_param] if cfg.calib_weight > 0 else [])
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    vanilla = cfg.loss == "vanilla"
+    cs_loss = CostSpectrumInfoNCE(
+        n_bands=1 if vanilla else cfg.n_bands,
+        tau_min=cfg.tau_min,
+        alpha=cfg.alpha,
+        gamma=0.0 if vanilla else cfg.gamma,
+    )
+    caro = CaroRanking(delta=cfg.caro_delta, rho=cfg.caro_rho, scale=cfg.caro_scale)
+    E_t = torch.as_tensor(E[cols])
+    c_t = torch.as_tensor(c_norm[cols], dtype=torch.float32)
+    X_t = torch.as_tensor(X)
+    U_t = torch.as_tensor(np.nan_to_num(U, nan=np.nan), dtype=torch.float32)
+    P_t = torch.as_tensor(_positives(U, cfg.positive_tolerance))
+    C_t = torch.as_tensor(C_rows, dtype=torch.float32)
+    Xv = torch.as_tensor(phi_val)
+    Uv = torch.as_tensor(val.quality[:, cols], dtype=torch.float32)
+    Pv = torch.as_tensor(_positives(val.quality[:, cols], cfg.positive_tolerance))
+    Cv = torch.as_tensor(
+        np.where(np.isfinite(val.cost[:, cols]), val.cost[:, cols], mean_cost[cols]) / top,
+        dtype=torch.float32,
+    )
+
+    def objective(x, u, pos, c, train_mode: bool) -> tuple[torch.Tensor, dict[str, float]]:
+        head.train(train_mode)
+        s = head(x) @ E_t.T
+        parts = {"cs": cs_loss(s, pos, c_t)}
+        if cfg.use_caro and cfg.caro_weight > 0:
+            parts["caro"] = cfg.caro_weight * caro(s, u, c)
+        if cfg.calib_weight > 0:
+            ok = torch.isfinite(u)
+            logits = (a_param * s + b_param)[ok]
+            parts["cal"] = cfg.calib_weight * F.binary_cross_entropy_with_logits(logits, u[ok])
+        total = sum(parts.values())
+        return total, {k: float(v.detach()) for k, v in parts.items()}
+
+    gen = torch.Generator().manual_seed(cfg.seed)
+    best = (float("inf"), copy.deepcopy(head.state_dict()), 0)
+    history: list[dict] = []
+    bar = _progress(cfg.epochs, cfg.progress, f"train {table.name}")
+    for epoch in range(cfg.epochs):
+        perm = torch.randperm(len(X_t), generator=gen)
+        losses = []
+        for start in range(0, len(perm), cfg.batch_size):
+            idx = perm[start : start + cfg.batch_size]
+            loss, _ = objective(X_t[idx], U_t[idx], P_t[idx], C_t[idx], True)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        with torch.no_grad():
+            vloss, vparts = objective(Xv, Uv, Pv, Cv, False) if len(Xv) else (torch.tensor(0.0), {})
+        history.append(
+            {
+                "epoch": epoch + 1,
+                "train_loss": float(np.mean(losses)),
+                "val_loss": float(vloss),
+                **{f"val_{k}": v for k, v in vparts.items()},
+            }
+        )
+        if float(vloss) < best[0] - 1e-5:
+            best = (float(vloss), copy.deepcopy(head.state_dict()), epoch + 1)
+        bar.update(1)
+        bar.set_postfix(train=f"{np.mean(losses):.3f}", val=f"{float(vloss):.3f}")
+        if epoch + 1 - best[2] >= cfg.patience:
+            break
+    bar.close()
+    head.load_state_dict(best[1])
+    head.eval()
+    np_head = head.to_numpy(cfg.activation)
+
+    # post-hoc calibration on held-out val rows (train rows when there are none)
+    cal_x, cal_u = (phi_val, val.quality) if len(val) else (phi_train, train.quality)
+    S_cal = np_head(cal_x) @ E.T
+    calibration = fit_calibration(
+        S_cal, cal_u, models, fit_models=train_models, level=level, c=cfg.calib_c
+    )
+    experts = tuple(
+        Expert(
+            name=m,
+            descriptor=E[models.index(m)].astype(np.float32),
+            cost_usd=float(mean_cost[models.index(m)]),
+            kind=kind.name,
+        )
+        for m in pool
+    )
+    version = f"{table.name}-{dhash[:8]}-s{cfg.seed}"
+    router = Router(
+        version=version,
+        head=np_head,
+        experts=experts,
+        calibration=calibration,
+        k=cfg.k,
+        delta=cfg.delta,
+        config={
+            "train": cfg.to_dict(),
+            "descriptor": kind.config(),
+            "dataset": table.name,
+            "train_models": list(train_models),
+            "probe_ids": list(probes.ids),
+            "cost_unit": table.cost_unit,
+        },
+    )
+    metrics = {
+        "best_epoch": best[2],
+        "epochs_run": len(history),
+        "val_loss": best[0],
+        "n_train": int(fit_rows.sum()),
+        "n_val": len(val),
+        "n_probes": len(probes),
+        "train_seconds": round(time.perf_counter() - t0, 2),
+        "val_brier": _brier(router, phi_val, val.with_models(pool).quality) if len(val) else None,
+    }
+    return TrainResult(
+        router=router, metrics=metrics, probes=probes, data_hash=dhash, history=history
+    )
+
+
+def _brier(router: Router, phi: np.ndarray, quality: np.ndarray) -> float:
+    """Mean squared error of p̂ against observed quality on val (a calibration check)."""
+    s = router.project(phi) @ np.stack([e.descriptor for e in router.experts]).T
+    p = np.stack(
+        [router.calibration(e.name, s[:, i]) for i, e in enumerate(router.experts)], axis=1
+    )
+    ok = np.isfinite(quality)
+    return float(np.mean((p[ok] - quality[ok]) ** 2))
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="epoch", leave=False)

@@ -1,0 +1,25 @@
+"""Shared fixtures: a small real slice of RouterBench (the short mbpp prompts).
+
+The slice keeps the real models, 0/1 outcomes and USD costs; mbpp prompts are short, so
+embedding them on a fresh machine (no cache) takes seconds.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from router_core.data import load_dataset
+
+
+@pytest.fixture(scope="session")
+def mbpp_table():
+    table = load_dataset("routerbench")
+    return table.rows(np.asarray(table.category, dtype=str) == "mbpp")
+
+
+@pytest.fixture(scope="session")
+def mbpp_embeddings(mbpp_table):
+    from router_core.encoder import Encoder
+
+    return Encoder().encode(list(map(str, mbpp_table.prompts)))

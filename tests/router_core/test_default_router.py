@@ -1,0 +1,35 @@
+"""The committed default artifact: loads without data, routes, and records its provenance."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from router_core.artifact import DEFAULT_ROUTER_DIR, load_meta, load_probes, load_router
+from router_core.data.routerbench import MODELS
+
+
+def test_default_router_loads_and_routes_a_real_prompt():
+    from router_core.encoder import Encoder
+
+    router = load_router()
+    assert set(router.model_names) == set(MODELS)
+    d = np.stack([e.descriptor for e in router.experts])
+    np.testing.assert_allclose(np.linalg.norm(d, axis=1), 1.0, atol=1e-5)
+    q = router.project(Encoder(cache=False).encode(["Write a Python function to reverse a list."]))
+    free = router.route(q[0], lam=0.0)
+    thrifty = router.route(q[0], lam=50.0)
+    assert free.chosen in MODELS and len(free.ranked) == router.k
+    cost = {e.name: e.cost_usd for e in router.experts}
+    assert cost[thrifty.chosen] <= cost[free.chosen]  # a large λ never buys a pricier model
+
+
+def test_default_router_records_training_data_probes_and_config():
+    meta = load_meta(DEFAULT_ROUTER_DIR)
+    probes = load_probes(DEFAULT_ROUTER_DIR)
+    assert meta["config"]["dataset"] == "routerbench"
+    assert len(meta["data_hash"]) == 64
+    assert meta["metrics"]["n_train"] > 1000
+    assert len(probes) == meta["probe_set"]["n"] == load_router().head.out_dim
+    assert [p["id"] for p in probes] == meta["config"]["probe_ids"]
+    size = sum(f.stat().st_size for f in DEFAULT_ROUTER_DIR.iterdir())
+    assert size < 5_000_000
