@@ -16,11 +16,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from router_core.baselines.choice import DEFAULT_LAMBDAS
 from router_core.data.table import RoutingTable
-from router_core.decision import NoEligibleModel
+from router_core.evaluation.metrics import Reference, audc, deferral_curve, peak, qnc
 from router_core.router import Router
 
-DEFAULT_LAMBDAS = np.concatenate([[0.0], np.geomspace(1e-3, 1e2, 40)])
 DEFAULT_MARGIN = 0.005
 
 
@@ -63,72 +63,32 @@ def route_points(
 ) -> tuple[np.ndarray, int]:
     """(len(lambdas), 2) points (mean cost, mean quality) and the number of prompts used.
 
-    Prompt i is routed among the models observed on it that the router knows; prompts with
-    no such model are left out (for every λ, so all points average the same prompts).
+    Prompt i is routed among the models observed on it that the router knows (prompts are
+    grouped by that set and each group routed with ``Router.route_batch``, which makes the
+    same decisions as ``route``); prompts with no such model are left out for every λ.
     """
     known = set(router.model_names)
+    names = router.model_names
     col = {m: j for j, m in enumerate(table.models)}
-    q = router.project(phi)
     observed = np.isfinite(table.quality) & np.isfinite(table.cost)
-    rows = []
+    groups: dict[tuple[str, ...], list[int]] = {}
     for i in range(len(table)):
-        allowed = [m for m in table.models if m in known and observed[i, col[m]]]
+        allowed = tuple(m for m in table.models if m in known and observed[i, col[m]])
         if allowed:
-            rows.append((i, allowed))
-    if not rows:
+            groups.setdefault(allowed, []).append(i)
+    n = sum(len(v) for v in groups.values())
+    if n == 0:
         raise ValueError("no held-out prompt has an observed outcome for a model the router knows")
-    points = np.zeros((len(lambdas), 2))
-    for li, lam in enumerate(lambdas):
-        cost = quality = 0.0
-        for i, allowed in rows:
-            try:
-                chosen = router.route(q[i], float(lam), allowed=allowed).chosen
-            except NoEligibleModel:  # pragma: no cover - allowed is never empty here
-                continue
-            cost += table.cost[i, col[chosen]]
-            quality += table.quality[i, col[chosen]]
-        points[li] = (cost / len(rows), quality / len(rows))
-    return points, len(rows)
-
-
-def deferral_metrics(
-    points: np.ndarray,
-    c_min: float,
-    c_max: float,
-    best_quality: float,
-    best_cost: float,
-    cheapest_quality: float,
-) -> tuple[float, float | None, float]:
-    """(AUDC, QNC, peak) of a set of (cost, quality) points, DESIGN.md's definitions.
-
-    Curve: upper Pareto frontier of the points plus the cheapest model's point, linear in
-    between, flat after the last point. AUDC = ∫_{C_min}^{C_max} curve / (C_max − C_min).
-    QNC = lowest cost on the curve reaching ``best_quality``, over ``best_cost``.
-    """
-    pts = np.vstack([points, [[c_min, cheapest_quality]]])
-    pts = pts[np.lexsort((-pts[:, 1], pts[:, 0]))]  # by cost, then best quality first
-    frontier = []
-    for c, qv in pts:
-        if not frontier or qv > frontier[-1][1]:
-            frontier.append((c, qv))
-    fr = np.array(frontier)
-    peak = float(fr[:, 1].max())
-    if c_max <= c_min:
-        return peak, None, peak
-    grid = np.linspace(c_min, c_max, 2001)
-    curve = np.interp(grid, fr[:, 0], fr[:, 1])  # flat before the first and after the last
-    audc = float(np.trapezoid(curve, grid) / (c_max - c_min))
-    reach = np.flatnonzero(fr[:, 1] >= best_quality - 1e-12)
-    qnc = None
-    if len(reach) and best_cost > 0:
-        j = int(reach[0])
-        if j == 0:
-            cost_at = fr[0, 0]
-        else:  # the segment from fr[j-1] to fr[j] crosses best_quality
-            (c0, q0), (c1, q1) = fr[j - 1], fr[j]
-            cost_at = c0 + (best_quality - q0) * (c1 - c0) / (q1 - q0)
-        qnc = float(cost_at / best_cost)
-    return audc, qnc, peak
+    q = router.project(phi)
+    cost = np.zeros(len(lambdas))
+    quality = np.zeros(len(lambdas))
+    for allowed, rows in groups.items():
+        rows_a = np.asarray(rows)
+        idx = router.route_batch(q[rows_a], lambdas, allowed=allowed)  # (L, len(rows))
+        cols = np.array([col[m] for m in names])[idx]
+        cost += table.cost[rows_a[None, :], cols].sum(axis=1)
+        quality += table.quality[rows_a[None, :], cols].sum(axis=1)
+    return np.stack([cost / n, quality / n], axis=1), n
 
 
 def evaluate_on_holdout(
@@ -139,8 +99,9 @@ def evaluate_on_holdout(
 ) -> HoldoutScore:
     """AUDC, QNC and peak of ``router`` on a held-out table (NaN = not observed).
 
-    Single-model references (cheapest, most expensive, best) are the models' mean observed
-    cost and quality over the held-out prompts, so both routers are scored on one scale.
+    The single-model anchors (cheapest, most expensive, best) are the models' mean observed
+    cost and quality over the held-out prompts, so every router is scored on one scale; on a
+    fully observed table this is exactly ``router_core.evaluation``'s definition.
     """
     points, n = route_points(router, phi, table, lambdas)
     obs = np.isfinite(table.quality) & np.isfinite(table.cost)
@@ -148,18 +109,14 @@ def evaluate_on_holdout(
         mc = np.nanmean(np.where(obs, table.cost, np.nan), axis=0)
         mq = np.nanmean(np.where(obs, table.quality, np.nan), axis=0)
     ok = np.isfinite(mc) & np.isfinite(mq)
-    mc, mq = mc[ok], mq[ok]
-    cheapest, best = int(np.argmin(mc)), int(np.argmax(mq))
-    audc, qnc, peak = deferral_metrics(
-        points,
-        float(mc.min()),
-        float(mc.max()),
-        float(mq[best]),
-        float(mc[best]),
-        float(mq[cheapest]),
-    )
+    ref = Reference.from_matrices(mq[ok][None, :], mc[ok][None, :])
+    curve = deferral_curve(points, (ref.c_min, ref.q_cheapest))
     return HoldoutScore(
-        audc=audc, qnc=qnc, peak=peak, n_prompts=n, points=[tuple(map(float, p)) for p in points]
+        audc=audc(curve, ref.c_min, ref.c_max),
+        qnc=qnc(curve, ref.q_best, ref.c_best),
+        peak=peak(curve),
+        n_prompts=n,
+        points=[(float(c), float(v)) for c, v in points],
     )
 
 

@@ -8,23 +8,10 @@ import pytest
 from router_core.data.table import RoutingTable
 from router_core.promotion import (
     decide_promotion,
-    deferral_metrics,
     evaluate_on_holdout,
     route_points,
 )
 from router_core.router import Calibration, Expert, Head, Router
-
-
-def test_deferral_metrics_match_hand_computed_curve():
-    pts = np.array([[1.0, 0.5], [2.0, 0.8], [2.5, 0.7], [3.0, 0.9]])  # (2.5, 0.7) dominated
-    audc, qnc, peak = deferral_metrics(pts, 1.0, 3.0, 0.9, 3.0, 0.5)
-    # trapezoids: (0.5 + 0.8)/2 + (0.8 + 0.9)/2 = 1.5 over a width of 2
-    assert audc == pytest.approx(0.75, abs=1e-6)
-    assert qnc == pytest.approx(1.0) and peak == pytest.approx(0.9)
-    _, qnc2, _ = deferral_metrics(pts, 1.0, 3.0, 0.85, 3.0, 0.5)
-    assert qnc2 == pytest.approx(2.5 / 3.0)  # crosses 0.85 half-way from cost 2 to 3
-    _, never, _ = deferral_metrics(pts, 1.0, 3.0, 0.95, 3.0, 0.5)
-    assert never is None
 
 
 def _router(descriptors: np.ndarray, version: str) -> Router:
