@@ -6,6 +6,10 @@ When the database is down, the batch in hand is retried with backoff while new r
 to the bound; only rows arriving at a full queue are dropped, and counted. A row the database
 rejects (duplicate id, bad value) is isolated by retrying its batch row by row, so one bad row
 never costs its neighbours. `close()` flushes what is queued.
+
+`overflow` (optional, e.g. `gateway.spool.LogSpool.accept`) receives the rows that would
+otherwise be lost: rows arriving at a full queue, and at `close()` the rows still unwritten
+when the flush times out (the database is down at shutdown).
 """
 
 from __future__ import annotations
@@ -64,8 +68,10 @@ class LogWriter:
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=max_queue)
         self._task: asyncio.Task[None] | None = None
         self._in_hand = 0
+        self._batch: list[dict[str, Any]] = []  # the batch being written (for overflow)
         self._closed = False
         self.stats = LogStats()
+        self.overflow: Callable[[list[dict[str, Any]]], Any] | None = None
 
     # -- request path -------------------------------------------------------------------
     def submit(self, row: dict[str, Any]) -> bool:
@@ -88,6 +94,9 @@ class LogWriter:
         try:
             self._queue.put_nowait(clean)
         except asyncio.QueueFull:
+            if self.overflow is not None:
+                self.overflow([clean])
+                return True
             self.stats.dropped += 1
             log.error("request log queue full: dropped row %s", clean["id"])
             return False
@@ -129,7 +138,15 @@ class LogWriter:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        if not flushed:
+        if not flushed and self.overflow is not None:
+            rows = list(self._batch)
+            while not self._queue.empty():
+                rows.append(self._queue.get_nowait())
+            self.overflow(rows)
+            self._batch, self._in_hand = [], 0
+            log.warning("request log writer closed: %d unwritten rows handed to overflow",
+                        len(rows))
+        elif not flushed:
             log.error("request log writer closed with %d rows unwritten", self.pending)
         return flushed
 
@@ -146,8 +163,10 @@ class LogWriter:
                 except asyncio.QueueEmpty:
                     break
             self._in_hand = len(batch)
+            self._batch = batch
             await self._write_until_done(batch)
             self._in_hand = 0
+            self._batch = []
             for _ in batch:
                 self._queue.task_done()
 
