@@ -281,11 +281,18 @@ def to_table(
     beta: float = BETA,
     split: str | np.ndarray = "train",
     name: str = "observations",
+    labels: str = "positives",
+    threshold: float = 0.5,
 ) -> RoutingTable:
-    """One row per prompt: quality = q̄ − β·σ (risk-adjusted), cost = c̄, NaN where unobserved.
+    """One row per prompt: cost = c̄ and a quality label from the aggregates (NaN = unobserved).
 
-    ``prompts`` maps keys to text (or lists it in key order); without it the keys are the
-    text. A trainer that scores quality − λ·c̃ on this table optimises U.
+    ``labels="risk"``: quality = q̄ − β·σ, so a trainer scoring quality − λ·c̃ optimises U.
+    ``labels="positives"`` (default): the same, except that every DARS positive (q̄ − β·σ ≥
+    ``threshold``) is set to 1. The trainer takes the best-quality models of a row as its
+    positives; with graded q̄ that would be only the single top model, while the aggregates
+    say every positive is good enough, so all of them tie at 1 and the cost tie-break (CARO)
+    prefers the cheaper. Non-positives keep their graded q̄ − β·σ for the ranking pairs.
+    ``prompts`` maps keys to text (or lists it in key order); without it the keys are the text.
     """
     keys = agg.prompt_keys
     if prompts is None:
@@ -300,11 +307,20 @@ def to_table(
         prompt_ids=np.asarray(keys, dtype=object),
         prompts=text,
         models=agg.models,
-        quality=agg.risk_adjusted_quality(beta),
+        quality=_labels(agg, beta, labels, threshold),
         cost=np.where(agg.observed, agg.mean_cost, np.nan),
         split=sp,
         sample=np.zeros(len(keys), dtype=int),
     )
+
+
+def _labels(agg: Aggregates, beta: float, labels: str, threshold: float) -> np.ndarray:
+    risk = agg.risk_adjusted_quality(beta)
+    if labels == "risk":
+        return risk
+    if labels == "positives":
+        return np.where(positives(agg, beta, threshold), 1.0, risk)
+    raise ValueError(f"labels must be 'risk' or 'positives', not {labels!r}")
 
 
 def single_shot(observations: pd.DataFrame, seed: int = 0) -> pd.DataFrame:

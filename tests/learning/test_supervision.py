@@ -101,10 +101,14 @@ def test_holdout_mask_is_stable_and_near_the_fraction():
 
 def test_to_table_uses_risk_adjusted_quality_and_mean_cost():
     agg = sv.aggregate(_obs(), models=["cheap", "big"])
-    t = sv.to_table(agg, {"p1": "text one", "p2": "text two"}, beta=0.2)
+    t = sv.to_table(agg, {"p1": "text one", "p2": "text two"}, beta=0.2, labels="risk")
     assert isinstance(t, RoutingTable)
     assert t.prompts.tolist() == ["text one", "text two"]
     np.testing.assert_allclose(t.quality[0], [2 / 3 - 0.2 * np.sqrt(2 / 9), 1.0])
+    # default labels: both positives of p1 tie at 1 (the cheaper then wins on cost)
+    tp = sv.to_table(agg, beta=0.2)
+    assert tp.quality[0].tolist() == [1.0, 1.0] and tp.quality[1, 0] == 0.0
+    assert tp.prompts.tolist() == ["p1", "p2"]
     np.testing.assert_allclose(t.cost[0], [0.002, 0.010])
     assert np.isnan(t.quality[1, 1]) and (t.split == "train").all()
 
