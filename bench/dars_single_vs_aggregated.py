@@ -105,10 +105,12 @@ def main() -> None:
         row = {
             "rho": rho,
             # draw s of one observation per pair, trained with seed s
-            "single": seeds(lambda s: supervised_table(sv.single_shot(obs, seed=s), train, 0.0)),
-            "mean": seeds(lambda s: supervised_table(obs, train, 0.0)),
-            "dars": seeds(lambda s: supervised_table(obs, train, args.beta)),
-            "dars_graded": seeds(lambda s: supervised_table(obs, train, args.beta, "risk")),
+            "single": seeds(
+                lambda s, o=obs: supervised_table(sv.single_shot(o, seed=s), train, 0.0)
+            ),
+            "mean": seeds(lambda s, o=obs: supervised_table(o, train, 0.0)),
+            "dars": seeds(lambda s, o=obs: supervised_table(o, train, args.beta)),
+            "dars_graded": seeds(lambda s, o=obs: supervised_table(o, train, args.beta, "risk")),
         }
         results["rows"].append(row)
         cells = [
