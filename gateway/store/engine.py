@@ -2,24 +2,28 @@
 
 SQLite (the embedded default) gets WAL so readers never block the single writer, a busy
 timeout so concurrent writers queue instead of failing, and foreign keys on. PostgreSQL gets a
-bounded pool with pre-ping, so a connection that died while the database restarted is
-replaced on checkout instead of failing a request.
+bounded pool with pre-ping of idle connections (see `_install_idle_pre_ping`), so a
+connection that died while the database restarted is replaced on checkout instead of
+failing a request.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DisconnectionError
 
 DEFAULT_DATABASE_URL = "sqlite:///./tollgate.db"
 SQLITE_BUSY_TIMEOUT_S = 30.0
 PG_POOL_SIZE = 10
 PG_MAX_OVERFLOW = 10
 PG_CONNECT_TIMEOUT_S = 5
+PG_PING_AFTER_IDLE_S = 2.0
 
 
 def _json_dumps(value: Any) -> str:
@@ -56,7 +60,7 @@ def pool_capacity(engine: Engine) -> int:
 
 
 def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S,
-                **kwargs: Any) -> Engine:
+                ping_after_idle_s: float = PG_PING_AFTER_IDLE_S, **kwargs: Any) -> Engine:
     """Create the engine for `url` with the settings this module's docstring explains."""
     u = normalize_url(url)
     kwargs.setdefault("json_serializer", _json_dumps)
@@ -86,4 +90,35 @@ def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
         kwargs.setdefault("pool_recycle", 1800)
     connect_args = kwargs.pop("connect_args", {})
     connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
-    return create_engine(u, pool_pre_ping=True, connect_args=connect_args, **kwargs)
+    engine = create_engine(u, connect_args=connect_args, **kwargs)
+    _install_idle_pre_ping(engine, ping_after_idle_s)
+    return engine
+
+
+def _install_idle_pre_ping(engine: Engine, ping_after_idle_s: float) -> None:
+    """Pre-ping, but only connections that sat idle in the pool for `ping_after_idle_s`.
+
+    SQLAlchemy's `pool_pre_ping` pings on every checkout, and with psycopg that ping is
+    BEGIN + SELECT 1 + ROLLBACK: three round trips before every reserve and settle. A
+    connection checked in a moment ago is alive; one that idled may have been cut (database
+    restart, failover, idle timeout), so only that one is pinged, in autocommit (one round
+    trip). A failed ping raises DisconnectionError, on which the pool discards the connection
+    and checks out a fresh one, as with `pool_pre_ping`.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _checked_in(_dbapi_conn: Any, record: Any) -> None:
+        record.info["tollgate_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _maybe_ping(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        since = record.info.get("tollgate_idle_since")
+        if since is None or time.monotonic() - since < ping_after_idle_s:
+            return  # a brand-new connection (no checkin yet) or a recently used one
+        try:
+            autocommit = dbapi_conn.autocommit
+            dbapi_conn.autocommit = True
+            dbapi_conn.execute("SELECT 1")
+            dbapi_conn.autocommit = autocommit
+        except Exception as exc:
+            raise DisconnectionError(f"pre-ping failed: {type(exc).__name__}") from exc

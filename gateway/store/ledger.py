@@ -22,7 +22,19 @@ import logging
 import uuid
 from datetime import datetime
 
-from sqlalchemy import ColumnElement, Engine, case, delete, insert, or_, select, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Update,
+    case,
+    delete,
+    insert,
+    literal,
+    or_,
+    select,
+    true,
+    update,
+)
 
 from gateway.store.errors import BudgetExceeded, NotFound
 from gateway.store.models import reservations, tenants
@@ -75,12 +87,8 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
     )
     res = Reservation(id=uuid.uuid4().hex, tenant_id=tenant_id, request_id=request_id,
                       amount_nusd=amount_nusd, created_at_s=int(now.timestamp()))
-    with engine.begin() as conn:
-        if conn.execute(stmt).rowcount == 1:
-            conn.execute(insert(reservations).values(
-                id=res.id, tenant_id=tenant_id, request_id=request_id,
-                amount_nusd=amount_nusd, created_at_s=res.created_at_s))
-            return res
+    if _book(engine, stmt, res):
+        return res
     # Refused (or no such tenant): read the numbers for the error, outside the hot path.
     with engine.connect() as conn:
         row = conn.execute(
@@ -95,6 +103,32 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
                          row.reserved_nusd / 1e9, amount_nusd / 1e9)
 
 
+def _book(engine: Engine, booking: Update, res: Reservation) -> bool:
+    """Apply the conditional UPDATE and record the reservation, atomically.
+
+    PostgreSQL: one statement, `WITH booked AS (UPDATE ... RETURNING id) INSERT ... SELECT
+    FROM booked`, in autocommit: one round trip on the request path. SQLite (no network,
+    no data-modifying CTEs): the same two statements in one transaction.
+    """
+    values = {"id": res.id, "tenant_id": res.tenant_id, "request_id": res.request_id,
+              "amount_nusd": res.amount_nusd, "created_at_s": res.created_at_s}
+    if engine.dialect.name == "postgresql":
+        booked = booking.returning(tenants.c.id).cte("booked")
+        cols = [reservations.c[k] for k in values]
+        row = select(*[literal(v, type_=c.type) if k != "tenant_id" else booked.c.id
+                       for (k, v), c in zip(values.items(), cols, strict=True)])
+        stmt = (insert(reservations).from_select(cols, row).add_cte(booked)
+                .returning(reservations.c.id))
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            return conn.execute(stmt).first() is not None
+    with engine.begin() as conn:
+        if conn.execute(booking).rowcount != 1:
+            return False
+        conn.execute(insert(reservations).values(**values))
+        return True
+
+
 def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd: int,
            now: datetime) -> SettleResult:
     """Charge the actual cost and release the reservation, exactly once.
@@ -104,22 +138,32 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
     """
     if actual_nusd < 0:
         raise ValueError("a settlement cannot be negative")
-    with engine.begin() as conn:
-        row = conn.execute(
-            delete(reservations).where(reservations.c.id == reservation_id)
-            .returning(reservations.c.tenant_id, reservations.c.amount_nusd)
-        ).first()
-        if row is None:
-            return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
-                                applied=False)
-        start = _current_start(now)
-        spent_after = case((tenants.c.period_start_s < start, actual_nusd),
-                           else_=tenants.c.spent_nusd + actual_nusd)
-        conn.execute(
-            update(tenants).where(tenants.c.id == row.tenant_id)
-            .values(reserved_nusd=tenants.c.reserved_nusd - row.amount_nusd,
-                    **_rollover_values(now, spent_after))
-        )
+    start = _current_start(now)
+    spent_after = case((tenants.c.period_start_s < start, actual_nusd),
+                       else_=tenants.c.spent_nusd + actual_nusd)
+    released = (delete(reservations).where(reservations.c.id == reservation_id)
+                .returning(reservations.c.tenant_id, reservations.c.amount_nusd))
+    if engine.dialect.name == "postgresql":
+        # One statement, one round trip: WITH d AS (DELETE ... RETURNING) UPDATE ... FROM d.
+        gone = released.cte("released")
+        stmt = (update(tenants).where(tenants.c.id == gone.c.tenant_id)
+                .values(reserved_nusd=tenants.c.reserved_nusd - gone.c.amount_nusd,
+                        **_rollover_values(now, spent_after))
+                .add_cte(gone).returning(gone.c.amount_nusd))
+        with engine.connect() as conn:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            row = conn.execute(stmt).first()
+    else:
+        with engine.begin() as conn:
+            row = conn.execute(released).first()
+            if row is not None:
+                conn.execute(
+                    update(tenants).where(tenants.c.id == row.tenant_id)
+                    .values(reserved_nusd=tenants.c.reserved_nusd - row.amount_nusd,
+                            **_rollover_values(now, spent_after)))
+    if row is None:
+        return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
+                            applied=False)
     if actual_nusd > row.amount_nusd:
         log.warning("settlement %s overran its reservation: actual %d > reserved %d nUSD",
                     reservation_id, actual_nusd, row.amount_nusd)

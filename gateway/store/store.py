@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -89,6 +89,7 @@ class Store:
         self._reservation_ttl_s = reservation_ttl_s
         self._maintenance_interval_s = maintenance_interval_s
         self._pending_settles: dict[str, tuple[Reservation, int]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._secret: bytes | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._maintenance: asyncio.Task[None] | None = None
@@ -118,7 +119,10 @@ class Store:
             self._maintain(), name="store-maintenance")
 
     async def close(self, flush_timeout_s: float = 30.0) -> None:
-        """Flush the request log, retry deferred settlements once, release connections."""
+        """Finish settlements in flight, flush the request log, retry deferred settlements
+        once, release connections."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
         await self.logs.close(flush_timeout_s)
         if self._maintenance is not None:
             self._maintenance.cancel()
@@ -235,27 +239,49 @@ class Store:
                       request_id: str | None = None) -> Reservation:
         """Hold `usd` of the tenant's budget or raise `BudgetExceeded`.
 
-        Shielded from cancellation: once the database has booked the money, the caller gets
-        the `Reservation` (and must settle it in a `finally`)."""
+        Cancellation-safe: the database work runs in its own task; if the caller is cancelled
+        while it runs (client gone), a reservation booked anyway is released (settled at 0)
+        instead of staying held until it expires."""
         tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
         self._require_secret()
-        with anyio.CancelScope(shield=True):
-            return await self._run(ledger.reserve, self.engine, tenant_id, usd_to_nusd(usd),
-                                   request_id, self._clock())
+        task = self._spawn(self._run(ledger.reserve, self.engine, tenant_id, usd_to_nusd(usd),
+                                     request_id, self._clock()))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(self._release_orphan)
+            raise
+
+    def _release_orphan(self, task: asyncio.Task[Reservation]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            self._spawn(self._settle(task.result(), 0))
 
     async def settle(self, reservation: Reservation, actual_usd: float) -> SettleResult:
-        """Charge `actual_usd`, release the reservation; idempotent, shielded from
-        cancellation. If the database is down the settlement is kept and retried in the
-        background (`deferred=True`); it is never lost while the process lives."""
-        actual = usd_to_nusd(actual_usd)
-        with anyio.CancelScope(shield=True):
-            try:
-                return await self._run(ledger.settle, self.engine, reservation.id,
-                                       reservation.amount_nusd, actual, self._clock())
-            except StoreUnavailable:
-                self._pending_settles[reservation.id] = (reservation, actual)
-                return SettleResult(reservation.id, reservation.amount_usd, actual / 1e9,
-                                    applied=False, deferred=True)
+        """Charge `actual_usd`, release the reservation; idempotent.
+
+        Cancellation-safe: the settlement runs in its own task and completes even if the
+        caller is cancelled (e.g. settling in a `finally` after a client disconnect). If the
+        database is down it is kept and retried in the background (`deferred=True`): never
+        lost while the process lives; if the process dies, the reservation expires and is
+        charged in full."""
+        return await asyncio.shield(self._spawn(self._settle(reservation,
+                                                             usd_to_nusd(actual_usd))))
+
+    async def _settle(self, reservation: Reservation, actual: int) -> SettleResult:
+        try:
+            return await self._run(ledger.settle, self.engine, reservation.id,
+                                   reservation.amount_nusd, actual, self._clock())
+        except StoreUnavailable:
+            self._pending_settles[reservation.id] = (reservation, actual)
+            return SettleResult(reservation.id, reservation.amount_usd, actual / 1e9,
+                                applied=False, deferred=True)
+
+    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """A task the store keeps a reference to until it is done (and awaits on close)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     @property
     def pending_settlements(self) -> int:

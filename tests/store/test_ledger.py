@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import random
 from concurrent.futures import ProcessPoolExecutor
@@ -11,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from gateway.store import BudgetExceeded, Store, Tenant
+from gateway.store import BudgetExceeded, Store, StoreUnavailable, Tenant
 from gateway.store.models import reservations
 from gateway.store.periods import period_start
 from tests.store._workers import hammer
-from tests.store.conftest import FakeClock, started
+from tests.store.conftest import FakeClock, set_allow_connections, started
 
 pytestmark = pytest.mark.anyio
 
@@ -275,3 +276,58 @@ async def test_negative_amounts_are_refused(sqlite_url: str) -> None:
         r = await store.reserve(t, 0.01)
         with pytest.raises(ValueError):
             await store.settle(r, -1.0)
+
+
+async def test_cancelled_requests_never_leak_reservations(db_url: str) -> None:
+    """Clients that disconnect at any moment (cancelling the request task mid-reserve,
+    mid-request, or mid-settle) leave nothing reserved: a reservation booked for a
+    cancelled caller is released, a settlement started in a `finally` completes."""
+    rng = random.Random(3)
+    reached: list[str] = []
+    store = Store.from_url(db_url)
+    await store.start()
+    t = await _tenant(store, budget=1000.0)
+
+    async def request(i: int) -> None:
+        r = await store.reserve(t, 0.1, f"c{i}")
+        reached.append(r.id)
+        try:
+            await asyncio.sleep(10)  # "forwarding": the client disconnects meanwhile
+        finally:
+            await store.settle(r, 0.05)
+
+    for i in range(60):
+        task = asyncio.create_task(request(i))
+        await asyncio.sleep(rng.choice([0, 0, 0.0005, 0.002, 0.01, 0.03]))
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await store.close()  # waits for the releases and settlements still in flight
+    async with started(db_url) as check:
+        info = await check.get_tenant(t.id)
+        assert _open_reservations(check) == 0
+    assert info.reserved_usd == 0.0
+    assert info.spent_usd == pytest.approx(0.05 * len(reached))
+    assert 0 < len(reached) < 60  # both kinds of disconnect happened
+
+
+@pytest.mark.postgres
+async def test_settlement_during_an_outage_is_deferred_then_applied(pg_url: str) -> None:
+    async with started(pg_url, maintenance_interval_s=0.2) as store:
+        t = await _tenant(store, budget=0.01)
+        r = await store.reserve(t, 0.004, "before-outage")
+        set_allow_connections(pg_url, False)
+        try:
+            result = await store.settle(r, 0.003)
+            assert result.deferred and not result.applied and store.pending_settlements == 1
+            with pytest.raises(StoreUnavailable):  # a 503 for the caller, never a 401/429
+                await store.reserve(t, 0.001, "during-outage")
+        finally:
+            set_allow_connections(pg_url, True)
+        for _ in range(600):  # the maintenance loop retries by itself
+            if store.pending_settlements == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert store.pending_settlements == 0
+        info = await store.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.003) and info.reserved_usd == 0.0
