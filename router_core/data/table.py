@@ -81,6 +81,11 @@ class RoutingTable:
         return tuple(m for m in self.models if m not in self.unseen_models)
 
     @property
+    def train_models(self) -> tuple[str, ...]:
+        """Alias of ``seen_models``: what ``train_router`` supervises the head with."""
+        return self.seen_models
+
+    @property
     def deployable_models(self) -> tuple[str, ...]:
         """The pool an evaluator routes the test rows among."""
         return self.unseen_models or self.models

@@ -1,0 +1,27 @@
+"""Baseline routers evaluated beside Tollgate on the same split, in the same run."""
+
+from router_core.baselines.choice import DEFAULT_LAMBDAS, choose, normalised
+from router_core.baselines.knn import KNNRouter
+from router_core.baselines.mlp import MLPRouter
+from router_core.baselines.simple import (
+    best_single,
+    cheapest,
+    mean_cost_norm,
+    oracle,
+    random_router,
+)
+from router_core.baselines.umr import UMRRouter
+
+__all__ = [
+    "DEFAULT_LAMBDAS",
+    "KNNRouter",
+    "MLPRouter",
+    "UMRRouter",
+    "best_single",
+    "cheapest",
+    "choose",
+    "mean_cost_norm",
+    "normalised",
+    "oracle",
+    "random_router",
+]

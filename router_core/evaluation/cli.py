@@ -1,0 +1,104 @@
+"""``tollgate eval``: every router on one dataset and split, a table, JSON and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+
+@click.command("eval")
+@click.option(
+    "--dataset",
+    required=True,
+    help="routerbench | mmlu-pro | llmrouter, or a CSV/JSONL/Parquet long-format file.",
+)
+@click.option(
+    "--split",
+    default="standard",
+    show_default=True,
+    type=click.Choice(["standard", "ood", "unseen-models"]),
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Benchmark data folder (default: $TOLLGATE_DATA_DIR or ../shared/data).",
+)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--routers",
+    default=",".join(
+        ("oracle", "random", "cheapest", "best_single", "knn", "mlp", "umr")
+        + ("vanilla", "no_caro", "tollgate")
+    ),
+    show_default=True,
+    help="Comma-separated subset of routers to evaluate.",
+)
+@click.option("--bootstrap", type=int, default=1000, show_default=True, help="CI replicates.")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a TrainConfig field for vanilla/no_caro/tollgate, e.g. --set epochs=5.",
+)
+@click.option("--quiet", is_flag=True, help="No progress bars or log lines.")
+def eval_command(
+    dataset: str,
+    split: str,
+    data_dir: Path | None,
+    json_path: Path | None,
+    plot_path: Path | None,
+    seed: int,
+    routers: str,
+    bootstrap: int,
+    overrides: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."""
+    from router_core.data import load_dataset
+    from router_core.evaluation.runner import run_evaluation
+
+    train_overrides = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--set")
+        try:
+            train_overrides[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            train_overrides[key] = raw  # a bare string such as a loss name
+    table = load_dataset(dataset, split=split, data_dir=data_dir, seed=seed)
+    names = [r.strip() for r in routers.split(",") if r.strip()]
+    result = run_evaluation(
+        table,
+        routers=names,
+        seed=seed,
+        n_boot=bootstrap,
+        train_overrides=train_overrides,
+        progress=not quiet,
+        log=(lambda _msg: None) if quiet else None,
+    )
+    click.echo(result.table())
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        click.echo(f"wrote {json_path}")
+    if plot_path is not None:
+        from router_core.evaluation.plot import plot_deferral_curves
+
+        m = result.metrics
+        plot_deferral_curves(
+            {k: v.curve for k, v in m.items()},
+            plot_path,
+            c_min=result.reference.c_min,
+            c_max=result.reference.c_max,
+            title=f"{result.dataset} / {result.split} ({result.n_test} test prompts)",
+            points={k: v.points for k, v in m.items()},
+            audc={k: v.audc for k, v in m.items()},
+        )
+        click.echo(f"wrote {plot_path}")

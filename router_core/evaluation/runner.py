@@ -1,0 +1,315 @@
+"""One evaluation run: every router on the same split and test rows, swept over one λ grid.
+
+Routers: oracle, random, cheapest, best_single, knn, mlp, umr (router_core.baselines) and
+vanilla, no_caro, tollgate (router_core.training: plain InfoNCE; Eq. 8 without CARO; Eq. 8
+with CARO). Each gives a (λ, query) → model choice; each choice is scored with that query's
+recorded quality and cost of the chosen model (metrics.py).
+
+Protocol, so that no number is tuned on the test rows:
+- learned routers fit on ``train`` rows only; ``val`` rows pick the kNN k and UMR K (by
+  validation AUDC) and early-stop/calibrate Tollgate's training;
+- test rows are those with an observed outcome for every model of the deployable pool;
+- ``unseen-models`` split: the pool is ``table.unseen_models``; Tollgate trains on the seen
+  models and knows the unseen ones only through probe-outcome descriptors, and the
+  baselines get exactly that information: the unseen models' outcomes on Tollgate's probe
+  prompts (kNN and MLP fit on the probes, UMR clusters all training prompts and estimates
+  its per-cluster errors on the probes, best_single is the best on the probes). Their
+  hyperparameters are fixed there (validation outcomes of unseen models are not known).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from router_core.baselines import (
+    DEFAULT_LAMBDAS,
+    KNNRouter,
+    MLPRouter,
+    UMRRouter,
+    best_single,
+    cheapest,
+    choose,
+    mean_cost_norm,
+    oracle,
+    random_router,
+)
+from router_core.data.table import RoutingTable
+from router_core.evaluation.metrics import (
+    CurveMetrics,
+    Reference,
+    bootstrap_delta_audc,
+    evaluate_choices,
+)
+
+ROUTER_NAMES = (
+    "oracle",
+    "random",
+    "cheapest",
+    "best_single",
+    "knn",
+    "mlp",
+    "umr",
+    "vanilla",
+    "no_caro",
+    "tollgate",
+)
+BASELINES = ("random", "cheapest", "best_single", "knn", "mlp", "umr")  # non-oracle
+TRAINED = {  # name -> TrainConfig fields
+    "vanilla": {"loss": "vanilla", "use_caro": False},
+    "no_caro": {"loss": "cscr", "use_caro": False},
+    "tollgate": {"loss": "cscr", "use_caro": True},
+}
+KNN_GRID = (10, 25, 50, 100)
+UMR_GRID = (8, 16, 32, 64)
+UNSEEN_KNN_K = 10
+UNSEEN_UMR_K = 8
+
+
+@dataclass
+class EvalResult:
+    dataset: str
+    split: str
+    n_test: int
+    metrics: dict[str, CurveMetrics]
+    reference: Reference
+    delta_audc_ci: tuple[float, float] | None
+    best_baseline: str
+    lams: np.ndarray
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The documented JSON shape of ``tollgate eval --json``."""
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "n_test": self.n_test,
+            "routers": {name: m.to_dict() for name, m in self.metrics.items()},
+            "delta_audc_ci": None if self.delta_audc_ci is None else list(self.delta_audc_ci),
+        }
+
+    def table(self) -> str:
+        """A fixed-width text table of every router's numbers."""
+        head = f"{'router':<12} {'AUDC':>7} {'QNC':>7} {'peak':>7} {'overpay':>8}"
+        lines = [f"{self.dataset} / {self.split}: {self.n_test} test prompts", head]
+        for name, m in self.metrics.items():
+            q = "never" if m.qnc is None else f"{m.qnc:.3f}"
+            lines.append(f"{name:<12} {m.audc:7.4f} {q:>7} {m.peak:7.4f} {m.overpay:8.4f}")
+        if self.delta_audc_ci is not None:
+            lo, hi = self.delta_audc_ci
+            lines.append(
+                f"ΔAUDC tollgate − {self.best_baseline} (best non-oracle baseline): "
+                f"95% CI [{lo:+.4f}, {hi:+.4f}]"
+            )
+        return "\n".join(lines)
+
+
+def _complete(table: RoutingTable, rows: np.ndarray) -> np.ndarray:
+    q, c = table.quality[rows], table.cost[rows]
+    return rows[np.isfinite(q).all(axis=1) & np.isfinite(c).all(axis=1)]
+
+
+def _tuned(
+    make: Callable[[int], Any],
+    grid: Iterable[int],
+    X_fit: np.ndarray,
+    Q_fit: np.ndarray,
+    X_val: np.ndarray,
+    Q_val: np.ndarray,
+    C_val: np.ndarray,
+    c_norm: np.ndarray,
+    lams: np.ndarray,
+) -> tuple[Any, int, dict[int, float]]:
+    """Fit one router per grid value; keep the best validation AUDC."""
+    scores: dict[int, float] = {}
+    best: tuple[float, Any, int] | None = None
+    for value in grid:
+        router = make(value).fit(X_fit, Q_fit)
+        if len(X_val) == 0:
+            return router, value, scores
+        m = evaluate_choices(choose(router.predict(X_val), c_norm, lams), Q_val, C_val)
+        scores[value] = m.audc
+        if best is None or m.audc > best[0]:
+            best = (m.audc, router, value)
+    assert best is not None
+    return best[1], best[2], scores
+
+
+def _trained_choices(
+    router: Any, X_test: np.ndarray, pool: tuple[str, ...], lams: np.ndarray
+) -> np.ndarray:
+    """(L, n) choices of a runtime Router restricted to ``pool``, as pool indices."""
+    for name in router.model_names:
+        if name not in pool:
+            router = router.without_expert(name)
+    Q = router.project(X_test)
+    if hasattr(router, "route_batch"):
+        idx = router.route_batch(Q, lams)
+    else:  # the per-query rule (slower, identical decisions)
+        names = router.model_names
+        idx = np.array(
+            [[names.index(router.route(q, float(lam)).chosen) for q in Q] for lam in lams]
+        )
+    col = np.array([pool.index(n) for n in router.model_names])
+    return col[idx]
+
+
+def run_evaluation(
+    table: RoutingTable,
+    *,
+    embeddings: np.ndarray | None = None,
+    encoder: Any = None,
+    routers: Iterable[str] = ROUTER_NAMES,
+    seed: int = 0,
+    lams: np.ndarray | None = None,
+    n_boot: int = 1000,
+    train_overrides: Mapping[str, Any] | None = None,
+    progress: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> EvalResult:
+    """Evaluate ``routers`` on ``table``'s test rows (see the module docstring)."""
+    say = log or (lambda msg: print(msg, file=sys.stderr))
+    names = [r for r in ROUTER_NAMES if r in set(routers)]
+    unknown = set(routers) - set(ROUTER_NAMES)
+    if unknown:
+        raise ValueError(f"unknown routers {sorted(unknown)}; use {ROUTER_NAMES}")
+    lams = DEFAULT_LAMBDAS if lams is None else np.asarray(lams, dtype=np.float64)
+    if embeddings is None:
+        if encoder is None:
+            from router_core.encoder import Encoder
+
+            encoder = Encoder()
+        say(f"embedding {len(table)} prompts (cached after the first run)")
+        embeddings = encoder.encode(list(map(str, table.prompts)), progress=progress)
+    X = np.asarray(embeddings, dtype=np.float32)
+    if len(X) != len(table):
+        raise ValueError("embeddings must have one row per table row")
+
+    pool = tuple(table.deployable_models)
+    unseen = bool(table.unseen_models)
+    split = np.asarray(table.split)
+    tp = table.with_models(list(pool))
+    tr = np.flatnonzero(split == "train")
+    va = _complete(tp, np.flatnonzero(split == "val"))
+    te = _complete(tp, np.flatnonzero(split == "test"))
+    if len(te) == 0:
+        raise ValueError("no test rows with an outcome for every model of the pool")
+    Q_te, C_te = tp.quality[te], tp.cost[te]
+    ref = Reference.from_matrices(Q_te, C_te)
+    c_norm = mean_cost_norm(tp.cost[tr])
+    n, m = len(te), len(pool)
+    notes: dict[str, Any] = {"pool": list(pool)}
+    choices: dict[str, np.ndarray] = {}
+    trained: dict[str, Any] = {}
+
+    # Tollgate and its ablations first: the unseen-models baselines reuse its probe set.
+    for name in (r for r in names if r in TRAINED):
+        import dataclasses
+
+        from router_core.training import TrainConfig, train_router
+
+        bad = set(train_overrides or {}) - {f.name for f in dataclasses.fields(TrainConfig)}
+        if bad:
+            raise ValueError(f"unknown TrainConfig fields {sorted(bad)}")
+
+        cfg = TrainConfig(
+            **{"seed": seed, "progress": progress, **TRAINED[name], **(train_overrides or {})}
+        )
+        say(f"training {name}")
+        res = train_router(table, cfg, embeddings=X, train_models=table.train_models)
+        trained[name] = res
+        choices[name] = _trained_choices(res.router, X[te], pool, lams)
+        notes[f"{name}_train"] = res.metrics
+
+    # Labelled rows the baselines may learn from.
+    if unseen:
+        if trained:
+            probe_ids = set(next(iter(trained.values())).probes.ids)
+        else:
+            from router_core.descriptors.base import ProbeSet
+            from router_core.training import TrainConfig
+
+            probe_ids = set(ProbeSet.sample(tp.rows(tr), TrainConfig().n_probes, seed).ids)
+        fit_rows = tr[np.isin(np.asarray(tp.prompt_ids[tr], dtype=str), sorted(probe_ids))]
+        notes["probe_rows"] = len(fit_rows)
+    else:
+        fit_rows = tr
+    X_fit, Q_fit = X[fit_rows], tp.quality[fit_rows]
+    X_va, Q_va, C_va = X[va], tp.quality[va], tp.cost[va]
+
+    if "oracle" in names:
+        choices["oracle"] = oracle(Q_te, C_te, lams)
+    if "random" in names:
+        choices["random"] = random_router(n, m, seed)
+    if "cheapest" in names:
+        choices["cheapest"] = cheapest(tp.cost[tr], n)
+    if "best_single" in names:
+        choices["best_single"] = best_single(Q_fit, tp.cost[tr], n)
+    if "knn" in names:
+        if unseen:
+            knn, k = KNNRouter(UNSEEN_KNN_K).fit(X_fit, Q_fit), UNSEEN_KNN_K
+        else:
+            knn, k, scores = _tuned(
+                KNNRouter,
+                [k for k in KNN_GRID if k <= len(X_fit)] or [len(X_fit)],
+                X_fit,
+                Q_fit,
+                X_va,
+                Q_va,
+                C_va,
+                c_norm,
+                lams,
+            )
+            notes["knn_val_audc"] = scores
+        notes["knn_k"] = k
+        choices["knn"] = choose(knn.predict(X[te]), c_norm, lams)
+    if "mlp" in names:
+        say("fitting mlp")
+        mlp = MLPRouter(seed=seed).fit(X_fit, Q_fit)
+        choices["mlp"] = choose(mlp.predict(X[te]), c_norm, lams)
+    if "umr" in names:
+        if unseen:
+            umr = UMRRouter(UNSEEN_UMR_K, seed=seed).fit(X_fit, Q_fit, X_cluster=X[tr])
+            notes["umr_k"] = UNSEEN_UMR_K
+        else:
+            umr, kk, scores = _tuned(
+                lambda K: UMRRouter(K, seed=seed),
+                [K for K in UMR_GRID if K <= max(2, len(X_fit) // 10)],
+                X_fit,
+                Q_fit,
+                X_va,
+                Q_va,
+                C_va,
+                c_norm,
+                lams,
+            )
+            notes["umr_k"], notes["umr_val_audc"] = kk, scores
+        choices["umr"] = choose(umr.predict(X[te]), c_norm, lams)
+
+    metrics = {
+        name: evaluate_choices(choices[name], Q_te, C_te, ref)
+        for name in ROUTER_NAMES
+        if name in choices
+    }
+    base = [b for b in BASELINES if b in metrics]
+    best_base = max(base, key=lambda b: metrics[b].audc) if base else ""
+    ci = None
+    if "tollgate" in choices and best_base:
+        ci = bootstrap_delta_audc(
+            choices["tollgate"], choices[best_base], Q_te, C_te, n_boot=n_boot, seed=seed
+        )
+    return EvalResult(
+        dataset=table.name,
+        split=table.split_name,
+        n_test=n,
+        metrics=metrics,
+        reference=ref,
+        delta_audc_ci=ci,
+        best_baseline=best_base,
+        lams=lams,
+        notes=notes,
+    )
