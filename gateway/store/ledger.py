@@ -23,6 +23,7 @@ import uuid
 from datetime import datetime
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Engine,
     Update,
@@ -48,11 +49,17 @@ def _current_start(now: datetime) -> ColumnElement[int]:
     """SQL: the start of the current period for the row's own `period` (epoch seconds)."""
     c = tenants.c.period
     return case(
-        (c == "daily", period_start_s("daily", now)),
-        (c == "weekly", period_start_s("weekly", now)),
-        (c == "monthly", period_start_s("monthly", now)),
-        else_=0,
+        (c == "daily", _big(period_start_s("daily", now))),
+        (c == "weekly", _big(period_start_s("weekly", now))),
+        (c == "monthly", _big(period_start_s("monthly", now))),
+        else_=_big(0),
     )
+
+
+def _big(value: int) -> ColumnElement[int]:
+    """A BIGINT parameter (an untyped int is bound as INTEGER: epoch seconds overflow it in
+    2038 and nano-dollars far sooner)."""
+    return literal(value, type_=BigInteger)
 
 
 def _rollover_values(now: datetime, spent_after: ColumnElement[int]) -> dict:
@@ -76,7 +83,7 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
     if amount_nusd < 0:
         raise ValueError("a reservation cannot be negative")
     start = _current_start(now)
-    spent_now = case((tenants.c.period_start_s < start, 0), else_=tenants.c.spent_nusd)
+    spent_now = case((tenants.c.period_start_s < start, _big(0)), else_=tenants.c.spent_nusd)
     fits = or_(tenants.c.budget_nusd.is_(None),
                spent_now + tenants.c.reserved_nusd + amount_nusd <= tenants.c.budget_nusd)
     stmt = (
@@ -139,7 +146,7 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
     if actual_nusd < 0:
         raise ValueError("a settlement cannot be negative")
     start = _current_start(now)
-    spent_after = case((tenants.c.period_start_s < start, actual_nusd),
+    spent_after = case((tenants.c.period_start_s < start, _big(actual_nusd)),
                        else_=tenants.c.spent_nusd + actual_nusd)
     released = (delete(reservations).where(reservations.c.id == reservation_id)
                 .returning(reservations.c.tenant_id, reservations.c.amount_nusd))

@@ -97,9 +97,12 @@ class Store:
                               **(log_options or {}))
 
     @classmethod
-    def from_url(cls, url: str | None = None, **kwargs: Any) -> Store:
-        """A store on `url` (default: `TOLLGATE_DATABASE_URL` or `sqlite:///./tollgate.db`)."""
-        return cls(make_engine(url or database_url_from_env()), **kwargs)
+    def from_url(cls, url: str | None = None, *, engine_options: dict[str, Any] | None = None,
+                 **kwargs: Any) -> Store:
+        """A store on `url` (default: `TOLLGATE_DATABASE_URL` or `sqlite:///./tollgate.db`);
+        `engine_options` go to `make_engine` (e.g. `ping_after_idle_s`, `pool_size`)."""
+        engine = make_engine(url or database_url_from_env(), **(engine_options or {}))
+        return cls(engine, **kwargs)
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property

@@ -331,3 +331,30 @@ async def test_settlement_during_an_outage_is_deferred_then_applied(pg_url: str)
         assert store.pending_settlements == 0
         info = await store.get_tenant(t.id)
         assert info.spent_usd == pytest.approx(0.003) and info.reserved_usd == 0.0
+
+
+@pytest.mark.postgres
+async def test_pooled_connections_cut_by_a_database_restart_are_replaced(pg_url: str) -> None:
+    """Idle pooled connections killed server-side (as by a restart or failover) are found by
+    the pre-ping and replaced, so the next reserve succeeds instead of failing."""
+    async with started(pg_url, engine_options={"ping_after_idle_s": 0.0}) as store:
+        t = await _tenant(store)
+        await store.settle(await store.reserve(t, 0.001, "warm"), 0.001)
+        set_allow_connections(pg_url, False)  # kills every session of the database...
+        set_allow_connections(pg_url, True)  # ...and lets new ones in again
+        r = await store.reserve(t, 0.001, "after-restart")
+        assert (await store.settle(r, 0.001)).applied
+        assert (await store.get_tenant(t.id)).spent_usd == pytest.approx(0.002)
+
+
+async def test_rollover_after_2038(db_url: str, clock: FakeClock) -> None:
+    """Epoch seconds past 2**31 (2038-01-19) are BIGINT parameters, not INTEGER overflows."""
+    clock.now = datetime(2040, 6, 30, 23, 0, tzinfo=UTC)
+    async with started(db_url, clock=clock) as store:
+        t = await _tenant(store, budget=0.01, period="daily")
+        await store.settle(await store.reserve(t, 0.01, "late"), 0.01)
+        clock.now = datetime(2040, 7, 1, 0, 0, tzinfo=UTC)
+        await store.settle(await store.reserve(t, 0.01, "next-day"), 0.002)
+        info = await store.get_tenant(t.id)
+        assert info.spent_usd == pytest.approx(0.002)
+        assert info.period_start == datetime(2040, 7, 1, tzinfo=UTC)
