@@ -1,0 +1,110 @@
+"""``POST /v1/feedback``: a tenant scores an answer it received; each call is an observation.
+
+Body: ``{"request_id": str, "score": float in [0, 1]}`` or ``{"request_id": str, "correct":
+bool}``, optionally ``"comment": str``. Only the tenant that made the request may score it (any
+other key gets the same 404 as an unknown id, so ids of other tenants cannot be probed).
+Several feedbacks on one request are several observations of that (prompt, model) pair, with
+increasing sample indices: DARS aggregates them, nothing is overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway import learning_db as ldb
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError, invalid
+from gateway.proxy import authenticate
+
+router = APIRouter()
+# The served-request row is written after the response is sent; a client that posts
+# feedback at once may arrive first, so an unknown id is re-read for this long.
+SERVED_WAIT_S = 3.0
+
+
+def parse_feedback(body: Any) -> tuple[str, float, str | None]:
+    """(request_id, quality ∈ [0, 1], comment) or a 400 naming the bad field."""
+    if not isinstance(body, dict):
+        raise invalid("the request body must be a JSON object")
+    rid = body.get("request_id")
+    if not isinstance(rid, str) or not rid:
+        raise invalid("request_id is required (the x-tollgate-request-id header)", "request_id")
+    has_score, has_correct = "score" in body, "correct" in body
+    if has_score == has_correct:
+        raise invalid("give exactly one of score (0 to 1) or correct (true/false)", "score")
+    if has_correct:
+        if not isinstance(body["correct"], bool):
+            raise invalid("correct must be true or false", "correct")
+        quality = 1.0 if body["correct"] else 0.0
+    else:
+        score = body["score"]
+        if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+            raise invalid("score must be a number from 0 to 1", "score")
+        quality = float(score)
+    comment = body.get("comment")
+    if comment is not None and not isinstance(comment, str):
+        raise invalid("comment must be a string", "comment")
+    return rid, quality, comment
+
+
+async def _served(ctx: GatewayContext, request_id: str) -> dict | None:
+    engine = ctx.store.engine
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SERVED_WAIT_S
+    while True:
+        row = await anyio.to_thread.run_sync(ldb.get_served, engine, request_id)
+        if row is not None or loop.time() > deadline:
+            return row
+        await asyncio.sleep(0.05)
+
+
+@router.post("/v1/feedback")
+async def feedback(request: Request) -> Response:
+    ctx: GatewayContext = request.app.state.ctx
+    try:
+        tenant = await authenticate(ctx, request)
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError) as e:
+            raise invalid(f"the request body is not valid JSON: {e}") from e
+        rid, quality, comment = parse_feedback(body)
+        served = await _served(ctx, rid)
+        if served is None or served["tenant_id"] != getattr(tenant, "id", None):
+            raise GatewayError(
+                404,
+                f"no routed request {rid!r} was made with this API key",
+                "invalid_request_error",
+                code="request_not_found",
+                param="request_id",
+            )
+        obs_id = await anyio.to_thread.run_sync(
+            lambda: ldb.add_observation(
+                ctx.store.engine,
+                key=served["prompt_key"],
+                model=served["model"],
+                quality=quality,
+                cost_usd=served["cost_usd"],
+                source="feedback",
+                request_id=rid,
+                tenant_id=served["tenant_id"],
+                comment=comment,
+            )
+        )
+    except GatewayError as e:
+        return e.response()
+    return JSONResponse(
+        {
+            "object": "feedback",
+            "id": obs_id,
+            "request_id": rid,
+            "model": served["backend"],
+            "router_model": served["model"],
+            "quality": quality,
+        }
+    )

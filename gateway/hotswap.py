@@ -1,0 +1,61 @@
+"""Hot swap: every replica polls the database for the active router version and swaps.
+
+The swap is one reference assignment in ``RouterHolder`` between requests; a request reads
+``holder.current`` once and keeps that (immutable) ``Router`` to the end, so requests in
+flight finish on the old router and none fails. Loading the new artifact happens in a thread
+before the swap, never on the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import anyio.to_thread
+from sqlalchemy import Engine
+
+from gateway import learning_db as ldb
+from gateway.routing import RouterHolder
+
+log = logging.getLogger(__name__)
+
+
+class HotSwapper:
+    """Polls ``router_versions`` every ``interval_s`` and swaps ``holder`` to the active one."""
+
+    def __init__(self, engine: Engine, holder: RouterHolder, interval_s: float = 5.0) -> None:
+        self.engine, self.holder, self.interval_s = engine, holder, interval_s
+        self._task: asyncio.Task[None] | None = None
+        self.swaps = 0
+
+    def check_once(self) -> str | None:
+        """Swap if the active version differs from the current one; the new version or None."""
+        row = ldb.active_version(self.engine)
+        if row is None or row["version"] == self.holder.current.version:
+            return None
+        router = ldb.load_version(self.engine, row["version"])
+        self.holder.swap(router)
+        self.swaps += 1
+        log.info("router hot-swapped to %s", row["version"])
+        return row["version"]
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.check_once)
+            except Exception:  # a database fault must not stop the poller
+                log.exception("router version poll failed")
+            await asyncio.sleep(self.interval_s)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None

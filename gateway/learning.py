@@ -1,0 +1,116 @@
+"""The learning loop inside one gateway: remember routed requests, hot-swap, retrain on time.
+
+Built by ``install(app, ctx)``; the app's lifespan starts and closes it. Options come from the
+``retraining:`` section of config.yaml (all optional)::
+
+    retraining:
+      min_observations: 500     # new observations before a scheduled retrain
+      interval_s: 3600          # how often a replica tries (off when absent)
+      poll_s: 5                 # how often a replica checks for a promoted version
+      margin: 0.005             # promotion guard
+      store_prompt_text: false  # privacy: keep only Φ(x) (default: log_prompts)
+
+Recording a request happens after the client has its answer (in the response's background
+task), in a worker thread: the request path gains no database round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI
+
+from gateway import learning_db as ldb
+from gateway.context import GatewayContext
+from gateway.hotswap import HotSwapper
+from gateway.retrain import RetrainConfig, ensure_seed_version, retrain_once
+from gateway.routing import embed_text
+
+log = logging.getLogger(__name__)
+
+
+class Learning:
+    def __init__(self, ctx: GatewayContext) -> None:
+        self.ctx = ctx
+        extra = dict(getattr(ctx.settings.retraining, "model_extra", None) or {})
+        self.poll_s = float(extra.get("poll_s", 5.0))
+        self.interval_s = extra.get("interval_s")
+        self.store_text = bool(extra.get("store_prompt_text", ctx.settings.log_prompts))
+        self.retrain_config = RetrainConfig(
+            min_new=int(ctx.settings.retraining.min_observations),
+            margin=float(extra.get("margin", RetrainConfig.margin)),
+        )
+        self.swapper = HotSwapper(ctx.store.engine, ctx.router, self.poll_s)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._schedule: asyncio.Task[None] | None = None
+
+    @property
+    def engine(self) -> Any:
+        return self.ctx.store.engine
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def after_request(self, ex: Any, status: int) -> None:
+        """Remember a routed, answered request so feedback and shadow calls can attach to it."""
+        phi = getattr(ex, "phi", None)
+        if status != 200 or ex.routed is None or ex.answered is None or phi is None:
+            return
+        text = embed_text(ex.req.messages, self.ctx.settings.encoder_max_chars)
+        kwargs = {
+            "request_id": ex.rid,
+            "tenant_id": getattr(ex.tenant, "id", None),
+            "text": text if self.store_text else None,
+            "key": ldb.prompt_key(text),
+            "embedding": phi,
+            "route": ex.route,
+            "model": ex.answered.router_model,
+            "backend": ex.answered.model_name,
+            "cost_usd": ex.cost_usd,
+        }
+        self._spawn(self._record(kwargs))
+
+    async def _record(self, kwargs: dict) -> None:
+        try:
+            await anyio.to_thread.run_sync(lambda: ldb.record_served(self.engine, **kwargs))
+        except Exception:  # the learning record must never break serving
+            log.exception("could not record request %s for learning", kwargs["request_id"])
+
+    async def _retrain_loop(self, interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                report = await anyio.to_thread.run_sync(
+                    lambda: retrain_once(self.engine, self.ctx.router.current, self.retrain_config)
+                )
+                log.info("scheduled retrain: %s", report.get("status"))
+            except Exception:  # a failed retrain leaves the live router as it is
+                log.exception("scheduled retrain failed")
+
+    async def start(self) -> None:
+        await anyio.to_thread.run_sync(ensure_seed_version, self.engine, self.ctx.router.current)
+        self.swapper.start()
+        if self.interval_s:
+            loop = asyncio.get_running_loop()
+            self._schedule = loop.create_task(self._retrain_loop(float(self.interval_s)))
+
+    async def close(self) -> None:
+        await self.swapper.close()
+        if self._schedule is not None:
+            self._schedule.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def install(app: FastAPI, ctx: GatewayContext) -> None:
+    """Mount ``/v1/feedback`` and attach the learning loop to ``ctx`` (needs a SQL store)."""
+    from gateway.feedback import router as feedback_router
+
+    app.include_router(feedback_router)
+    if getattr(ctx.store, "engine", None) is not None:
+        ctx.learning = Learning(ctx)

@@ -1,0 +1,153 @@
+"""Retraining: observations → DARS supervision → warm-started training → guarded promotion.
+
+``retrain_once`` is what ``tollgate retrain`` and the in-process schedule run:
+
+1. take the ``retrain`` lease (one replica at a time; a conditional UPDATE in the database);
+2. skip unless at least ``min_new`` observations arrived since the active version was trained;
+3. aggregate all observations per (prompt, model) (router_core.supervision) and split the
+   prompts by a stable hash into a training part and a held-out slice;
+4. train from the frozen Φ(x) stored with each prompt, warm-started from the current router;
+5. score candidate and current router on the held-out slice (router_core.promotion) and
+   promote only if the candidate is not worse by more than ``margin``;
+6. record the version (promoted or refused) with its metrics; replicas hot-swap to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine
+
+from gateway import learning_db as ldb
+from router_core import supervision as sv
+from router_core.data.table import RoutingTable
+from router_core.promotion import DEFAULT_MARGIN, decide_promotion
+from router_core.router import Router
+
+log = logging.getLogger(__name__)
+LEASE = "retrain"
+
+
+@dataclass(frozen=True)
+class RetrainConfig:
+    min_new: int = 500  # new observations since the active version, else skip
+    margin: float = DEFAULT_MARGIN  # promotion guard: AUDC(candidate) ≥ AUDC(current) − margin
+    holdout_fraction: float = 0.2
+    min_holdout: int = 20  # fewer held-out prompts than this: no verdict, no promotion
+    beta: float = sv.BETA
+    base: RoutingTable | None = None  # benchmark rows to mix in (train split)
+    base_embeddings: np.ndarray | None = None
+    base_weight: float = 1.0  # observations' share of the training rows (1 = observations only)
+    train: dict[str, Any] = field(default_factory=dict)  # TrainConfig overrides
+    lease_ttl_s: float = 1800.0
+
+
+def ensure_seed_version(engine: Engine, router: Router) -> None:
+    """Record the router a gateway started with as the first, active version (for rollback)."""
+    if not ldb.history(engine):
+        ldb.record_version(
+            engine,
+            router,
+            status="seed",
+            parent=None,
+            metrics={},
+            n_observations=0,
+            max_obs_id=0,
+            activate=True,
+        )
+
+
+def current_router(engine: Engine, fallback: Router) -> Router:
+    row = ldb.active_version(engine)
+    return fallback if row is None else ldb.load_version(engine, row["version"])
+
+
+def retrain_once(
+    engine: Engine,
+    fallback: Router,
+    config: RetrainConfig | None = None,
+    *,
+    force: bool = False,
+    holder: str | None = None,
+) -> dict[str, Any]:
+    """One retraining attempt; returns a report dict with ``status`` and the metrics."""
+    from router_core.training import TrainConfig, train_router
+
+    cfg = config or RetrainConfig()
+    holder = holder or uuid.uuid4().hex
+    if not ldb.acquire_lease(engine, LEASE, holder, cfg.lease_ttl_s):
+        return {"status": "locked", "reason": "another replica is retraining"}
+    try:
+        ensure_seed_version(engine, fallback)
+        active = ldb.active_version(engine)
+        current = ldb.load_version(engine, active["version"])
+        max_id = ldb.max_observation_id(engine)
+        new = max_id - int(active["max_observation_id"])
+        if new < cfg.min_new and not force:
+            return {"status": "skipped", "reason": f"{new} new observations < {cfg.min_new}"}
+        t0 = time.perf_counter()
+        obs = ldb.load_observations(engine, max_id)
+        obs = obs[obs["model"].isin(current.model_names)]
+        agg = sv.aggregate(obs, models=current.model_names)
+        keys = [str(k) for k in agg.prompt_keys]
+        text, phi = ldb.load_prompts(engine, keys)
+        hold = sv.holdout_mask(keys, cfg.holdout_fraction)
+        if hold.sum() < cfg.min_holdout or (~hold).sum() < cfg.min_holdout:
+            return {"status": "skipped", "reason": f"too few prompts ({len(keys)}) to hold out"}
+        fit = agg.rows(~hold)
+        prompts = {k: (text[k] or k) for k in keys}
+        table = sv.to_table(fit, prompts, beta=cfg.beta, name="observations")
+        emb = phi[~hold]
+        if cfg.base is not None and cfg.base_weight < 1.0:
+            table, emb = _mixed(cfg, table, emb)
+        tcfg = TrainConfig(**{"progress": False, **cfg.train})
+        result = train_router(table, tcfg, init=current, models=current.model_names, embeddings=emb)
+        seq = len(ldb.history(engine)) + 1
+        candidate = dataclasses.replace(
+            result.router, version=f"v{seq}-{time.strftime('%Y%m%dT%H%M%S')}-{holder[:6]}"
+        )
+        holdout = sv.to_table(agg.rows(hold), beta=0.0, labels="risk", split="test")
+        decision = decide_promotion(candidate, current, phi[hold], holdout, margin=cfg.margin)
+        metrics = {
+            **decision.to_dict(),
+            "train": result.metrics,
+            "n_prompts": len(keys),
+            "n_holdout": int(hold.sum()),
+            "n_observations": len(obs),
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
+        ldb.record_version(
+            engine,
+            candidate,
+            status="promoted" if decision.promote else "refused",
+            parent=current.version,
+            metrics=metrics,
+            n_observations=len(obs),
+            max_obs_id=max_id if decision.promote else int(active["max_observation_id"]),
+            activate=decision.promote,
+        )
+        log.info("retrain %s: %s", candidate.version, decision.reason)
+        return {
+            "status": "promoted" if decision.promote else "refused",
+            "version": candidate.version,
+            **metrics,
+        }
+    finally:
+        ldb.release_lease(engine, LEASE, holder)
+
+
+def _mixed(
+    cfg: RetrainConfig, table: RoutingTable, emb: np.ndarray
+) -> tuple[RoutingTable, np.ndarray]:
+    """Mix the base benchmark rows in; embeddings follow the rows by prompt id."""
+    base = cfg.base
+    by_id = {str(k): e for k, e in zip(table.prompt_ids, emb)}
+    by_id.update({str(k): e for k, e in zip(base.prompt_ids, cfg.base_embeddings)})
+    mixed = sv.mix(base, table, cfg.base_weight).with_models(table.models)
+    return mixed, np.stack([by_id[str(k)] for k in mixed.prompt_ids])
