@@ -74,11 +74,13 @@ def create_app(
         if own_writer:
             await _maybe(ctx.log_writer, "start")
         await anyio.to_thread.run_sync(ctx.encoder.encode, ["warm up the encoder"])
+        await _maybe(ctx.learning, "start")
         ctx.ready = True
         try:
             yield
         finally:
             ctx.ready = False
+            await _maybe(ctx.learning, "close")
             if own_writer:
                 await _maybe(ctx.log_writer, "close")
             await _maybe(ctx.store, "close")
@@ -97,6 +99,10 @@ def create_app(
         from gateway import admin
 
         app.include_router(admin.router)
+    if importlib.util.find_spec("gateway.learning") is not None:
+        from gateway import learning
+
+        learning.install(app, ctx)
     return app
 
 

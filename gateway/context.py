@@ -41,3 +41,4 @@ class GatewayContext:
     prices: dict[str, Price]
     metrics: GatewayMetrics
     ready: bool = False
+    learning: Any = None  # gateway.learning.Learning (feedback, hot swap, retraining)

@@ -145,6 +145,7 @@ class Exchange:
         self.ttft_ms: float | None = None
         self.first_attempt_at: float | None = None
         self.text: str = ""
+        self.phi: Any = None  # Φ(x) of a routed request
 
     # planning ---------------------------------------------------------------------------
     def _policy(self) -> dict:
@@ -240,6 +241,7 @@ class Exchange:
         text = embed_text(req.messages, ctx.settings.encoder_max_chars)
         started = time.perf_counter()
         phi = await embed(ctx.encoder, text)
+        self.phi = phi  # kept for the learning loop (gateway/learning.py)
         self.prompt_tokens = count_prompt_tokens(first, req.messages, req.params.get("tools"))
         n_prompt, n = self.prompt_tokens, self._n()
         costs = {
@@ -366,6 +368,8 @@ class Exchange:
             m.tokens.labels(model, "prompt").inc(self.prompt_tokens or 0)
             m.tokens.labels(model, "completion").inc(self.completion_tokens or 0)
         self.ctx.log_writer.submit(self.row(status, error))
+        if self.ctx.learning is not None:
+            await self.ctx.learning.after_request(self, status)
 
     def row(self, status: int, error: str | None) -> dict[str, Any]:
         """The request-log row (keys fixed in docs/architecture.md)."""
