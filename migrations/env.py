@@ -13,13 +13,13 @@ from sqlalchemy import Connection, text
 from sqlalchemy.pool import NullPool
 
 from gateway.store.engine import database_url_from_env, make_engine, normalize_url
-from gateway.store.models import Base
+from gateway.store.migrate import model_metadata
 
 # Arbitrary constant: "tollgat" in ASCII, as a bigint advisory-lock key.
 PG_MIGRATION_LOCK_KEY = 0x746F6C6C67617400
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = model_metadata()
 
 
 def _url() -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import threading
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, MetaData, inspect
 
 from gateway.store.engine import normalize_url
 
@@ -16,6 +17,22 @@ from gateway.store.engine import normalize_url
 # in one process (two stores starting in threads) must not overlap. This lock guards that
 # library global; across processes and replicas the PostgreSQL advisory lock in env.py does.
 _ALEMBIC_LOCK = threading.Lock()
+
+
+# Modules whose tables are declared on `gateway.store.models.Base`: importing them registers
+# the tables for Alembic (env.py's target metadata) and for the schema test. An area that
+# adds tables in a later revision lists its models module here. They are imported only
+# when migrating, so `import gateway.store` stays light (the CLI and every replica pay it).
+MODEL_MODULES = ("gateway.store.models", "gateway.learning_db")
+
+
+def model_metadata() -> MetaData:
+    """`Base.metadata` with every area's tables registered on it."""
+    for name in MODEL_MODULES:
+        importlib.import_module(name)
+    from gateway.store.models import Base
+
+    return Base.metadata
 
 
 def migrations_dir() -> Path:

@@ -111,7 +111,3 @@ api_keys = ApiKeyRow.__table__
 reservations = ReservationRow.__table__
 settings = SettingRow.__table__
 request_logs = RequestLogRow.__table__
-
-# The learning loop's tables (migration 0002_learning) live with their queries; importing
-# them here registers them on Base.metadata, which Alembic and the schema test compare.
-from gateway import learning_db as _learning_db  # noqa: F401
