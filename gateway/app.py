@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway import explain, observability
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
 from gateway.errors import GatewayError, error_body
@@ -66,6 +67,9 @@ def create_app(
         prices=resolve_prices(settings),
         metrics=GatewayMetrics(registry),
     )
+    # issue 7: histograms fed from log rows, and scrape-time budget / router / queue gauges
+    observability.install(
+        ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -103,6 +107,7 @@ def create_app(
         from gateway import learning
 
         learning.install(app, ctx)
+    app.include_router(explain.build_router())  # GET /v1/routing/{request_id}
     return app
 
 
@@ -201,4 +206,6 @@ async def ready(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     ctx: GatewayContext = request.app.state.ctx
-    return Response(generate_latest(ctx.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    # in a thread: the budget gauges read the database at scrape time
+    body = await anyio.to_thread.run_sync(generate_latest, ctx.metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -22,6 +22,9 @@ def _register() -> None:
     from router_core.evaluation.cli import eval_command
 
     main.add_command(eval_command)
+    from gateway.logs_cli import logs_command
+
+    main.add_command(logs_command)
     pass
 
 

@@ -1,0 +1,178 @@
+"""Prometheus metrics beyond the request counters in ``gateway/metrics.py``.
+
+Two parts, both on the gateway's own registry (never the global default):
+- ``RowMetrics``: observed from each request-log row as it is submitted (the row already
+  carries every attempt's latency, the time to first token, the tenant and the cost), so the
+  request path needs no extra instrumentation: upstream latency per backend and outcome,
+  time to first token, fallbacks, spend per tenant, requests per router version.
+- ``StateCollector``: read at scrape time: budget, spend and remaining budget per tenant
+  (from the ledger, rollover applied), the live router version, the log-queue depth and
+  dropped rows. The circuit-breaker state is exported by ``gateway/circuit.py`` itself.
+``/metrics`` renders in a worker thread because the budget gauges read the database.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.metrics import LATENCY_BUCKETS
+
+log = logging.getLogger(__name__)
+TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+
+
+def _upstream(attempt: dict[str, Any]) -> bool:
+    return not str(attempt.get("error") or "").startswith("budget")
+
+
+class RowMetrics:
+    """Histograms and counters fed from request-log rows."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.upstream_latency = Histogram(
+            "tollgate_upstream_latency_seconds",
+            "Latency of each upstream attempt (to the response or first byte) by backend "
+            "and outcome status.",
+            ["model", "status"], buckets=LATENCY_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "tollgate_time_to_first_token_seconds",
+            "Streaming requests: time from the request to the first byte relayed.",
+            ["route", "model"], buckets=TTFT_BUCKETS, registry=r)
+        self.fallbacks = Counter(
+            "tollgate_fallbacks",
+            "Requests that went past their first candidate (upstream failure or budget), "
+            "by route and the backend that answered ('none' if none did).",
+            ["route", "model"], registry=r)
+        self.tenant_spend = Counter(
+            "tollgate_tenant_spend_usd", "Settled spend in USD by tenant.", ["tenant_id"],
+            registry=r)
+        self.by_version = Counter(
+            "tollgate_routed_requests",
+            "Routed requests by router version and chosen backend.",
+            ["router_version", "model"], registry=r)
+
+    def observe(self, row: dict[str, Any]) -> None:
+        route = row.get("route") or "passthrough"
+        model = row.get("chosen_model") or "none"
+        attempts = list(row.get("attempts") or [])
+        for a in attempts:
+            if _upstream(a) and a.get("latency_ms") is not None:
+                self.upstream_latency.labels(str(a.get("model")), str(a.get("status"))).observe(
+                    float(a["latency_ms"]) / 1000)
+        if row.get("ttft_ms") is not None:
+            self.ttft.labels(route, model).observe(float(row["ttft_ms"]) / 1000)
+        if len(attempts) > 1:
+            answered = model if row.get("status") == 200 else "none"
+            self.fallbacks.labels(route, answered).inc()
+        if row.get("cost_usd") and row.get("tenant_id"):
+            self.tenant_spend.labels(str(row["tenant_id"])).inc(float(row["cost_usd"]))
+        if row.get("router_version"):
+            self.by_version.labels(str(row["router_version"]), model).inc()
+
+
+class MetricsTap:
+    """A log writer that counts each row into ``RowMetrics`` and hands it on unchanged.
+
+    ``manage`` says whether this tap starts and closes the inner writer (False when the store
+    owns it, so the writer is not started or closed twice); other attributes pass through."""
+
+    def __init__(self, inner: Any, metrics: RowMetrics, *, manage: bool) -> None:
+        self.inner, self.metrics, self._manage = inner, metrics, manage
+
+    def submit(self, row: dict[str, Any]) -> Any:
+        try:
+            self.metrics.observe(row)
+        except Exception:  # a metrics fault must never lose the log row
+            log.exception("metrics from a log row failed")
+        return self.inner.submit(row)
+
+    async def start(self, *args: Any, **kwargs: Any) -> None:
+        if self._manage and hasattr(self.inner, "start"):
+            await self.inner.start(*args, **kwargs)
+
+    async def close(self, *args: Any, **kwargs: Any) -> Any:
+        if self._manage and hasattr(self.inner, "close"):
+            return await self.inner.close(*args, **kwargs)
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class StateCollector(Collector):
+    """Gauges read when Prometheus scrapes: budgets, router version, log queue."""
+
+    def __init__(self, ctx: Any, clock: Callable[[], datetime] | None = None) -> None:
+        self._ctx = ctx
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # read at collect time only: no database access at registration
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._budgets()
+        ctx = self._ctx
+        info = GaugeMetricFamily("tollgate_router_info",
+                                 "The live router artifact (value 1; its version in a label).",
+                                 labels=["version"])
+        info.add_metric([str(ctx.router.current.version)], 1.0)
+        yield info
+        writer = ctx.log_writer
+        depth = GaugeMetricFamily("tollgate_log_queue_depth",
+                                  "Request-log rows accepted but not yet written.")
+        depth.add_metric([], float(getattr(writer, "pending", 0) or 0))
+        yield depth
+        stats = getattr(writer, "stats", None)
+        dropped = CounterMetricFamily("tollgate_log_rows_dropped",
+                                      "Request-log rows dropped (queue full or rejected).")
+        dropped.add_metric([], float(getattr(stats, "dropped", 0) + getattr(stats, "rejected", 0)))
+        yield dropped
+
+    def _budgets(self) -> Iterator[Metric]:
+        labels = ["tenant_id", "tenant"]
+        budget = GaugeMetricFamily("tollgate_budget_usd",
+                                   "Budget per period in USD (tenants with a budget).", labels=labels)
+        spent = GaugeMetricFamily("tollgate_budget_spent_usd",
+                                  "Spend in the current budget period in USD.", labels=labels)
+        remaining = GaugeMetricFamily(
+            "tollgate_budget_remaining_usd",
+            "Budget left in the current period: budget − spent − reserved.", labels=labels)
+        engine = getattr(self._ctx.store, "engine", None)
+        if engine is not None:
+            from gateway.store.tenants import list_tenants
+
+            started = time.perf_counter()
+            try:
+                rows = list_tenants(engine, self._clock())
+            except SQLAlchemyError:  # a scrape must answer even with the db down
+                log.warning("budget gauges skipped: the database is unavailable")
+                rows = []
+            for t in rows:
+                key = [t.id, t.name]
+                spent.add_metric(key, t.spent_usd)
+                if t.budget_usd is not None:
+                    budget.add_metric(key, t.budget_usd)
+                    remaining.add_metric(key, max(0.0, t.budget_usd - t.spent_usd
+                                                  - t.reserved_usd))
+            log.debug("budget gauges read in %.3fs", time.perf_counter() - started)
+        yield budget
+        yield spent
+        yield remaining
+
+
+def install(ctx: Any, *, store_owns_writer: bool) -> None:
+    """Add the extension to ``ctx.metrics.registry`` and tap ``ctx.log_writer``."""
+    registry = ctx.metrics.registry
+    row_metrics = RowMetrics(registry)
+    ctx.log_writer = MetricsTap(ctx.log_writer, row_metrics, manage=not store_owns_writer)
+    registry.register(StateCollector(ctx))
