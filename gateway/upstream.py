@@ -57,8 +57,30 @@ def classify(exc: BaseException) -> UpstreamFailure:
     return UpstreamFailure(502, "bad_response", msg or type(exc).__name__, True)
 
 
+# Providers that speak OpenAI's wire format: parameters litellm does not map for them are sent
+# verbatim in the body (extra_body) instead of being dropped, so e.g. ``user`` reaches a
+# self-hosted OpenAI-compatible server. Other providers get litellm's own mapping.
+OPENAI_WIRE_PROVIDERS = frozenset({"openai", "custom_openai"})
+
+
 def _kwargs(backend: Backend, messages: list[dict], params: dict[str, Any]) -> dict[str, Any]:
     call = backend.call_params()
+    params = dict(params)
+    model = backend.litellm_model
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model, api_base=call.get("api_base"))
+    except litellm.BadRequestError:
+        provider = None
+    if provider in OPENAI_WIRE_PROVIDERS:
+        supported = set(
+            litellm.get_supported_openai_params(
+                model=model.split("/", 1)[-1], custom_llm_provider=provider
+            )
+            or ()
+        )
+        extra = {k: params.pop(k) for k in list(params) if k not in supported}
+        if extra:
+            call["extra_body"] = {**(call.get("extra_body") or {}), **extra}
     call.update(params)
     call["messages"] = messages
     call["timeout"] = backend.model_info.timeout

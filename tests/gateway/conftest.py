@@ -70,7 +70,7 @@ def test_router(tmp_path_factory: pytest.TempPathFactory) -> Router:
     return write_artifact(tmp_path_factory.mktemp("router") / "test_router")
 
 
-def gateway_config(up: FakeUpstream, **extra: Any) -> dict[str, Any]:
+def gateway_config(up: FakeUpstream, spool_dir: Path, **extra: Any) -> dict[str, Any]:
     return {
         "model_list": [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES],
         "routes": {
@@ -80,6 +80,12 @@ def gateway_config(up: FakeUpstream, **extra: Any) -> dict[str, Any]:
             "no-strong": {"cost_weight": 0.0, "models": ["fake-mid", "fake-cheap"]},
         },
         "admin_key": ADMIN_KEY,
+        # these tests break backends on purpose, test after test: keep the circuit breakers
+        # (tested in tests/reliability) from taking them out of rotation between tests
+        "reliability": {
+            "circuit": {"failure_threshold": 1_000_000},
+            "spool_dir": str(spool_dir),
+        },
         **extra,
     }
 
@@ -191,9 +197,15 @@ def run_gateway(settings: Settings, router: Router, encoder: Encoder) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def gateway(db_url: str, upstream: FakeUpstream, test_router: Router, encoder: Encoder
-            ) -> Iterator[Gateway]:
-    settings = settings_from_dict(gateway_config(upstream, database_url=db_url))
+def gateway(
+    db_url: str,
+    upstream: FakeUpstream,
+    test_router: Router,
+    encoder: Encoder,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Gateway]:
+    spool = tmp_path_factory.mktemp("spool")
+    settings = settings_from_dict(gateway_config(upstream, spool, database_url=db_url))
     yield from run_gateway(settings, test_router, encoder)
 
 

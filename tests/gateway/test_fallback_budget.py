@@ -1,0 +1,131 @@
+"""Fallback across ranked candidates, budget refusal, capping and settlement."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from tests.fakes.upstream import FakeUpstream
+from tests.gateway.conftest import Gateway
+from tests.gateway.router_fixture import PRICES, REPLIES
+
+MSG = [{"role": "user", "content": "Tell me something useful"}]
+
+
+@pytest.mark.parametrize(
+    ("mode", "status"),
+    [("error_500", 500), ("error_429", 429), ("reset", 502), ("malformed_json", 502),
+     ("hang", 504)],
+)
+def test_routed_request_falls_back_to_the_next_candidate(
+    gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream, mode: str, status: int
+) -> None:
+    upstream.set_mode("fake-mid", mode)
+    raw = client.chat.completions.with_raw_response.create(model="auto", messages=MSG)
+    resp = raw.parse()
+    assert resp.model == "fake-cheap"  # the router's second choice at λ = 0.5
+    assert resp.choices[0].message.content == REPLIES["fake-cheap"]
+    row = gateway.log_row(raw.headers["x-tollgate-request-id"])
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [
+        ("fake-mid", status), ("fake-cheap", 200)]
+    assert row["attempts"][0]["error"] and row["attempts"][1]["error"] is None
+    assert row["chosen_model"] == "fake-cheap" and row["status"] == 200
+    assert row["candidates"][0]["backend"] == "fake-mid"  # the decision stays on record
+
+
+def test_all_candidates_failing_is_a_502_with_every_attempt(
+    gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    for name in PRICES:
+        upstream.set_mode(name, "error_500")
+    with pytest.raises(openai.APIStatusError) as exc:
+        client.chat.completions.create(model="auto", messages=MSG)
+    assert exc.value.status_code == 502
+    row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
+    assert [a["model"] for a in row["attempts"]] == ["fake-mid", "fake-cheap", "fake-strong"]
+    assert all(a["status"] == 500 for a in row["attempts"])
+
+
+def test_client_errors_are_not_retried(
+    gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    # a 400 from the upstream is about the request: the next backend would refuse it too
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="auto", messages=MSG,
+                                       extra_body={"tollgate": {"allowed_models": ["bogus"]}})
+    assert upstream.requests == []
+
+
+def test_settlement_charges_the_actual_cost_and_releases_the_rest(gateway: Gateway) -> None:
+    key, tid = gateway.tenant(budget_usd=1.0)
+    c = gateway.client(key)
+    total = 0.0
+    for model in ("auto", "best", "fake-cheap"):
+        raw = c.chat.completions.with_raw_response.create(model=model, messages=MSG)
+        total += float(raw.headers["x-tollgate-cost-usd"])
+    info = gateway.settled(tid)
+    assert info["reserved_usd"] == 0
+    assert info["spent_usd"] == pytest.approx(total, abs=3e-9)  # nano-dollar rounding
+
+
+def test_fallback_to_a_dearer_backend_tops_up_and_settles(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    key, tid = gateway.tenant(budget_usd=1.0)
+    upstream.set_mode("fake-cheap", "error_500")
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="cheap", messages=MSG, max_tokens=100)
+    assert raw.parse().model == "fake-mid"
+    row = gateway.log_row(raw.headers["x-tollgate-request-id"])
+    n_prompt = row["prompt_tokens"]
+    assert row["reserved_usd"] >= 100 * PRICES["fake-mid"][1] / 1e6  # topped up for fake-mid
+    info = gateway.settled(tid)
+    assert info["reserved_usd"] == 0
+    assert info["spent_usd"] == pytest.approx(float(raw.headers["x-tollgate-cost-usd"]), abs=3e-9)
+    assert n_prompt > 0
+
+
+def test_budget_refusal_skips_unaffordable_candidates(gateway: Gateway) -> None:
+    # max_tokens=1000: strong would reserve ~$0.03, mid ~$0.002, cheap ~$0.0002
+    key, tid = gateway.tenant(budget_usd=0.001)
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="best", messages=MSG, max_tokens=1000)
+    assert raw.parse().model == "fake-cheap"
+    row = gateway.log_row(raw.headers["x-tollgate-request-id"])
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [
+        ("fake-strong", 429), ("fake-mid", 429), ("fake-cheap", 200)]
+    assert row["attempts"][0]["error"].startswith("budget")
+
+
+def test_without_max_tokens_the_output_is_capped_to_the_budget(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    budget = 0.003  # fake-strong's 4096 default output tokens would cost $0.12
+    key, tid = gateway.tenant(budget_usd=budget)
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="fake-strong", messages=MSG)
+    assert raw.parse().model == "fake-strong"
+    sent = upstream.requests_for("fake-strong")[-1]
+    pin, pout = (p / 1e6 for p in PRICES["fake-strong"])
+    row = gateway.log_row(raw.headers["x-tollgate-request-id"])
+    # the cap is what the remaining budget pays after the prompt: (B - n·p_in) / p_out
+    assert 16 <= sent["max_tokens"] <= int(budget / pout)
+    assert row["reserved_usd"] <= budget + 1e-9
+    assert gateway.settled(tid)["spent_usd"] <= budget
+
+
+def test_spend_never_exceeds_the_budget(gateway: Gateway) -> None:
+    # each request reserves ~$0.00008 (40 tokens x $2/1M) and spends ~$0.000014
+    budget = 0.00015
+    key, tid = gateway.tenant(budget_usd=budget)
+    c = gateway.client(key)
+    refused = 0
+    for _ in range(12):
+        try:
+            c.chat.completions.create(model="fake-mid", messages=MSG, max_tokens=40)
+        except openai.RateLimitError as e:
+            assert e.response.json()["error"]["type"] == "budget_exceeded"
+            refused += 1
+    info = gateway.settled(tid)
+    assert refused > 0
+    assert info["spent_usd"] <= budget and info["reserved_usd"] == 0
