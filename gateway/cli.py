@@ -25,6 +25,9 @@ def _register() -> None:
     from gateway.logs_cli import logs_command
 
     main.add_command(logs_command)
+    from gateway.serve_cli import register as register_serve
+
+    register_serve(main)  # serve, demo
     pass
 
 
