@@ -24,6 +24,7 @@ PG_POOL_SIZE = 10
 PG_MAX_OVERFLOW = 10
 PG_CONNECT_TIMEOUT_S = 5
 PG_PING_AFTER_IDLE_S = 2.0
+PG_TCP_USER_TIMEOUT_MS = 15_000
 
 
 def _json_dumps(value: Any) -> str:
@@ -90,6 +91,13 @@ def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
         kwargs.setdefault("pool_recycle", 1800)
     connect_args = kwargs.pop("connect_args", {})
     connect_args.setdefault("connect_timeout", PG_CONNECT_TIMEOUT_S)
+    # A database host that vanishes (network partition, VM gone) never closes the socket:
+    # keepalives and a TCP user timeout turn a hang into an error within ~15 s.
+    connect_args.setdefault("keepalives", 1)
+    connect_args.setdefault("keepalives_idle", 5)
+    connect_args.setdefault("keepalives_interval", 2)
+    connect_args.setdefault("keepalives_count", 3)
+    connect_args.setdefault("tcp_user_timeout", PG_TCP_USER_TIMEOUT_MS)
     engine = create_engine(u, connect_args=connect_args, **kwargs)
     _install_idle_pre_ping(engine, ping_after_idle_s)
     return engine

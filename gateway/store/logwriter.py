@@ -163,7 +163,6 @@ class LogWriter:
                 except asyncio.QueueEmpty:
                     break
             self._in_hand = len(batch)
-            self._batch = batch
             await self._write_until_done(batch)
             self._in_hand = 0
             self._batch = []
@@ -173,6 +172,7 @@ class LogWriter:
     async def _write_until_done(self, batch: list[dict[str, Any]]) -> None:
         backoff = 0.05
         remaining = list(batch)
+        self._batch = remaining  # what close() hands to `overflow`: only unwritten rows
         row_by_row = False
         while remaining:
             try:
@@ -193,11 +193,13 @@ class LogWriter:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff_s)
 
-    def _write_batch(self, batch: list[dict[str, Any]]) -> None:
+    def _write_batch(self, remaining: list[dict[str, Any]]) -> None:
+        """One executemany in one transaction; empties `remaining` once committed."""
         with self._engine.begin() as conn:
-            conn.execute(insert(request_logs), _uniform(batch))
-        self.stats.written += len(batch)
+            conn.execute(insert(request_logs), _uniform(remaining))
+        self.stats.written += len(remaining)
         self.stats.batches += 1
+        remaining.clear()
 
     def _write_rows(self, remaining: list[dict[str, Any]]) -> None:
         """Fallback after a batch was refused: write one by one, drop only the bad rows.

@@ -124,8 +124,8 @@ class Store:
     async def close(self, flush_timeout_s: float = 30.0) -> None:
         """Finish settlements in flight, flush the request log, retry deferred settlements
         once, release connections."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=flush_timeout_s)
         await self.logs.close(flush_timeout_s)
         if self._maintenance is not None:
             self._maintenance.cancel()
@@ -166,7 +166,9 @@ class Store:
                     await self._prepare()
                     log.info("database reachable again; store ready")
                     backoff = 0.5
-                except StoreUnavailable:
+                except Exception as exc:
+                    if not isinstance(exc, StoreUnavailable):
+                        log.exception("store start-up failed; retrying")
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self._maintenance_interval_s)
                     continue
