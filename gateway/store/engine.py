@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.pool import QueuePool, StaticPool
 
 DEFAULT_DATABASE_URL = "sqlite:///./tollgate.db"
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -55,9 +56,13 @@ def is_sqlite(url: str | URL) -> bool:
 
 def pool_capacity(engine: Engine) -> int:
     """How many connections the engine can hand out at once (sizes the thread limiter)."""
-    if engine.dialect.name == "sqlite":
-        return 8
-    return PG_POOL_SIZE + PG_MAX_OVERFLOW
+    pool = engine.pool
+    if isinstance(pool, StaticPool):
+        return 1  # one shared connection (in-memory SQLite): one thread at a time
+    if isinstance(pool, QueuePool):
+        capacity = pool.size() + max(0, pool._max_overflow)  # no public getter for overflow
+        return max(1, min(capacity, 8) if engine.dialect.name == "sqlite" else capacity)
+    return 8
 
 
 def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S,
@@ -66,6 +71,9 @@ def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
     u = normalize_url(url)
     kwargs.setdefault("json_serializer", _json_dumps)
     if u.get_backend_name() == "sqlite":
+        if u.database in (None, "", ":memory:"):
+            # In memory every connection would be its own empty database: share one.
+            kwargs.setdefault("poolclass", StaticPool)
         engine = create_engine(
             u,
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},

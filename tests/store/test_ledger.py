@@ -358,3 +358,16 @@ async def test_rollover_after_2038(db_url: str, clock: FakeClock) -> None:
         info = await store.get_tenant(t.id)
         assert info.spent_usd == pytest.approx(0.002)
         assert info.period_start == datetime(2040, 7, 1, tzinfo=UTC)
+
+
+async def test_in_memory_sqlite_is_one_shared_database() -> None:
+    """`sqlite://` works too (one shared connection, one thread at a time): the schema the
+    store created is the one every later call sees, and concurrent reservations still hold."""
+    async with started("sqlite://") as store:
+        t = await _tenant(store, budget=1.0)
+        results = await asyncio.gather(*(store.reserve(t, 0.1) for _ in range(15)),
+                                       return_exceptions=True)
+        booked = [r for r in results if not isinstance(r, BaseException)]
+        assert len(booked) == 10
+        assert all(isinstance(r, BudgetExceeded) for r in results if r not in booked)
+        assert (await store.get_tenant(t.id)).reserved_usd == pytest.approx(1.0)
