@@ -28,6 +28,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gateway.reliability import ReliabilitySettings
+
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config.yaml"
 DEFAULT_DATABASE_URL = "sqlite:///./tollgate.db"
 ENV_PREFIX = "os.environ/"
@@ -140,6 +142,7 @@ class Settings(BaseModel):
     min_output_tokens: int = Field(default=16, gt=0)
     encoder_max_chars: int = Field(default=4000, gt=0)
     retraining: Retraining = Field(default_factory=Retraining)
+    reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)  # issue 4
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

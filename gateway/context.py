@@ -42,3 +42,4 @@ class GatewayContext:
     metrics: GatewayMetrics
     ready: bool = False
     learning: Any = None  # gateway.learning.Learning (feedback, hot swap, retraining)
+    reliability: Any = None  # gateway.reliability.Reliability: rate limits, circuit breakers

@@ -1,0 +1,118 @@
+"""Per-backend circuit breakers: a failing backend is put in cooldown and probed back.
+
+States (exported as ``tollgate_circuit_state{model}``: 0 closed, 1 half-open, 2 open):
+- closed: requests flow; ``failure_threshold`` consecutive failures open the circuit;
+- open: the backend is skipped (the next candidate is tried, or 503 when none is left) until
+  ``cooldown_s`` has passed;
+- half-open: up to ``half_open_probes`` requests go through as probes; a probe that
+  succeeds closes the circuit, one that fails opens it again for another cooldown.
+A failure is what makes another backend worth trying (connection error, timeout, 429, 5xx,
+an unparseable answer, a stream broken mid-way); a 400 about the request itself means the
+backend answered and counts as a success. Breakers are per replica: each process learns a
+backend's health from its own traffic.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+
+class State(IntEnum):
+    CLOSED = 0
+    HALF_OPEN = 1
+    OPEN = 2
+
+
+@dataclass
+class _Breaker:
+    state: State = State.CLOSED
+    failures: int = 0  # consecutive, while closed
+    opened_at: float = 0.0
+    probes: int = 0  # probes in flight while half-open
+
+
+class CircuitBreakers:
+    """One breaker per backend name, created on first use."""
+
+    def __init__(self, failure_threshold: int = 5, cooldown_s: float = 30.0,
+                 half_open_probes: int = 1, registry: CollectorRegistry | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.failure_threshold = failure_threshold
+        self.cooldown_s = cooldown_s
+        self.half_open_probes = half_open_probes
+        self._clock = clock
+        self._breakers: dict[str, _Breaker] = {}
+        r = registry if registry is not None else CollectorRegistry()
+        self._gauge = Gauge("tollgate_circuit_state",
+                            "Circuit breaker state per backend: 0 closed, 1 half-open, 2 open.",
+                            ["model"], registry=r)
+        self._transitions = Counter("tollgate_circuit_transitions",
+                                    "Circuit breaker state changes per backend and new state.",
+                                    ["model", "state"], registry=r)
+
+    def _get(self, name: str) -> _Breaker:
+        b = self._breakers.get(name)
+        if b is None:
+            b = self._breakers[name] = _Breaker()
+            self._gauge.labels(name).set(State.CLOSED)
+        return b
+
+    def _move(self, name: str, b: _Breaker, state: State) -> None:
+        if b.state != state:
+            b.state = state
+            self._gauge.labels(name).set(state)
+            self._transitions.labels(name, state.name.lower()).inc()
+
+    def state(self, name: str) -> State:
+        b = self._get(name)
+        if b.state == State.OPEN and self._clock() - b.opened_at >= self.cooldown_s:
+            return State.HALF_OPEN  # what the next allow() would see
+        return b.state
+
+    def allow(self, name: str) -> bool:
+        """May a request go to ``name`` now? Takes a probe slot when half-open."""
+        b = self._get(name)
+        if b.state == State.OPEN:
+            if self._clock() - b.opened_at < self.cooldown_s:
+                return False
+            self._move(name, b, State.HALF_OPEN)
+            b.probes, b.opened_at = 0, self._clock()
+        if b.state == State.HALF_OPEN:
+            if b.probes >= self.half_open_probes:
+                if self._clock() - b.opened_at < self.cooldown_s:
+                    return False
+                b.probes, b.opened_at = 0, self._clock()  # a probe never reported back
+            b.probes += 1
+        return True
+
+    def release(self, name: str) -> None:
+        """Give back a probe slot taken by ``allow`` when no request was sent after all."""
+        b = self._get(name)
+        if b.state == State.HALF_OPEN and b.probes > 0:
+            b.probes -= 1
+
+    def success(self, name: str) -> None:
+        b = self._get(name)
+        b.failures = 0
+        b.probes = 0
+        self._move(name, b, State.CLOSED)
+
+    def failure(self, name: str) -> None:
+        b = self._get(name)
+        if b.state == State.HALF_OPEN:
+            self._open(name, b)
+            return
+        b.failures += 1
+        if b.state == State.CLOSED and b.failures >= self.failure_threshold:
+            self._open(name, b)
+
+    def _open(self, name: str, b: _Breaker) -> None:
+        b.opened_at = self._clock()
+        b.probes = 0
+        b.failures = 0
+        self._move(name, b, State.OPEN)

@@ -1,0 +1,192 @@
+"""Per-tenant rate limits: requests per minute (RPM) and tokens per minute (TPM).
+
+Windows are fixed calendar minutes (``window = ⌊t / 60⌋``), counted per tenant:
+- a request is admitted iff ``requests_in_window + 1 ≤ rpm`` and ``tokens_in_window < tpm``;
+  admission increments the request count in the same atomic step;
+- tokens (prompt + completion, as settled) are added to the window when the request ends.
+TPM is therefore enforced on tokens already used in this minute (the exact count is only
+known afterwards): one request may take the window past ``tpm``, the next is refused.
+A refusal carries ``retry_after_s`` = seconds to the next window.
+
+Shared across replicas through Redis: one Lua script does the check and the increment
+atomically on the Redis server (and reads the window from Redis' own clock, so replicas
+with skewed clocks still agree). Without a Redis URL, or while Redis is unreachable, the same
+rule runs in process (per replica; the event loop makes each check-and-increment atomic).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+WINDOW_S = 60
+
+# KEYS[1]: key prefix for this tenant. ARGV: rpm (-1 = none), tpm (-1 = none), window_s.
+# Returns {admitted (1/0), which limit refused ("" when admitted), seconds to next window}.
+ADMIT_LUA = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local window_s = tonumber(ARGV[3])
+local w = math.floor(t / window_s)
+local rkey = KEYS[1] .. ':' .. w .. ':r'
+local tkey = KEYS[1] .. ':' .. w .. ':t'
+local rpm = tonumber(ARGV[1])
+local tpm = tonumber(ARGV[2])
+local left = (w + 1) * window_s - t
+local reqs = tonumber(redis.call('GET', rkey) or '0')
+if rpm >= 0 and reqs + 1 > rpm then return {0, 'requests', tostring(left)} end
+if tpm >= 0 and tonumber(redis.call('GET', tkey) or '0') >= tpm then
+  return {0, 'tokens', tostring(left)}
+end
+redis.call('INCR', rkey)
+redis.call('EXPIRE', rkey, window_s * 2)
+return {1, '', tostring(left)}
+"""
+
+# KEYS[1]: key prefix. ARGV: tokens, window_s. Adds tokens to the current window.
+TOKENS_LUA = """
+local now = redis.call('TIME')
+local w = math.floor((tonumber(now[1]) + tonumber(now[2]) / 1e6) / tonumber(ARGV[2]))
+local tkey = KEYS[1] .. ':' .. w .. ':t'
+redis.call('INCRBY', tkey, tonumber(ARGV[1]))
+redis.call('EXPIRE', tkey, tonumber(ARGV[2]) * 2)
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A tenant's limits; None = unlimited."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        return self.requests_per_minute is None and self.tokens_per_minute is None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admitted: bool
+    limit: str | None  # "requests" | "tokens" when refused
+    retry_after_s: float
+
+    @property
+    def retry_after_header(self) -> str:
+        """Whole seconds, rounded up, at least 1 (the HTTP ``Retry-After`` form)."""
+        return str(max(1, math.ceil(self.retry_after_s)))
+
+
+def limits_for(policy: dict[str, Any] | None, default: Limits) -> Limits:
+    """Tenant policy ``requests_per_minute`` / ``tokens_per_minute`` override the defaults."""
+    p = policy or {}
+    rpm = p.get("requests_per_minute", default.requests_per_minute)
+    tpm = p.get("tokens_per_minute", default.tokens_per_minute)
+    return Limits(None if rpm is None else int(rpm), None if tpm is None else int(tpm))
+
+
+class LocalLimiter:
+    """The in-process rule (one replica). ``clock`` is injectable for tests."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, window_s: int = WINDOW_S) -> None:
+        self._clock = clock
+        self._window_s = window_s
+        self._counts: dict[tuple[str, int], list[int]] = {}  # (tenant, window) -> [reqs, toks]
+
+    def _slot(self, tenant: str) -> tuple[list[int], float]:
+        t = self._clock()
+        w = int(t // self._window_s)
+        if len(self._counts) > 10_000:  # forget past windows
+            self._counts = {k: v for k, v in self._counts.items() if k[1] >= w}
+        slot = self._counts.setdefault((tenant, w), [0, 0])
+        return slot, (w + 1) * self._window_s - t
+
+    def admit(self, tenant: str, limits: Limits) -> Verdict:
+        slot, left = self._slot(tenant)
+        rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
+        if rpm is not None and slot[0] + 1 > rpm:
+            return Verdict(False, "requests", left)
+        if tpm is not None and slot[1] >= tpm:
+            return Verdict(False, "tokens", left)
+        slot[0] += 1
+        return Verdict(True, None, left)
+
+    def add_tokens(self, tenant: str, tokens: int) -> None:
+        slot, _ = self._slot(tenant)
+        slot[1] += tokens
+
+
+class RateLimiter:
+    """Redis-backed when ``redis_url`` is set, in-process otherwise or while Redis is down."""
+
+    def __init__(self, redis_url: str | None, default: Limits, prefix: str = "tollgate",
+                 window_s: int = WINDOW_S) -> None:
+        self.default = default
+        self.window_s = window_s
+        self.local = LocalLimiter(window_s=window_s)
+        self._prefix = prefix
+        self._redis: Any = None
+        self._admit: Any = None
+        self._tokens: Any = None
+        self.redis_errors = 0
+        if redis_url:
+            import redis.asyncio as aioredis
+
+            self._redis = aioredis.Redis.from_url(redis_url, socket_timeout=1.0,
+                                                  socket_connect_timeout=1.0)
+            self._admit = self._redis.register_script(ADMIT_LUA)
+            self._tokens = self._redis.register_script(TOKENS_LUA)
+
+    @property
+    def shared(self) -> bool:
+        return self._redis is not None
+
+    def _key(self, tenant: str) -> str:
+        return f"{self._prefix}:rl:{tenant}"
+
+    def _degraded(self, exc: Exception) -> None:
+        self.redis_errors += 1
+        if self.redis_errors == 1 or self.redis_errors % 1000 == 0:
+            log.warning("rate limiter: Redis unavailable (%s); limiting in process",
+                        type(exc).__name__)
+
+    async def admit(self, tenant: str, policy: dict[str, Any] | None) -> Verdict:
+        """Check and count one request of ``tenant`` atomically."""
+        limits = limits_for(policy, self.default)
+        if limits.unlimited:
+            return Verdict(True, None, 0.0)
+        if self._redis is not None:
+            rpm = -1 if limits.requests_per_minute is None else limits.requests_per_minute
+            tpm = -1 if limits.tokens_per_minute is None else limits.tokens_per_minute
+            try:
+                ok, which, left = await self._admit(keys=[self._key(tenant)],
+                                                    args=[rpm, tpm, self.window_s])
+            except Exception as exc:  # noqa: BLE001 - any Redis fault: fall back, never 500
+                self._degraded(exc)
+            else:
+                which = which.decode() if isinstance(which, bytes) else str(which)
+                return Verdict(bool(int(ok)), which or None, float(left))
+        return self.local.admit(tenant, limits)
+
+    async def add_tokens(self, tenant: str, tokens: int, policy: dict[str, Any] | None) -> None:
+        """Count ``tokens`` used by a finished request (only when a TPM limit applies)."""
+        if tokens <= 0 or limits_for(policy, self.default).tokens_per_minute is None:
+            return
+        if self._redis is not None:
+            try:
+                await self._tokens(keys=[self._key(tenant)], args=[int(tokens), self.window_s])
+                return
+            except Exception as exc:  # noqa: BLE001
+                self._degraded(exc)
+        self.local.add_tokens(tenant, tokens)
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()

@@ -1,0 +1,151 @@
+"""Reliability settings (``reliability:`` in config.yaml) and the per-app parts built from them.
+
+    reliability:
+      redis_url: redis://127.0.0.1:6379/0   # or TOLLGATE_REDIS_URL; none = per-replica limits
+      rate_limits: {requests_per_minute: null, tokens_per_minute: null}  # tenant policy wins
+      circuit: {failure_threshold: 5, cooldown_s: 30, half_open_probes: 1}
+      outage: {budget: refuse, allowance_usd: 0.0}   # or budget: allow (see gateway.outage)
+      spool_dir: ./tollgate-spool                     # or TOLLGATE_SPOOL_DIR
+      max_body_bytes: 8388608                         # 413 above this
+      shutdown_grace_s: 30                            # SIGTERM: in-flight requests get this long
+
+Tenant policy keys read here: ``requests_per_minute``, ``tokens_per_minute``,
+``outage_allowance_usd``. Per-backend upstream timeouts are ``model_info.timeout``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.circuit import CircuitBreakers
+from gateway.errors import GatewayError
+from gateway.ratelimit import Limits, RateLimiter
+
+REQUEST_FAULTS = frozenset({"context_window_exceeded", "bad_request"})
+
+
+class RateLimitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    requests_per_minute: int | None = Field(default=None, ge=0)
+    tokens_per_minute: int | None = Field(default=None, ge=0)
+
+
+class CircuitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    failure_threshold: int = Field(default=5, ge=1)
+    cooldown_s: float = Field(default=30.0, gt=0)
+    half_open_probes: int = Field(default=1, ge=1)
+
+
+class OutageSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget: Literal["refuse", "allow"] = "refuse"
+    allowance_usd: float = Field(default=0.0, ge=0)
+
+
+class ReliabilitySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    redis_url: str | None = None
+    redis_prefix: str = "tollgate"
+    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    circuit: CircuitSettings = Field(default_factory=CircuitSettings)
+    outage: OutageSettings = Field(default_factory=OutageSettings)
+    spool_dir: str = "./tollgate-spool"
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    shutdown_grace_s: float = Field(default=30.0, ge=0)
+
+    def resolved(self) -> ReliabilitySettings:
+        """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR."""
+        changes: dict[str, Any] = {}
+        if os.environ.get("TOLLGATE_REDIS_URL"):
+            changes["redis_url"] = os.environ["TOLLGATE_REDIS_URL"]
+        if os.environ.get("TOLLGATE_SPOOL_DIR"):
+            changes["spool_dir"] = os.environ["TOLLGATE_SPOOL_DIR"]
+        return self.model_copy(update=changes)
+
+
+def rate_limited(limit: str, retry_after: str) -> GatewayError:
+    """429 in OpenAI's shape, with ``Retry-After``."""
+    what = "requests" if limit == "requests" else "tokens"
+    return GatewayError(
+        429,
+        f"Rate limit reached: {what} per minute for this API key's tenant. "
+        f"Try again in {retry_after}s.",
+        "rate_limit_error",
+        code="rate_limit_exceeded",
+        headers={"retry-after": retry_after},
+    )
+
+
+@dataclass
+class Reliability:
+    """Rate limiter and circuit breakers of one gateway (on ``GatewayContext.reliability``)."""
+
+    settings: ReliabilitySettings
+    limiter: RateLimiter
+    circuits: CircuitBreakers
+
+    @classmethod
+    def build(cls, settings: ReliabilitySettings | None,
+              registry: CollectorRegistry | None) -> Reliability:
+        s = (settings or ReliabilitySettings()).resolved()
+        limiter = RateLimiter(
+            s.redis_url,
+            Limits(s.rate_limits.requests_per_minute, s.rate_limits.tokens_per_minute),
+            prefix=s.redis_prefix,
+        )
+        circuits = CircuitBreakers(s.circuit.failure_threshold, s.circuit.cooldown_s,
+                                   s.circuit.half_open_probes, registry=registry)
+        return cls(s, limiter, circuits)
+
+    async def admit(self, tenant: Any) -> None:
+        """Count one request against the tenant's limits; raises a 429 GatewayError."""
+        v = await self.limiter.admit(str(tenant.id), getattr(tenant, "policy", None))
+        if not v.admitted:
+            raise rate_limited(v.limit or "requests", v.retry_after_header)
+
+    def upstream_result(self, backend: str, failure: Any | None) -> None:
+        """Feed an attempt's outcome to the backend's circuit breaker.
+
+        A failure that another backend could fix opens the circuit; a failure about this
+        request (400, context window too small) means the backend answered: a success."""
+        if failure is not None and failure.retryable and failure.kind not in REQUEST_FAULTS:
+            self.circuits.failure(backend)
+        else:
+            self.circuits.success(backend)
+
+    async def used_tokens(self, tenant: Any, tokens: int) -> None:
+        await self.limiter.add_tokens(str(tenant.id), tokens, getattr(tenant, "policy", None))
+
+    async def close(self) -> None:
+        await self.limiter.close()
+
+
+def circuit_open_error(rel: Reliability, candidates: list[str]) -> GatewayError:
+    """503 when every candidate left was skipped because its circuit is open."""
+    return GatewayError(
+        503,
+        "every candidate backend is cooling down after repeated failures (circuit open): "
+        + ", ".join(candidates),
+        "upstream_error",
+        code="upstream_unavailable",
+        headers={"retry-after": str(max(1, math.ceil(rel.circuits.cooldown_s)))},
+    )
+
+
+def guard_store(store: Any, settings: ReliabilitySettings | None) -> Any:
+    """Wrap a `gateway.store.Store` with the outage policy and the spools
+    (`gateway.outage.GuardedStore`); other stores (test doubles) are returned unchanged."""
+    from gateway.outage import GuardedStore
+
+    if store is None or not hasattr(store, "engine") or isinstance(store, GuardedStore):
+        return store
+    s = (settings or ReliabilitySettings()).resolved()
+    return GuardedStore(store, policy=s.outage.budget, allowance_usd=s.outage.allowance_usd,
+                        spool_dir=s.spool_dir)

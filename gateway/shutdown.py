@@ -1,0 +1,81 @@
+"""Graceful shutdown: on SIGTERM (or SIGINT) stop accepting, finish in-flight requests within a
+bound, then flush the request log.
+
+The sequence, on uvicorn's own machinery:
+1. the signal marks the gateway not ready (``/ready`` answers 503, so a load balancer stops
+   sending) and uvicorn closes its listening sockets: new connections are refused;
+2. requests in flight (streams included) run to completion for up to ``grace_s`` seconds
+   (``timeout_graceful_shutdown``); idle keep-alive connections are closed;
+3. after ``grace_s`` the remaining request tasks are cancelled; the handler settles each
+   one's reservation with what was used and queues its log row even then
+   (``gateway.proxy``: a cancelled exchange still finishes);
+4. the lifespan ends: the store finishes settlements, the log writer flushes its queue, and
+   rows the database cannot take now go to the local spool (``gateway.spool``), replayed by
+   the next replica that finds the database up. No accepted request loses its log row.
+
+``run(app, ...)`` is what ``tollgate serve`` uses; ``python -m gateway.shutdown --config F``
+serves a config the same way (the reliability tests and bench start replicas with it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from types import FrameType
+from typing import Any
+
+import uvicorn
+
+log = logging.getLogger(__name__)
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn.Server that marks the app not ready as soon as an exit signal arrives."""
+
+    def __init__(self, config: uvicorn.Config, app: Any) -> None:
+        super().__init__(config)
+        self._app = app
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        ctx = getattr(getattr(self._app, "state", None), "ctx", None)
+        if ctx is not None and getattr(ctx, "ready", False):
+            ctx.ready = False
+            log.info("signal %s: draining (not ready), finishing requests in flight", sig)
+        super().handle_exit(sig, frame)
+
+
+def server(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | None = None,
+           **config: Any) -> GracefulServer:
+    """A uvicorn server for ``app`` with the graceful-shutdown bound from its settings."""
+    if grace_s is None:
+        settings = getattr(getattr(app.state, "ctx", None), "settings", None)
+        rel = getattr(settings, "reliability", None)
+        grace_s = getattr(rel, "shutdown_grace_s", 30.0)
+    config.setdefault("log_level", "info")
+    cfg = uvicorn.Config(app, host=host, port=port, lifespan="on",
+                         timeout_graceful_shutdown=grace_s, **config)
+    return GracefulServer(cfg, app)
+
+
+def run(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | None = None,
+        **config: Any) -> None:
+    """Serve until SIGTERM/SIGINT, then shut down as the module docstring describes."""
+    server(app, host, port, grace_s, **config).run()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description="Serve a Tollgate config with graceful shutdown.")
+    p.add_argument("--config", default=None)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=4000)
+    p.add_argument("--log-level", default="warning")
+    a = p.parse_args(argv)
+    from gateway.app import create_app
+    from gateway.config import load_settings
+
+    logging.basicConfig(level=a.log_level.upper())
+    run(create_app(load_settings(a.config)), a.host, a.port, log_level=a.log_level)
+
+
+if __name__ == "__main__":
+    main()

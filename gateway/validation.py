@@ -1,0 +1,179 @@
+"""Bad input refused before anything is reserved, forwarded or half-written.
+
+- ``BodyLimit``: an ASGI middleware answering 413 for a body over ``max_body_bytes``, from
+  the ``content-length`` header or, for chunked bodies, as soon as the bytes read pass it.
+- ``check_text``: strings that cannot be encoded as UTF-8 (lone surrogates written as JSON
+  ``\\ud800`` escapes) would fail later, at the upstream call; refused here with 400.
+- ``fit_candidates``: a backend whose context window cannot hold the prompt, or whose output
+  cap is below the client's ``max_tokens``, is dropped from the ranked candidates; when none
+  is left the request is a 400 naming the problem (``context_length_exceeded`` on
+  ``messages``, or ``max_tokens`` too large), as OpenAI answers for one model.
+- ``CHAT_COMPLETIONS_OPENAPI``: the request body schema of ``POST /v1/chat/completions`` in
+  the app's OpenAPI document (the handler reads the raw body itself, so FastAPI cannot
+  derive it); the schemathesis fuzz in tests/reliability generates requests from it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.errors import GatewayError, invalid
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def too_large(limit: int) -> GatewayError:
+    return GatewayError(413, f"The request body is larger than the limit of {limit} bytes.",
+                        "invalid_request_error", code="request_too_large")
+
+
+class BodyLimit:
+    """413 for bodies over ``max_bytes`` (header check, then a running count)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in BODY_METHODS:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(send)
+            return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.max_bytes:
+                    raise _TooLarge
+            return msg
+
+        async def tracking_send(msg: Message) -> None:
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except _TooLarge:
+            if not started:
+                await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        err = too_large(self.max_bytes)
+        data = json.dumps(err.body()).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(data)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": data})
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def check_text(body: Any) -> None:
+    """400 if some string in the body is not encodable as UTF-8."""
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise invalid("the request body contains text that is not valid UTF-8 "
+                      f"(e.g. an unpaired surrogate): {e.reason}") from e
+
+
+def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | None,
+                   max_tokens: int | None) -> list[str]:
+    """The candidates whose context window and output cap fit this request, in order."""
+    backends = [settings.backend(n) for n in candidates]
+    n_prompt = int(prompt_tokens or 0)
+    fit_ctx = [b for b in backends
+               if b.model_info.max_input_tokens is None
+               or n_prompt + (max_tokens or 0) <= b.model_info.max_input_tokens]
+    if not fit_ctx:
+        window = max(int(b.model_info.max_input_tokens or 0) for b in backends)
+        raise invalid(
+            f"This request needs {n_prompt} prompt tokens"
+            + (f" plus max_tokens={max_tokens}" if max_tokens else "")
+            + f", more than the largest context window among the candidate models "
+            f"({window} tokens). Please reduce the length of the messages or max_tokens.",
+            param="messages", code="context_length_exceeded")
+    if max_tokens is not None:
+        fit_out = [b for b in fit_ctx if max_tokens <= b.model_info.max_output_tokens]
+        if not fit_out:
+            most = max(b.model_info.max_output_tokens for b in fit_ctx)
+            raise invalid(
+                f"max_tokens is too large: {max_tokens}. The candidate models support at most "
+                f"{most} completion tokens.", param="max_tokens", code="invalid_value")
+        fit_ctx = fit_out
+    return [b.model_name for b in fit_ctx]
+
+
+_CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}},
+                      {"type": "null"}]}
+CHAT_COMPLETIONS_OPENAPI: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "required": ["model", "messages"],
+            "properties": {
+                "model": {"type": "string", "examples": ["auto"]},
+                "messages": {"type": "array", "minItems": 1, "items": {
+                    "type": "object",
+                    "required": ["role"],
+                    "properties": {
+                        "role": {"type": "string", "enum": ["system", "developer", "user",
+                                                            "assistant", "tool"]},
+                        "content": _CONTENT,
+                        "name": {"type": "string"},
+                        "tool_call_id": {"type": "string"},
+                    },
+                }},
+                "stream": {"type": "boolean"},
+                "stream_options": {"type": "object",
+                                   "properties": {"include_usage": {"type": "boolean"}}},
+                "max_tokens": {"type": "integer", "minimum": 1},
+                "max_completion_tokens": {"type": "integer", "minimum": 1},
+                "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+                "top_p": {"type": "number", "minimum": 0, "maximum": 1},
+                "n": {"type": "integer", "minimum": 1},
+                "stop": {"anyOf": [{"type": "string"},
+                                   {"type": "array", "items": {"type": "string"}}]},
+                "seed": {"type": "integer"},
+                "user": {"type": "string"},
+                "tools": {"type": "array", "items": {"type": "object"}},
+                "tool_choice": {"anyOf": [{"type": "string"}, {"type": "object"}]},
+                "response_format": {"type": "object"},
+                "tollgate": {"type": "object", "properties": {
+                    "cost_weight": {"type": "number", "minimum": 0},
+                    "max_cost_usd": {"type": "number", "minimum": 0},
+                    "allowed_models": {"type": "array", "items": {"type": "string"}},
+                }},
+            },
+        }}},
+    },
+    "responses": {
+        "200": {"description": "A chat completion (or an SSE stream of chunks)."},
+        "400": {"description": "Invalid request (OpenAI error body)."},
+        "401": {"description": "Missing or wrong API key."},
+        "404": {"description": "Unknown model."},
+        "413": {"description": "Body too large."},
+        "429": {"description": "Budget exceeded or rate limited (Retry-After)."},
+        "502": {"description": "Upstream failure."},
+        "503": {"description": "Upstream or database unavailable."},
+        "504": {"description": "Upstream timeout."},
+    },
+}
+
