@@ -28,7 +28,9 @@ from gateway.errors import GatewayError, error_body
 from gateway.metrics import GatewayMetrics
 from gateway.pricing import resolve_prices
 from gateway.proxy import authenticate, chat_completions
+from gateway.reliability import Reliability, guard_store
 from gateway.routing import RouterHolder, router_model_map
+from gateway.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
 from router_core.encoder import Encoder
 from router_core.router import Router
@@ -58,6 +60,7 @@ def create_app(
         built_store, built_writer = build_store(settings)
         store = store if store is not None else built_store
         log_writer = log_writer if log_writer is not None else built_writer
+    store = guard_store(store, settings.reliability)  # issue 4: outage policy, log spool
     ctx = GatewayContext(
         settings=settings,
         store=store,
@@ -67,6 +70,7 @@ def create_app(
         prices=resolve_prices(settings),
         metrics=GatewayMetrics(registry),
     )
+    ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)  # issue 4
     # issue 7: histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(
         ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
@@ -88,11 +92,14 @@ def create_app(
             if own_writer:
                 await _maybe(ctx.log_writer, "close")
             await _maybe(ctx.store, "close")
+            await ctx.reliability.close()
 
     app = FastAPI(title="Tollgate", version="0.1.0", lifespan=lifespan)
     app.state.ctx = ctx
     _install_error_handlers(app)
-    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"])
+    app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
+    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"],
+                      openapi_extra=CHAT_COMPLETIONS_OPENAPI)
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"],
                       include_in_schema=False)
     app.add_api_route("/v1/models", list_models, methods=["GET"])

@@ -44,8 +44,10 @@ from gateway.errors import (
     unauthorized,
 )
 from gateway.pricing import count_prompt_tokens, count_text_tokens
+from gateway.reliability import circuit_open_error
 from gateway.routing import Routed, embed, embed_text, route_request, router_model_map
 from gateway.upstream import OpenStream, UpstreamFailure, classify, complete, open_stream
+from gateway.validation import check_text, fit_candidates
 from router_core.decision import NoEligibleModel
 
 PASSTHROUGH_VERSION = "passthrough"
@@ -144,6 +146,7 @@ class Exchange:
         self.cost_usd: float | None = None
         self.ttft_ms: float | None = None
         self.first_attempt_at: float | None = None
+        self.circuit_open: GatewayError | None = None
         self.text: str = ""
         self.phi: Any = None  # Φ(x) of a routed request
 
@@ -205,6 +208,7 @@ class Exchange:
             route = s.routes[req.model]
             pool = self._allowed_backends([b.model_name for b in s.route_backends(req.model)])
             await self._route(pool, route.cost_weight, route.delta)
+            self.candidates = fit_candidates(s, self.candidates, self.prompt_tokens, req.max_tokens)
             return
         backend = s.backend(req.model)
         policy_allowed = self._policy().get("allowed_models")
@@ -215,6 +219,7 @@ class Exchange:
         self.prompt_tokens = await anyio.to_thread.run_sync(
             lambda: count_prompt_tokens(backend, req.messages, req.params.get("tools"))
         )
+        fit_candidates(s, self.candidates, self.prompt_tokens, req.max_tokens)  # 400 if not
         cap = self._max_cost()
         if cap is not None:
             price = self.ctx.prices[backend.model_name]
@@ -306,8 +311,13 @@ class Exchange:
         for name in self.candidates:
             b = self.ctx.settings.backend(name)
             started = time.perf_counter()
+            if not self.ctx.reliability.circuits.allow(name):  # issue 4: backend cooling down
+                self._record(b, 503, "circuit open: backend in cooldown", started)
+                self.circuit_open = circuit_open_error(self.ctx.reliability, self.candidates)
+                continue
             cap = await self._fit(b)
             if cap is None:
+                self.ctx.reliability.circuits.release(name)
                 self._record(b, 429, "budget: does not fit the remaining budget", started)
                 continue
             if self.first_attempt_at is None:
@@ -318,6 +328,8 @@ class Exchange:
             yield b, self._params(cap)
 
     def _final_error(self, last: UpstreamFailure | None) -> GatewayError:
+        if last is None and self.circuit_open is not None:
+            return self.circuit_open
         if last is None:  # nothing was tried: every candidate was over budget
             e = self.hold.refusal
             detail = (
@@ -368,6 +380,9 @@ class Exchange:
             m.tokens.labels(model, "prompt").inc(self.prompt_tokens or 0)
             m.tokens.labels(model, "completion").inc(self.completion_tokens or 0)
         self.ctx.log_writer.submit(self.row(status, error))
+        if self.answered is not None:  # issue 4: tokens per minute
+            await self.ctx.reliability.used_tokens(
+                self.tenant, (self.prompt_tokens or 0) + (self.completion_tokens or 0))
         if self.ctx.learning is not None:
             await self.ctx.learning.after_request(self, status)
 
@@ -425,11 +440,13 @@ class Exchange:
             try:
                 resp = await complete(b, self.req.messages, params)
             except UpstreamFailure as f:
+                self.ctx.reliability.upstream_result(b.model_name, f)
                 self._record(b, f.status, str(f), started)
                 last = f
                 if not f.retryable:
                     break
                 continue
+            self.ctx.reliability.upstream_result(b.model_name, None)
             self._record(b, 200, None, started)
             self.answered = b
             body = resp.model_dump(exclude_none=True)
@@ -454,11 +471,13 @@ class Exchange:
             try:
                 opened = await open_stream(b, self.req.messages, params)
             except UpstreamFailure as f:
+                self.ctx.reliability.upstream_result(b.model_name, f)
                 self._record(b, f.status, str(f), started)
                 last = f
                 if not f.retryable:
                     break
                 continue
+            self.ctx.reliability.upstream_result(b.model_name, None)
             self._record(b, 200, None, started)
             self.answered = b
             self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
@@ -500,6 +519,7 @@ class Exchange:
             yield b"data: [DONE]\n\n"
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
             f = classify(e)
+            self.ctx.reliability.upstream_result(b.model_name, f)
             status, error = f.status, f"stream broken after first byte: {f}"
             self.attempts[-1]["error"] = error
             body = error_body(error, "upstream_error", code="stream_interrupted")
@@ -526,12 +546,20 @@ async def chat_completions(request: Request) -> Response:
         return e.response({"x-tollgate-request-id": rid})
     ex = Exchange(ctx, tenant, rid, t0)
     try:
+        await ctx.reliability.admit(tenant)  # issue 4: 429 + Retry-After over the rate limit
         try:
             body = json.loads(await request.body())
         except (ValueError, UnicodeDecodeError) as e:
             raise invalid(f"the request body is not valid JSON: {e}") from e
+        check_text(body)
         await ex.plan(body)
         return await (ex.stream() if ex.req.stream else ex.complete())
     except GatewayError as e:
         await ex.finish(e.status, e.message)
         return e.response(ex.headers())
+    except BaseException as e:  # cancelled (client gone, shutdown past its grace) or a bug:
+        with anyio.CancelScope(shield=True):  # still release the money and log the request
+            cancelled = isinstance(e, anyio.get_cancelled_exc_class())
+            await ex.finish(499 if cancelled else 500,
+                            "cancelled" if cancelled else f"internal error: {type(e).__name__}")
+        raise
