@@ -82,7 +82,7 @@ def test_models_match_the_migrations(db_url: str) -> None:
 
 @pytest.mark.postgres
 def test_replicas_upgrading_at_once_apply_each_revision_once(pg_url: str) -> None:
-    """Three processes (as replicas starting together) and three threads (as stores in one
+    """Two processes (as replicas starting together) and two threads (as stores in one
     process) upgrade the same empty database at once: no error, one schema."""
     ctx = multiprocessing.get_context("spawn")
     errors: list[BaseException] = []
@@ -93,9 +93,9 @@ def test_replicas_upgrading_at_once_apply_each_revision_once(pg_url: str) -> Non
         except BaseException as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    with ProcessPoolExecutor(3, mp_context=ctx) as pool:
-        futures = [pool.submit(upgrade, pg_url) for _ in range(3)]
-        threads = [threading.Thread(target=in_thread) for _ in range(3)]
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        futures = [pool.submit(upgrade, pg_url) for _ in range(2)]
+        threads = [threading.Thread(target=in_thread) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
