@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from gateway import admin
 from gateway.store import Store
+from tests.store.conftest import set_allow_connections
 
 ADMIN_KEY = "tg-admin-store-tests"
 
@@ -145,3 +146,17 @@ def test_admin_errors_are_openai_shaped(served: Served) -> None:
         _assert_openai_error(c.delete("/admin/keys/key_nope"), 404)
         _assert_openai_error(c.post("/admin/tenants/acme/keys", json={"nme": "typo"}), 400,
                              param="nme")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_database_outage_is_a_503_not_a_crash(served: Served, db_url: str) -> None:
+    with _client(served) as c:
+        assert c.post("/admin/tenants", json={"name": "acme"}).status_code == 201
+        set_allow_connections(db_url, False)
+        try:
+            err = _assert_openai_error(c.get("/admin/tenants"), 503)
+            assert err["code"] == "database_unavailable" and "postgres" not in err["message"]
+        finally:
+            set_allow_connections(db_url, True)
+        assert c.get("/admin/tenants").status_code == 200
