@@ -57,8 +57,8 @@ def _current_start(now: datetime) -> ColumnElement[int]:
 
 
 def _big(value: int) -> ColumnElement[int]:
-    """A BIGINT parameter (an untyped int is bound as INTEGER: epoch seconds overflow it in
-    2038 and nano-dollars far sooner)."""
+    """An explicit BIGINT parameter: epoch seconds pass 2**31 in 2038 and nano-dollars far
+    sooner; SQLAlchemy would infer the width from each value, this keeps it fixed."""
     return literal(value, type_=BigInteger)
 
 

@@ -348,7 +348,7 @@ async def test_pooled_connections_cut_by_a_database_restart_are_replaced(pg_url:
 
 
 async def test_rollover_after_2038(db_url: str, clock: FakeClock) -> None:
-    """Epoch seconds past 2**31 (2038-01-19) are BIGINT parameters, not INTEGER overflows."""
+    """Epoch seconds past 2**31 (2038-01-19) in the period arithmetic work on both databases."""
     clock.now = datetime(2040, 6, 30, 23, 0, tzinfo=UTC)
     async with started(db_url, clock=clock) as store:
         t = await _tenant(store, budget=0.01, period="daily")
