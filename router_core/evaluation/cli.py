@@ -46,6 +46,19 @@ import click
     metavar="KEY=VALUE",
     help="Override a TrainConfig field for vanilla/no_caro/tollgate, e.g. --set epochs=5.",
 )
+@click.option(
+    "--descriptor",
+    default="probe-outcome",
+    show_default=True,
+    type=click.Choice(["probe-outcome", "perplexity", "perplexity-prompt"]),
+    help="How Tollgate describes experts: probe outcomes, or perplexity fingerprints of the "
+    "recorded answers (CSCR Eq. 5; perplexity-prompt conditions the scorer on the probe).",
+)
+@click.option(
+    "--scorer",
+    default=None,
+    help="Scorer LM for perplexity fingerprints (default: SmolLM2-135M, offline).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bars or log lines.")
 def eval_command(
     dataset: str,
@@ -57,6 +70,8 @@ def eval_command(
     routers: str,
     bootstrap: int,
     overrides: tuple[str, ...],
+    descriptor: str,
+    scorer: str | None,
     quiet: bool,
 ) -> None:
     """Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."""
@@ -82,6 +97,7 @@ def eval_command(
         train_overrides=train_overrides,
         progress=not quiet,
         log=(lambda _msg: None) if quiet else None,
+        descriptor=_descriptor(descriptor, scorer),
     )
     click.echo(result.table())
     if json_path is not None:
@@ -102,3 +118,12 @@ def eval_command(
             audc={k: v.audc for k, v in m.items()},
         )
         click.echo(f"wrote {plot_path}")
+
+
+def _descriptor(name: str, scorer: str | None):
+    """None (the trainer's default, probe outcomes) or a fingerprint kind."""
+    if name == "probe-outcome":
+        return None
+    from router_core.fingerprints import make_descriptor
+
+    return make_descriptor(name, scorer=scorer)

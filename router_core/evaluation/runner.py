@@ -170,8 +170,13 @@ def run_evaluation(
     train_overrides: Mapping[str, Any] | None = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
+    descriptor: Any = None,
 ) -> EvalResult:
-    """Evaluate ``routers`` on ``table``'s test rows (see the module docstring)."""
+    """Evaluate ``routers`` on ``table``'s test rows (see the module docstring).
+
+    ``descriptor``: the ``DescriptorKind`` Tollgate's experts are described by (default:
+    probe outcomes), e.g. ``router_core.fingerprints.make_descriptor("perplexity")``.
+    """
     say = log or (lambda msg: print(msg, file=sys.stderr))
     names = [r for r in ROUTER_NAMES if r in set(routers)]
     unknown = set(routers) - set(ROUTER_NAMES)
@@ -220,7 +225,9 @@ def run_evaluation(
             **{"seed": seed, "progress": progress, **TRAINED[name], **(train_overrides or {})}
         )
         say(f"training {name}")
-        res = train_router(table, cfg, embeddings=X, train_models=table.train_models)
+        res = train_router(
+            table, cfg, descriptor, embeddings=X, train_models=table.train_models
+        )
         trained[name] = res
         choices[name] = _trained_choices(res.router, X[te], pool, lams)
         notes[f"{name}_train"] = res.metrics
