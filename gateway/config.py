@@ -141,6 +141,9 @@ class Settings(BaseModel):
     # rather than cap below this many tokens.
     min_output_tokens: int = Field(default=16, gt=0)
     encoder_max_chars: int = Field(default=4000, gt=0)
+    # Output length assumed when routing compares backend costs (capped by the request's
+    # max_tokens); budgets reserve the maximum instead.
+    routing_output_tokens: int = Field(default=256, gt=0)
     retraining: Retraining = Field(default_factory=Retraining)
     reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)  # issue 4
 

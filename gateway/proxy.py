@@ -193,6 +193,15 @@ class Exchange:
         caps = [float(c) for c in caps if c is not None]
         return min(caps) if caps else None
 
+    def _expected_cost(self, name: str) -> float:
+        """USD this request is expected to cost on backend ``name``: what λ trades against
+        and max_cost_usd caps. n_prompt·p_in + n·min(m, routing_output_tokens)·p_out, with m
+        the output cap; the budget reserves the worst case (m), routing compares the typical
+        case, so one backend's larger max_output_tokens does not make it look dearer."""
+        b = self.ctx.settings.backend(name)
+        out = min(self._max_out(b), self.ctx.settings.routing_output_tokens) * self._n()
+        return self.ctx.prices[name].cost(self.prompt_tokens, out)
+
     def _max_out(self, b: Backend) -> int:
         return self.req.max_tokens or b.model_info.max_output_tokens
 
@@ -221,13 +230,11 @@ class Exchange:
         )
         fit_candidates(s, self.candidates, self.prompt_tokens, req.max_tokens)  # 400 if not
         cap = self._max_cost()
-        if cap is not None:
-            price = self.ctx.prices[backend.model_name]
-            if price.cost(self.prompt_tokens, self._max_out(backend) * self._n()) > cap:
-                raise invalid(
-                    f"the predicted cost of {backend.model_name} exceeds max_cost_usd={cap}",
-                    param="tollgate.max_cost_usd",
-                )
+        if cap is not None and self._expected_cost(backend.model_name) > cap:
+            raise invalid(
+                f"the predicted cost of {backend.model_name} exceeds max_cost_usd={cap}",
+                param="tollgate.max_cost_usd",
+            )
 
     async def _route(self, pool: list[str], route_lam: float, delta: float | None) -> None:
         ctx, req = self.ctx, self.req
@@ -248,11 +255,7 @@ class Exchange:
         phi = await embed(ctx.encoder, text)
         self.phi = phi  # kept for the learning loop (gateway/learning.py)
         self.prompt_tokens = count_prompt_tokens(first, req.messages, req.params.get("tools"))
-        n_prompt, n = self.prompt_tokens, self._n()
-        costs = {
-            name: ctx.prices[name].cost(n_prompt, self._max_out(ctx.settings.backend(name)) * n)
-            for name in by_rm.values()
-        }
+        costs = {name: self._expected_cost(name) for name in by_rm.values()}
         cap = self._max_cost()
         try:
             self.routed = route_request(
@@ -380,11 +383,11 @@ class Exchange:
             m.tokens.labels(model, "prompt").inc(self.prompt_tokens or 0)
             m.tokens.labels(model, "completion").inc(self.completion_tokens or 0)
         self.ctx.log_writer.submit(self.row(status, error))
+        if self.ctx.learning is not None:
+            await self.ctx.learning.after_request(self, status)
         if self.answered is not None:  # issue 4: tokens per minute
             await self.ctx.reliability.used_tokens(
                 self.tenant, (self.prompt_tokens or 0) + (self.completion_tokens or 0))
-        if self.ctx.learning is not None:
-            await self.ctx.learning.after_request(self, status)
 
     def row(self, status: int, error: str | None) -> dict[str, Any]:
         """The request-log row (keys fixed in docs/architecture.md)."""
@@ -451,6 +454,7 @@ class Exchange:
             self.answered = b
             body = resp.model_dump(exclude_none=True)
             body["model"] = b.model_name
+            self.answer_text = _first_content(body)  # what a shadow judge grades
             for ch in body.get("choices", []):
                 (ch.get("message") or {}).pop("provider_specific_fields", None)
             usage = body.get("usage") or {}
@@ -520,7 +524,8 @@ class Exchange:
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
             f = classify(e)
             self.ctx.reliability.upstream_result(b.model_name, f)
-            status, error = f.status, f"stream broken after first byte: {f}"
+            status = 504 if f.kind == "timeout" else 502  # the upstream broke, not the client
+            error = f"stream broken after first byte: {f}"
             self.attempts[-1]["error"] = error
             body = error_body(error, "upstream_error", code="stream_interrupted")
             yield f"data: {json.dumps(body)}\n\n".encode()
@@ -532,6 +537,11 @@ class Exchange:
                 self.completion_tokens = count_text_tokens(b, self.text)
             with anyio.CancelScope(shield=True):
                 await self.finish(status, error)
+
+
+def _first_content(body: dict) -> str:
+    choices = body.get("choices") or [{}]
+    return str((choices[0].get("message") or {}).get("content") or "")
 
 
 async def chat_completions(request: Request) -> Response:

@@ -95,6 +95,7 @@ def test_budget_refusal_skips_unaffordable_candidates(gateway: Gateway) -> None:
     assert [(a["model"], a["status"]) for a in row["attempts"]] == [
         ("fake-strong", 429), ("fake-mid", 429), ("fake-cheap", 200)]
     assert row["attempts"][0]["error"].startswith("budget")
+    assert gateway.settled(tid)["spent_usd"] <= 0.001
 
 
 def test_without_max_tokens_the_output_is_capped_to_the_budget(
@@ -109,7 +110,7 @@ def test_without_max_tokens_the_output_is_capped_to_the_budget(
     pin, pout = (p / 1e6 for p in PRICES["fake-strong"])
     row = gateway.log_row(raw.headers["x-tollgate-request-id"])
     # the cap is what the remaining budget pays after the prompt: (B - n·p_in) / p_out
-    assert 16 <= sent["max_tokens"] <= int(budget / pout)
+    assert 16 <= sent["max_tokens"] <= int((budget - row["prompt_tokens"] * pin) / pout)
     assert row["reserved_usd"] <= budget + 1e-9
     assert gateway.settled(tid)["spent_usd"] <= budget
 

@@ -32,8 +32,8 @@ WEATHER_TOOL = {
         ("auto", {"cost_weight": 0.0}, "fake-strong"),
         ("auto", {"cost_weight": 5.0}, "fake-cheap"),
         ("best", {"allowed_models": ["fake-cheap", "fake-mid"]}, "fake-mid"),
-        # max_cost_usd drops fake-strong and fake-mid (4096 output tokens x their price)
-        ("best", {"max_cost_usd": 0.005}, "fake-cheap"),
+        # max_cost_usd drops fake-strong and fake-mid (256 expected output tokens x price)
+        ("best", {"max_cost_usd": 0.0003}, "fake-cheap"),
     ],
 )
 def test_route_choice(

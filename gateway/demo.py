@@ -1,0 +1,189 @@
+"""`tollgate demo`: the whole request path on a laptop, no provider keys.
+
+1. Local OpenAI-compatible upstreams answer as the 11 RouterBench models: for each test
+   prompt, the answer that model actually gave in RouterBench (``../shared/data``), with
+   usage counted by a real tokenizer; prices come from the repository's config.yaml.
+2. A gateway on them (temporary SQLite, the packaged router), a tenant made with the admin API.
+3. A sample of test prompts sent with the OpenAI SDK twice: ``model="auto"`` (routed) and the
+   strongest model by name (passthrough, what a team without a router would do).
+4. A table of decisions, then spend and quality (RouterBench's recorded 0/1 grade of the
+   answer that was served) of both.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from gateway.config import DEFAULT_CONFIG_PATH, load_settings, settings_from_dict
+from gateway.local_upstream import FakeBackend, FakeUpstream
+
+Echo = Callable[[str], None]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _serve(app: Any) -> Iterator[str]:
+    import uvicorn
+
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the demo gateway did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=60)
+
+
+def _recorded_answers(table: Any, rows: np.ndarray, model: str) -> dict[str, str]:
+    answers = table.responses.get(model)
+    out: dict[str, str] = {}
+    for i in rows:
+        text = answers[i] if answers is not None else None
+        out[str(table.prompts[i])] = str(text) if text else "(no recorded answer)"
+    return out
+
+
+def _reply_for(answers: dict[str, str]) -> Callable[[dict], str]:
+    def reply(body: dict) -> str:
+        user = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        text = user[-1].get("content") if user else ""
+        return answers.get(str(text), "(prompt not in the demo sample)")
+
+    return reply
+
+
+def run_demo(
+    *,
+    n_prompts: int = 40,
+    cost_weight: float | None = None,
+    seed: int = 0,
+    data_dir: Path | None = None,
+    router_path: Path | None = None,
+    echo: Echo = print,
+) -> dict[str, Any]:
+    """Run the demo and print its report; returns the summary figures."""
+    import openai
+
+    from gateway.app import create_app
+    from router_core.data import load_dataset
+    from router_core.litellm_env import litellm
+
+    table = load_dataset("routerbench", data_dir=data_dir)
+    split = np.asarray(table.split)
+    test_rows = np.flatnonzero(split == "test")
+    train_rows = np.flatnonzero(split == "train")
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(test_rows, size=min(n_prompts, len(test_rows)), replace=False))
+    # the strongest model: highest mean quality on the training rows
+    strongest = table.models[int(np.nanargmax(np.nanmean(table.quality[train_rows], axis=0)))]
+
+    base = load_settings(DEFAULT_CONFIG_PATH)
+    pool = [b for b in base.model_list if b.model_name in table.models]
+
+    def count_tokens(text: str) -> int:
+        return int(litellm.token_counter(model="gpt-3.5-turbo", text=text))
+
+    backends = [
+        FakeBackend(b.model_name, reply=_reply_for(_recorded_answers(table, rows, b.model_name)))
+        for b in pool
+    ]
+    admin_key = "demo-admin-" + secrets.token_hex(8)
+    with tempfile.TemporaryDirectory(prefix="tollgate-demo-") as tmp, FakeUpstream(
+        backends, count_tokens=count_tokens
+    ) as up:
+        model_list = []
+        for b in pool:
+            entry = up.model_entry(b.model_name, **b.model_info.model_dump(exclude_none=True))
+            model_list.append(entry)
+        routes = {k: v.model_dump(exclude_none=True) for k, v in base.routes.items()}
+        if cost_weight is not None:
+            routes["auto"]["cost_weight"] = cost_weight
+        raw = {
+            "model_list": model_list,
+            "routes": routes,
+            "database_url": f"sqlite:///{Path(tmp) / 'demo.db'}",
+            "admin_key": admin_key,
+            "router_path": str(router_path) if router_path else None,
+            "reliability": {"spool_dir": str(Path(tmp) / "spool")},
+        }
+        settings = settings_from_dict(raw, source="demo")
+        echo(f"tollgate demo: {len(rows)} RouterBench test prompts, {len(pool)} local upstreams "
+             f"on {up.base_url}, route auto (λ={routes['auto']['cost_weight']}) vs always "
+             f"{strongest}")
+        with _serve(create_app(settings)) as url:
+            r = httpx.post(f"{url}/admin/tenants", json={"name": "demo"},
+                           headers={"authorization": f"Bearer {admin_key}"}, timeout=30)
+            r.raise_for_status()
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key=r.json()["api_key"],
+                                   max_retries=0)
+            results = _send_all(client, table, rows, strongest, echo)
+    return _report(results, table, strongest, echo)
+
+
+def _send_all(client: Any, table: Any, rows: np.ndarray, strongest: str, echo: Echo
+              ) -> list[dict[str, Any]]:
+    col = {m: j for j, m in enumerate(table.models)}
+    results = []
+    echo(f"{'#':>3}  {'task':<14} {'routed to':<34} {'q':>2} {'cost $':>10}   "
+         f"{'q*':>2} {'cost* $':>10}")
+    for k, i in enumerate(rows):
+        messages = [{"role": "user", "content": str(table.prompts[i])}]
+        raw = client.chat.completions.with_raw_response.create(model="auto", messages=messages)
+        routed = raw.headers["x-tollgate-model"]
+        cost = float(raw.headers["x-tollgate-cost-usd"])
+        raw_s = client.chat.completions.with_raw_response.create(model=strongest,
+                                                                 messages=messages)
+        cost_s = float(raw_s.headers["x-tollgate-cost-usd"])
+        q = float(table.quality[i, col[routed]])
+        q_s = float(table.quality[i, col[strongest]])
+        cat = str(table.category[i]) if table.category is not None else ""
+        echo(f"{k + 1:>3}  {cat[:14]:<14} {routed[:34]:<34} {q:>2.0f} {cost:>10.6f}   "
+             f"{q_s:>2.0f} {cost_s:>10.6f}")
+        results.append({"row": int(i), "routed": routed, "q": q, "cost": cost, "q_strongest": q_s,
+                        "cost_strongest": cost_s,
+                        "version": raw.headers["x-tollgate-router-version"]})
+    return results
+
+
+def _report(results: list[dict[str, Any]], table: Any, strongest: str, echo: Echo
+            ) -> dict[str, Any]:
+    n = len(results)
+    spend = sum(r["cost"] for r in results)
+    spend_s = sum(r["cost_strongest"] for r in results)
+    quality = sum(r["q"] for r in results) / n
+    quality_s = sum(r["q_strongest"] for r in results) / n
+    mix = Counter(r["routed"] for r in results)
+    echo("")
+    echo(f"router version      {results[0]['version'] if results else '-'}")
+    echo(f"auto (routed)       spend ${spend:.6f}   mean quality {quality:.3f}")
+    echo(f"always {strongest:<13}spend ${spend_s:.6f}   mean quality {quality_s:.3f}")
+    saved = 1 - spend / spend_s if spend_s > 0 else 0.0
+    echo(f"auto spends {spend / spend_s:.1%} of the strongest model's cost "
+         f"(saves {saved:.1%}) at {quality - quality_s:+.3f} quality")
+    echo("routed to: " + ", ".join(f"{m} {c}" for m, c in mix.most_common()))
+    return {"n": n, "spend": spend, "spend_strongest": spend_s, "quality": quality,
+            "quality_strongest": quality_s, "mix": dict(mix), "strongest": strongest}
