@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 
@@ -18,9 +19,12 @@ from sqlalchemy.exc import IntegrityError
 
 from gateway.store.models import settings
 
+log = logging.getLogger(__name__)
+
 KEY_PREFIX = "sk-tg-"
 MAX_KEY_LENGTH = 200
 SECRET_SETTING = "api_key_hmac_secret"
+FINGERPRINT_SETTING = "api_key_secret_fingerprint"
 
 
 def generate_key() -> str:
@@ -43,20 +47,38 @@ def plausible_key(key: str) -> bool:
 
 
 def load_or_create_secret(engine: Engine) -> bytes:
-    """`TOLLGATE_SECRET`, else the persisted secret, else a new one persisted now."""
+    """`TOLLGATE_SECRET`, else the persisted secret, else a new one persisted now.
+
+    The first secret used on a database leaves a fingerprint in `settings`; a later start
+    with a different secret (TOLLGATE_SECRET set on one side only, or changed) logs an error,
+    because every existing key would then silently fail to authenticate.
+    """
     env = os.environ.get("TOLLGATE_SECRET")
-    if env:
-        return env.encode("utf-8")
-    query = select(settings.c.value).where(settings.c.key == SECRET_SETTING)
+    secret = env.encode("utf-8") if env else _persisted_secret(engine)
+    fingerprint = hmac.new(secret, b"tollgate-secret-fingerprint", hashlib.sha256).hexdigest()
+    stored = _insert_once(engine, FINGERPRINT_SETTING, fingerprint)
+    if not hmac.compare_digest(stored, fingerprint):
+        log.error("the API-key secret differs from the one this database's keys were made "
+                  "with (TOLLGATE_SECRET set or changed on one side only?): existing keys "
+                  "will not authenticate")
+    return secret
+
+
+def _persisted_secret(engine: Engine) -> bytes:
+    return bytes.fromhex(_insert_once(engine, SECRET_SETTING, secrets.token_hex(32)))
+
+
+def _insert_once(engine: Engine, key: str, value: str) -> str:
+    """The setting's value, inserting `value` if absent (first writer wins across replicas)."""
+    query = select(settings.c.value).where(settings.c.key == key)
     with engine.connect() as conn:
-        value = conn.execute(query).scalar_one_or_none()
-    if value is None:
-        try:
-            with engine.begin() as conn:
-                conn.execute(insert(settings).values(key=SECRET_SETTING,
-                                                     value=secrets.token_hex(32)))
-        except IntegrityError:
-            pass  # another replica created it first; use theirs
-        with engine.connect() as conn:
-            value = conn.execute(query).scalar_one()
-    return bytes.fromhex(value)
+        current = conn.execute(query).scalar_one_or_none()
+    if current is not None:
+        return str(current)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(settings).values(key=key, value=value))
+    except IntegrityError:
+        pass  # another replica wrote it first; use theirs
+    with engine.connect() as conn:
+        return str(conn.execute(query).scalar_one())

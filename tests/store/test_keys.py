@@ -55,15 +55,17 @@ async def test_keys_are_stored_only_as_keyed_hashes(db_url: str) -> None:
         assert (await replica.authenticate(new.api_key)).id == info.id
 
 
-async def test_env_secret_changes_the_hash(db_url: str, monkeypatch: pytest.MonkeyPatch
-                                           ) -> None:
+async def test_env_secret_changes_the_hash(db_url: str, monkeypatch: pytest.MonkeyPatch,
+                                           caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("TOLLGATE_SECRET", "first-secret")
     async with started(db_url) as store:
         _, new = await store.create_tenant("acme")
         assert await store.authenticate(new.api_key) is not None
+    assert "secret differs" not in caplog.text
     monkeypatch.setenv("TOLLGATE_SECRET", "another-secret")
     async with started(db_url) as store:
         assert await store.authenticate(new.api_key) is None
+    assert "secret differs" in caplog.text  # the operator is told why every key fails
 
 
 async def test_revoked_key_and_disabled_tenant_are_rejected(db_url: str) -> None:
