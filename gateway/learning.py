@@ -9,6 +9,7 @@ Built by ``install(app, ctx)``; the app's lifespan starts and closes it. Options
       poll_s: 5                 # how often a replica checks for a promoted version
       margin: 0.005             # promotion guard
       store_prompt_text: false  # privacy: keep only Φ(x) (default: log_prompts)
+      exploration: {...}        # shadow calls and their judge, see gateway/shadow.py
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip.
@@ -28,6 +29,7 @@ from gateway.context import GatewayContext
 from gateway.hotswap import HotSwapper
 from gateway.retrain import RetrainConfig, ensure_seed_version, retrain_once
 from gateway.routing import embed_text
+from gateway.shadow import ExplorationSettings, Explorer, build_judge, served_answer
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +45,19 @@ class Learning:
             min_new=int(ctx.settings.retraining.min_observations),
             margin=float(extra.get("margin", RetrainConfig.margin)),
         )
-        self.swapper = HotSwapper(ctx.store.engine, ctx.router, self.poll_s)
+        from gateway.model_pool import adopt_backends  # issue 6: models added live
+
+        self.swapper = HotSwapper(
+            ctx.store.engine, ctx.router, self.poll_s, on_swap=lambda r: adopt_backends(ctx, r)
+        )
+        xcfg = ExplorationSettings.from_settings(ctx.settings)
+        self.explorer = Explorer(
+            ctx.store.engine,
+            ctx.settings,
+            ctx.prices,
+            xcfg,
+            build_judge(ctx.settings, xcfg, ctx.prices),
+        )
         self._tasks: set[asyncio.Task[Any]] = set()
         self._schedule: asyncio.Task[None] | None = None
 
@@ -74,6 +88,15 @@ class Learning:
             "cost_usd": ex.cost_usd,
         }
         self._spawn(self._record(kwargs))
+        if self.explorer.wants(ex.route):
+            pool = list(ex.routed.by_router_model.values())
+            self._spawn(self._explore(ex, served_answer(ex), pool))
+
+    async def _explore(self, ex: Any, answer: str, pool: list[str]) -> None:
+        try:
+            await self.explorer.explore(ex, answer, pool)
+        except Exception:  # exploration must never break serving
+            log.exception("shadow exploration of %s failed", ex.rid)
 
     async def _record(self, kwargs: dict) -> None:
         try:

@@ -17,22 +17,17 @@ from gateway import learning_db as ldb
 from gateway.config import settings_from_dict
 from router_core.router import Calibration, Router
 from tests.fakes.upstream import FakeUpstream
-from tests.gateway.conftest import (  # noqa: F401 - fixtures
+from tests.gateway.conftest import (
     Gateway,
-    _reset_upstream,
-    db_url,
-    encoder,
-    gateway_config,
     run_gateway,
-    test_router,
-    upstream,
 )
 from tests.gateway.router_fixture import VERSION
+from tests.learning.conftest import learning_config
 
 
 @pytest.fixture(scope="module")
-def gw(db_url: str, upstream: FakeUpstream, test_router: Router, encoder) -> Iterator[Gateway]:  # noqa: F811
-    cfg = gateway_config(upstream, database_url=db_url, retraining={"poll_s": 0.1})
+def gw(db_url: str, upstream: FakeUpstream, test_router: Router, encoder) -> Iterator[Gateway]:
+    cfg = learning_config(upstream, database_url=db_url, retraining={"poll_s": 0.1})
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 
@@ -137,7 +132,7 @@ def _cheap_first(router: Router, version: str) -> Router:
 
 def test_hot_swap_under_concurrent_load_has_zero_errors(
     gw: Gateway,
-    test_router: Router,  # noqa: F811
+    test_router: Router,
 ) -> None:
     key, _ = gw.tenant()
     engine = ldb_engine(gw)

@@ -1,0 +1,307 @@
+"""Shadow exploration: after a client has its answer, ask other candidates and judge them all.
+
+Per route, with probability ε, a routed request is replayed in the background to
+``candidates`` other backends of the route's pool (preferring models never observed on this
+prompt); every answer, the client's included, is scored by a judge and stored as an
+observation (source ``shadow``; the served answer's as ``judge``). The client's response has
+already been sent, so its latency does not change.
+
+Money: every shadow or judge call first books its worst-case cost (prompt tokens × input
+price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) in the
+exploration ledger, a budget in USD per period separate from every tenant's, with one
+conditional UPDATE; a call that does not fit is skipped. So the budget is never exceeded,
+whatever the concurrency or number of replicas. Disabled by default.
+
+Config (``retraining.exploration`` in config.yaml)::
+
+    exploration:
+      enabled: true
+      epsilon: 0.1              # or per route: {auto: 0.1, best: 0.0}
+      candidates: 1             # other backends per explored request
+      budget_usd: 5.0           # per period, separate from tenants' budgets
+      period: daily             # daily | weekly | monthly | total
+      max_tokens: 512           # cap on each shadow answer (bounds its cost)
+      judge: {kind: llm, model: gpt-4o-mini, rubric: "..."}   # or kind: reference
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import anyio.to_thread
+from sqlalchemy import Engine, select
+
+from gateway import learning_db as ldb
+from gateway.config import Backend, Settings
+from gateway.pricing import Price, count_prompt_tokens
+from gateway.routing import embed_text
+from gateway.store.periods import period_start_s
+from gateway.upstream import UpstreamFailure, complete
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RUBRIC = (
+    "You grade an AI assistant's answer. Judge correctness first, then completeness and "
+    "clarity. Reply with one line 'Score: N' where N is an integer from 0 (wrong or useless) "
+    "to 10 (fully correct and complete).\n\n[Question]\n{prompt}\n\n[Answer]\n{answer}"
+)
+
+
+class Judge(Protocol):
+    """Scores one answer in [0, 1] (None = cannot judge); ``cost_usd`` is its own spend."""
+
+    name: str
+
+    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]: ...
+
+    def worst_case_usd(self, prompt: str, answer: str) -> float: ...
+
+
+@dataclass
+class ReferenceJudge:
+    """A reference checker: ``check(prompt, model, answer)`` → quality or None, free.
+
+    For datasets with answers: exact match against a gold answer, unit tests, or (for the
+    RouterBench replay) the recorded grade of that very answer.
+    """
+
+    check: Callable[[str, str, str], float | None]
+    name: str = "reference"
+
+    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]:
+        return self.check(prompt, model, answer), 0.0
+
+    def worst_case_usd(self, prompt: str, answer: str) -> float:
+        return 0.0
+
+
+@dataclass
+class LLMJudge:
+    """A litellm model grading with a rubric prompt; its calls count against the budget."""
+
+    backend: Backend
+    price: Price
+    rubric: str = DEFAULT_RUBRIC
+    max_tokens: int = 16
+    name: str = "llm"
+
+    def _messages(self, prompt: str, answer: str) -> list[dict]:
+        return [{"role": "user", "content": self.rubric.format(prompt=prompt, answer=answer)}]
+
+    def worst_case_usd(self, prompt: str, answer: str) -> float:
+        n = count_prompt_tokens(self.backend, self._messages(prompt, answer))
+        return self.price.cost(n, self.max_tokens)
+
+    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]:
+        resp = await complete(
+            self.backend,
+            self._messages(prompt, answer),
+            {"max_tokens": self.max_tokens, "temperature": 0},
+        )
+        usage = getattr(resp, "usage", None)
+        cost = self.price.cost(
+            int(getattr(usage, "prompt_tokens", 0) or 0),
+            int(getattr(usage, "completion_tokens", 0) or 0),
+        )
+        return parse_score(resp.choices[0].message.content or ""), cost
+
+
+def parse_score(text: str) -> float | None:
+    """'Score: 7' (0-10) → 0.7; None when no score is found."""
+    m = re.search(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)", text, re.IGNORECASE) or re.search(
+        r"\b(\d+(?:\.\d+)?)\b", text
+    )
+    if m is None:
+        return None
+    return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
+
+
+@dataclass
+class ExplorationSettings:
+    enabled: bool = False
+    epsilon: float | dict[str, float] = 0.1
+    candidates: int = 1
+    budget_usd: float = 0.0
+    period: str = "daily"
+    max_tokens: int = 512
+    judge: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ExplorationSettings:
+        extra = dict(getattr(settings.retraining, "model_extra", None) or {})
+        raw = dict(extra.get("exploration") or {})
+        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
+        return cls(**known)
+
+    def epsilon_for(self, route: str | None) -> float:
+        if route is None:
+            return 0.0
+        if isinstance(self.epsilon, Mapping):
+            return float(self.epsilon.get(route, 0.0))
+        return float(self.epsilon)
+
+
+def build_judge(
+    settings: Settings, cfg: ExplorationSettings, prices: Mapping[str, Price]
+) -> Judge | None:
+    """The configured LLM judge (``judge.model`` names a backend of model_list), else None."""
+    j = cfg.judge or {}
+    if j.get("kind", "llm") != "llm" or not j.get("model"):
+        return None
+    backend = settings.backend(j["model"])
+    if backend is None:
+        raise ValueError(f"exploration judge: {j['model']!r} is not a backend in model_list")
+    return LLMJudge(backend, prices[backend.model_name], rubric=j.get("rubric", DEFAULT_RUBRIC))
+
+
+class Explorer:
+    """Runs shadow calls for sampled requests within the exploration budget."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings,
+        prices: Mapping[str, Price],
+        cfg: ExplorationSettings,
+        judge: Judge | None,
+        rng: random.Random | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.engine, self.settings, self.prices, self.cfg = engine, settings, prices, cfg
+        self.judge = judge
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.skipped_budget = 0
+        self.calls = 0
+
+    def wants(self, route: str | None) -> bool:
+        """Sample the ε coin for this request (always False when disabled or judgeless)."""
+        if not self.cfg.enabled or self.judge is None:
+            return False
+        return self.rng.random() < self.cfg.epsilon_for(route)
+
+    def _period(self) -> int:
+        return period_start_s(self.cfg.period, self.clock())
+
+    async def _book(self, usd: float) -> int | None:
+        start = self._period()
+        ok = await anyio.to_thread.run_sync(
+            ldb.reserve_exploration, self.engine, start, self.cfg.budget_usd, usd
+        )
+        if not ok:
+            self.skipped_budget += 1
+            log.info("exploration skipped: %.6f USD does not fit the budget", usd)
+            return None
+        return start
+
+    async def _settle(self, start: int, held: float, actual: float) -> None:
+        await anyio.to_thread.run_sync(ldb.settle_exploration, self.engine, start, held, actual)
+
+    def _pick(self, pool: list[str], served: str, observed: set[str]) -> list[str]:
+        others = [b for b in pool if b != served]
+        fresh = [b for b in others if self.settings.backend(b).router_model not in observed]
+        self.rng.shuffle(fresh)
+        rest = [b for b in others if b not in fresh]
+        self.rng.shuffle(rest)
+        return (fresh + rest)[: self.cfg.candidates]
+
+    def _observed(self, key: str) -> set[str]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(ldb.observations_t.c.model).where(ldb.observations_t.c.prompt_key == key)
+            ).all()
+        return {r[0] for r in rows}
+
+    async def _judge(self, prompt: str, router_model: str, answer: str) -> float | None:
+        """Judge one answer; its worst-case cost is booked first (None if it does not fit)."""
+        assert self.judge is not None
+        worst = self.judge.worst_case_usd(prompt, answer)
+        start = await self._book(worst) if worst > 0 else self._period()
+        if start is None:
+            return None
+        cost = 0.0
+        try:
+            score, cost = await self.judge.score(prompt, router_model, answer)
+        except UpstreamFailure as e:
+            log.warning("judge call failed: %s", e)
+            score = None
+        finally:
+            if worst > 0:
+                await self._settle(start, worst, cost)
+        return score
+
+    async def explore(self, ex: Any, answer: str, pool: list[str]) -> list[dict]:
+        """Judge the served answer and ``candidates`` shadow answers; returns what was stored."""
+        messages = ex.req.messages
+        prompt = embed_text(messages, self.settings.encoder_max_chars)
+        key = ldb.prompt_key(prompt)
+        tenant_id = getattr(ex.tenant, "id", None)
+        stored: list[dict] = []
+
+        async def store(backend: Backend, quality: float, cost: float, source: str) -> None:
+            await anyio.to_thread.run_sync(
+                lambda: ldb.add_observation(
+                    self.engine,
+                    key=key,
+                    model=backend.router_model,
+                    quality=quality,
+                    cost_usd=cost,
+                    source=source,
+                    request_id=ex.rid,
+                    tenant_id=tenant_id,
+                    comment=f"judge={self.judge.name}",
+                )
+            )
+            stored.append(
+                {
+                    "backend": backend.model_name,
+                    "quality": quality,
+                    "cost_usd": cost,
+                    "source": source,
+                }
+            )
+
+        served = ex.answered
+        q = await self._judge(prompt, served.router_model, answer)
+        if q is not None:
+            await store(served, q, float(ex.cost_usd or 0.0), "judge")
+        observed = await anyio.to_thread.run_sync(self._observed, key)
+        for name in self._pick(pool, served.model_name, observed):
+            backend = self.settings.backend(name)
+            price = self.prices[name]
+            n_prompt = count_prompt_tokens(backend, messages)
+            worst = price.cost(n_prompt, self.cfg.max_tokens)
+            start = await self._book(worst)
+            if start is None:
+                break
+            self.calls += 1
+            actual = 0.0
+            try:
+                resp = await complete(backend, messages, {"max_tokens": self.cfg.max_tokens})
+                usage = getattr(resp, "usage", None)
+                actual = price.cost(
+                    int(getattr(usage, "prompt_tokens", 0) or n_prompt),
+                    int(getattr(usage, "completion_tokens", 0) or 0),
+                )
+                text = resp.choices[0].message.content or ""
+            except UpstreamFailure as e:
+                log.warning("shadow call to %s failed: %s", name, e)
+                continue
+            finally:
+                await self._settle(start, worst, actual)
+            q = await self._judge(prompt, backend.router_model, text)
+            if q is not None:
+                await store(backend, q, actual, "shadow")
+        log.info("explored request %s: %s", ex.rid, stored)
+        return stored
+
+
+def served_answer(ex: Any) -> str:
+    """The text the client received (non-streaming body or the streamed text)."""
+    return getattr(ex, "answer_text", None) or getattr(ex, "text", "") or ""
