@@ -149,7 +149,6 @@ class Exchange:
         self.circuit_open: GatewayError | None = None
         self.text: str = ""
         self.phi: Any = None  # Φ(x) of a routed request
-        self.phi: Any = None  # Φ(x) of a routed request
 
     # planning ---------------------------------------------------------------------------
     def _policy(self) -> dict:
@@ -254,7 +253,6 @@ class Exchange:
         text = embed_text(req.messages, ctx.settings.encoder_max_chars)
         started = time.perf_counter()
         phi = await embed(ctx.encoder, text)
-        self.phi = phi  # kept for the learning loop (gateway/learning.py)
         self.phi = phi  # kept for the learning loop (gateway/learning.py)
         self.prompt_tokens = count_prompt_tokens(first, req.messages, req.params.get("tools"))
         costs = {name: self._expected_cost(name) for name in by_rm.values()}
@@ -387,8 +385,6 @@ class Exchange:
         self.ctx.log_writer.submit(self.row(status, error))
         if self.ctx.learning is not None:
             await self.ctx.learning.after_request(self, status)
-        if self.ctx.learning is not None:
-            await self.ctx.learning.after_request(self, status)
         if self.answered is not None:  # issue 4: tokens per minute
             await self.ctx.reliability.used_tokens(
                 self.tenant, (self.prompt_tokens or 0) + (self.completion_tokens or 0))
@@ -458,7 +454,6 @@ class Exchange:
             self.answered = b
             body = resp.model_dump(exclude_none=True)
             body["model"] = b.model_name
-            self.answer_text = _first_content(body)  # what a shadow judge grades
             self.answer_text = _first_content(body)  # what a shadow judge grades
             for ch in body.get("choices", []):
                 (ch.get("message") or {}).pop("provider_specific_fields", None)
@@ -542,11 +537,6 @@ class Exchange:
                 self.completion_tokens = count_text_tokens(b, self.text)
             with anyio.CancelScope(shield=True):
                 await self.finish(status, error)
-
-
-def _first_content(body: dict) -> str:
-    choices = body.get("choices") or [{}]
-    return str((choices[0].get("message") or {}).get("content") or "")
 
 
 def _first_content(body: dict) -> str:
