@@ -9,6 +9,8 @@ from __future__ import annotations
 import faiss
 import numpy as np
 
+from router_core.baselines.threads import single_thread
+
 
 class KNNRouter:
     def __init__(self, k: int = 50) -> None:
@@ -24,7 +26,8 @@ class KNNRouter:
     def predict(self, X: np.ndarray) -> np.ndarray:
         """(n, d) embeddings → (n, m) predicted quality."""
         k = min(self.k, self._index.ntotal)
-        _, idx = self._index.search(np.ascontiguousarray(X, dtype=np.float32), k)
+        with single_thread():
+            _, idx = self._index.search(np.ascontiguousarray(X, dtype=np.float32), k)
         neigh = self._quality[idx]  # (n, k, m)
         seen = np.isfinite(neigh)
         total = np.where(seen, neigh, 0.0).sum(axis=1)

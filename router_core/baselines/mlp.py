@@ -14,6 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from router_core.baselines.threads import single_thread
+
 
 class MLPRouter:
     def __init__(
@@ -32,6 +34,10 @@ class MLPRouter:
         self.holdout, self.seed = holdout, seed
 
     def fit(self, X: np.ndarray, quality: np.ndarray) -> MLPRouter:
+        with single_thread():
+            return self._fit(X, quality)
+
+    def _fit(self, X: np.ndarray, quality: np.ndarray) -> MLPRouter:
         torch.manual_seed(self.seed)
         rng = np.random.default_rng(self.seed)
         n, m = quality.shape
@@ -76,6 +82,6 @@ class MLPRouter:
         return self
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
+        with torch.no_grad(), single_thread():
             logits = self._net(torch.as_tensor(np.asarray(X, dtype=np.float32)))
         return torch.sigmoid(logits).numpy().astype(np.float64)

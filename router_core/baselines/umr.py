@@ -17,6 +17,8 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 
+from router_core.baselines.threads import single_thread
+
 
 class UMRRouter:
     def __init__(self, n_clusters: int = 32, prior: float = 1.0, seed: int = 0) -> None:
@@ -33,10 +35,11 @@ class UMRRouter:
         """Cluster ``X_cluster`` (default ``X``); estimate per-cluster quality from (X, quality)."""
         base = np.asarray(X if X_cluster is None else X_cluster, dtype=np.float32)
         k = min(self.n_clusters, len(base))
-        with warnings.catch_warnings():  # duplicate prompts can leave fewer distinct clusters
+        with warnings.catch_warnings(), single_thread():  # duplicates: fewer distinct clusters
             warnings.simplefilter("ignore", ConvergenceWarning)
             self._km = KMeans(n_clusters=k, n_init=3, random_state=self.seed).fit(base)
-        cl = self._km.predict(np.asarray(X, dtype=np.float32))
+        with single_thread():
+            cl = self._km.predict(np.asarray(X, dtype=np.float32))
         q = np.asarray(quality, dtype=np.float64)
         seen = np.isfinite(q)
         overall = np.nan_to_num(np.nanmean(q, axis=0), nan=0.0)  # (m,)
@@ -50,4 +53,5 @@ class UMRRouter:
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """(n, d) embeddings → (n, m) predicted quality 1 − err[cluster]."""
-        return self.cluster_quality[self._km.predict(np.asarray(X, dtype=np.float32))]
+        with single_thread():
+            return self.cluster_quality[self._km.predict(np.asarray(X, dtype=np.float32))]
