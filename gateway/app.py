@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from gateway import explain, observability
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
+from gateway.dashboard import routes as dashboard_routes
 from gateway.errors import GatewayError, error_body
 from gateway.metrics import GatewayMetrics
 from gateway.pricing import resolve_prices
@@ -115,6 +116,7 @@ def create_app(
 
         learning.install(app, ctx)
     app.include_router(explain.build_router())  # GET /v1/routing/{request_id}
+    app.include_router(dashboard_routes.build_router())  # /dashboard (issue 7)
     return app
 
 

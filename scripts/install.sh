@@ -8,6 +8,10 @@ python3 -m venv .venv
 .venv/bin/pip install --quiet torch==2.13.0
 if [ "${1:-}" = "--test" ]; then
   .venv/bin/pip install --quiet -e '.[test,fingerprints]'
+  # The dashboard's browser test drives Debian's chromium (Playwright never downloads one).
+  if ! command -v chromium >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+  fi
 else
   .venv/bin/pip install --quiet -e '.[fingerprints]'
 fi

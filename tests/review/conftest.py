@@ -8,9 +8,12 @@ test creates it with those columns, so the review code is tested against the sam
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -40,9 +43,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         yield from _pg_database()
 
 
+def review_config(up, tmp: Path, **extra: Any) -> dict[str, Any]:
+    """The gateway tests' config (with a spool folder where that helper takes one)."""
+    if "spool_dir" in inspect.signature(gateway_config).parameters:
+        return gateway_config(up, tmp / "spool", **extra)
+    return gateway_config(up, **extra)
+
+
 @pytest.fixture(scope="module")
-def gateway(db_url, upstream, test_router, encoder) -> Iterator[Gateway]:  # noqa: F811
-    settings = settings_from_dict(gateway_config(upstream, database_url=db_url))
+def gateway(db_url, upstream, test_router, encoder,  # noqa: F811
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("review")
+    settings = settings_from_dict(review_config(upstream, tmp, database_url=db_url))
     yield from run_gateway(settings, test_router, encoder)
 
 

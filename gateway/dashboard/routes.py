@@ -1,0 +1,220 @@
+"""``/dashboard``: the review page, rendered and served by the gateway itself.
+
+The page is static HTML (Jinja2) plus a vendored Chart.js (``static/``, MIT, from npm), so it
+works with no internet; it fetches JSON from ``/dashboard/api/*``. Log in with the admin key
+(every tenant, with a tenant picker) or a tenant's API key (only that tenant's requests,
+spend and feedback). The key is posted from a form, never put in a URL, and kept in an
+HttpOnly, SameSite=Strict cookie scoped to ``/dashboard``; every call re-checks it through
+the store, so a revoked key loses the dashboard at once.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio.to_thread
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from gateway.context import GatewayContext
+from gateway.dashboard import versions as versions_mod
+from gateway.dashboard.access import COOKIE, Principal, principal_for_key, require_principal
+from gateway.dashboard.queries import LogFilter, parse_duration, select_logs, tenant_names
+from gateway.dashboard.summary import summarise
+from gateway.errors import GatewayError, invalid
+from gateway.explain import load_explanation
+from gateway.logs_cli import flat
+
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".md": "text/markdown"}
+WINDOWS = ("15m", "1h", "6h", "24h", "7d", "30d")
+MAX_ROWS = 50_000
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+
+
+def _templates() -> Environment:
+    return Environment(loader=FileSystemLoader(HERE / "templates"),
+                       autoescape=select_autoescape(["html"]))
+
+
+def _html(env: Environment, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+    body = env.get_template(name).render(**values)
+    return HTMLResponse(body, status_code=status, headers={
+        "content-security-policy": CSP, "x-content-type-options": "nosniff",
+        "referrer-policy": "no-referrer", "cache-control": "no-store"})
+
+
+async def _viewer(request: Request) -> Principal:
+    return await require_principal(request, cookie=True)
+
+
+def _scope(who: Principal, tenant: str | None) -> tuple[str, ...] | None:
+    """The tenant ids this view covers: a tenant only ever its own; the admin all or one."""
+    if not who.admin:
+        return (who.tenant_id or "",)
+    return (tenant,) if tenant else None
+
+
+def _window(value: str | None) -> str:
+    w = value or "24h"
+    if w not in WINDOWS:
+        raise invalid(f"window must be one of {', '.join(WINDOWS)}", param="window")
+    return w
+
+
+def build_router() -> APIRouter:
+    env = _templates()
+    r = APIRouter(prefix="/dashboard", include_in_schema=False)
+
+    @r.get("")
+    async def page(request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        who = await principal_for_key(ctx, request.cookies.get(COOKIE))
+        if who is None:
+            return _html(env, "login.html")
+        return _html(env, "dashboard.html", who=who, windows=WINDOWS,
+                     router_version=ctx.router.current.version)
+
+    @r.post("/login")
+    async def login(request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        key = (form.get("key") or [""])[0].strip()
+        who = await principal_for_key(ctx, key) if key else None
+        if who is None:
+            return _html(env, "login.html", status=401,
+                         error="That key is not the admin key or a live tenant key.")
+        resp = RedirectResponse("/dashboard", status_code=303)
+        resp.set_cookie(COOKIE, key, httponly=True, samesite="strict", path="/dashboard",
+                        secure=request.url.scheme == "https", max_age=8 * 3600)
+        return resp
+
+    @r.post("/logout")
+    async def logout() -> Response:
+        resp = RedirectResponse("/dashboard", status_code=303)
+        resp.delete_cookie(COOKIE, path="/dashboard")
+        return resp
+
+    @r.get("/static/{name}")
+    async def static(name: str) -> Response:
+        path = (STATIC / name).resolve()
+        if path.parent != STATIC or not path.is_file() or path.suffix not in STATIC_TYPES:
+            return JSONResponse({"error": {"message": "not found", "type": "invalid_request_error",
+                                           "param": None, "code": "not_found"}}, 404)
+        return FileResponse(path, media_type=STATIC_TYPES[path.suffix],
+                            headers={"cache-control": "public, max-age=3600"})
+
+    @r.get("/api/summary")
+    async def summary(request: Request, window: str | None = None,
+                      tenant: str | None = None) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        try:
+            who = await _viewer(request)
+            w = _window(window)
+            now = datetime.now(UTC)
+            start = now - parse_duration(w)
+            scope = _scope(who, tenant)
+            data = await anyio.to_thread.run_sync(_summary_data, ctx, scope, start, now)
+            return JSONResponse({"viewer": {"admin": who.admin, "label": who.label},
+                                 "window": w, **data})
+        except GatewayError as e:
+            return e.response()
+
+    @r.get("/api/requests")
+    async def requests(request: Request, window: str | None = None, tenant: str | None = None,
+                       limit: int = 50, route: str | None = None, model: str | None = None,
+                       status: str | None = None, feedback: str | None = None) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        try:
+            who = await _viewer(request)
+            start = datetime.now(UTC) - parse_duration(_window(window))
+            try:
+                f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,
+                              model=model, status=status, feedback=feedback,
+                              limit=max(1, min(limit, 500)))
+                rows = await anyio.to_thread.run_sync(select_logs, ctx.store.engine, f)
+            except ValueError as e:
+                raise invalid(str(e)) from e
+            names = await anyio.to_thread.run_sync(tenant_names, ctx.store.engine)
+            if not who.admin:
+                names = {k: v for k, v in names.items() if k == who.tenant_id}
+            return JSONResponse({"object": "list", "data": [
+                {k: v for k, v in flat(row, names).items()} for row in rows]})
+        except GatewayError as e:
+            return e.response()
+
+    @r.get("/api/explain/{request_id}")
+    async def explain(request_id: str, request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        try:
+            who = await _viewer(request)
+            return JSONResponse(await load_explanation(ctx, who, request_id))
+        except GatewayError as e:
+            return e.response()
+
+    @r.get("/api/routers")
+    async def routers(request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        try:
+            who = await _viewer(request)
+            live = ctx.router.current.version
+            data = await anyio.to_thread.run_sync(
+                versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
+                None if who.admin else who.tenant_id)
+            return JSONResponse({"object": "list", "live": live, "data": data})
+        except GatewayError as e:
+            return e.response()
+
+    @r.get("/plot/deferral.png")
+    async def deferral(request: Request, version: str) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        try:
+            await _viewer(request)
+            metrics = await anyio.to_thread.run_sync(
+                versions_mod.version_metrics, ctx.store.engine, version)
+            png = None if metrics is None else await anyio.to_thread.run_sync(
+                versions_mod.deferral_png, version, metrics)
+            if png is None:
+                raise GatewayError(404, f"no stored evaluation curve for router {version!r}",
+                                   code="not_found", param="version")
+            return Response(png, media_type="image/png", headers={"cache-control": "no-store"})
+        except GatewayError as e:
+            return e.response()
+
+    return r
+
+
+def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
+    """The live artifact's own training metrics (router.json), when it is on disk."""
+    from router_core.artifact import DEFAULT_ROUTER_DIR, load_meta
+
+    path = Path(ctx.settings.router_path) if ctx.settings.router_path else DEFAULT_ROUTER_DIR
+    try:
+        meta = load_meta(path)
+    except (OSError, ValueError):
+        return None
+    if meta.get("version") != ctx.router.current.version:
+        return None
+    return meta.get("metrics")
+
+
+def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: datetime,
+                  now: datetime) -> dict[str, Any]:
+    from gateway.store.tenants import list_tenants
+
+    engine = ctx.store.engine
+    rows = select_logs(engine, LogFilter(tenant_ids=scope, since=start, limit=MAX_ROWS,
+                                         newest_first=False))
+    tenants = [t for t in list_tenants(engine, now) if scope is None or t.id in scope]
+    names = {t.id: t.name for t in tenants}
+    data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=ctx.prices,
+                     names=names)
+    data["truncated"] = len(rows) >= MAX_ROWS
+    data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
+    return data

@@ -1,0 +1,220 @@
+"""The dashboard's numbers, computed from request-log rows (pure functions, no I/O).
+
+Time series share one bucketing: the span from the first row in the window to now is cut
+into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a month both read.
+
+- Spend against budget (per tenant): spend in the current budget period up to the end of
+  bucket t, S(t) = spent_now − Σ cost of the tenant's rows after t (t ≥ period start), beside
+  the budget of the period. The ledger gives spent_now, so S(now) is exactly the ledger.
+- Estimated saving against always using the strongest backend s (the dearest in the pool by
+  p_in + p_out): for each answered request, ĉ_s = n_prompt·p_in,s + n_completion·p_out,s with
+  the request's own token counts (an estimate: s would have answered at its own length);
+  saving = Σ ĉ_s − Σ c, share = 1 − Σ c / Σ ĉ_s.
+- Latency percentiles: p50, p90, p95, p99 of total latency and of time to first token
+  (streams), linear interpolation between order statistics (numpy's default).
+- Error rate: share of requests with status ≥ 400; fallback rate: share with more than one
+  attempt; feedback coverage: share of answered requests with at least one feedback event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TARGET_BUCKETS = 30
+BUCKET_WIDTHS_S = (5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+PERCENTILES = (50, 90, 95, 99)
+
+
+def bucket_width(span_s: float) -> int:
+    """The smallest round width giving at most ``TARGET_BUCKETS`` buckets over the span."""
+    for w in BUCKET_WIDTHS_S:
+        if span_s / w <= TARGET_BUCKETS:
+            return w
+    return BUCKET_WIDTHS_S[-1] * int(np.ceil(span_s / BUCKET_WIDTHS_S[-1] / TARGET_BUCKETS))
+
+
+def frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The columns the charts need, one row per request."""
+    cols = ["id", "created_at", "tenant_id", "route", "chosen_model", "status", "cost_usd",
+            "prompt_tokens", "completion_tokens", "latency_ms", "ttft_ms", "n_attempts",
+            "n_feedback", "feedback_mean", "router_version"]
+    recs = []
+    for r in rows:
+        fb = [float(f["score"]) for f in r.get("feedback") or [] if f.get("score") is not None]
+        recs.append({
+            "id": r["id"], "created_at": r["created_at"], "tenant_id": r.get("tenant_id"),
+            "route": r.get("route") or "passthrough", "chosen_model": r.get("chosen_model"),
+            "status": r.get("status"), "cost_usd": r.get("cost_usd") or 0.0,
+            "prompt_tokens": r.get("prompt_tokens") or 0,
+            "completion_tokens": r.get("completion_tokens") or 0,
+            "latency_ms": r.get("latency_ms"), "ttft_ms": r.get("ttft_ms"),
+            "n_attempts": len(r.get("attempts") or []),
+            "n_feedback": len(r.get("feedback") or []),
+            "feedback_mean": float(np.mean(fb)) if fb else None,
+            "router_version": r.get("router_version"),
+        })
+    df = pd.DataFrame.from_records(recs, columns=cols)
+    df["created_at"] = pd.to_datetime(df["created_at"], utc=True)
+    for c in ("latency_ms", "ttft_ms", "feedback_mean", "cost_usd", "status"):
+        df[c] = pd.to_numeric(df[c], errors="coerce")
+    return df
+
+
+def _percentiles(values: pd.Series) -> dict[str, float | None]:
+    v = values.dropna().to_numpy(dtype=float)
+    if v.size == 0:
+        return {f"p{p}": None for p in PERCENTILES}
+    return {f"p{p}": float(np.percentile(v, p)) for p in PERCENTILES}
+
+
+def _none(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
+
+
+def summarise(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime,
+    window_start: datetime,
+    tenants: Sequence[Any],
+    prices: Mapping[str, Any],
+    names: Mapping[str, str],
+) -> dict[str, Any]:
+    """Every chart and card of the dashboard as JSON-ready lists.
+
+    ``tenants``: TenantInfo-like records (id, name, budget_usd, spent_usd, period_start);
+    ``prices``: backend -> Price (input_per_token, output_per_token)."""
+    df = frame(rows)
+    first = df["created_at"].min() if len(df) else pd.Timestamp(now)
+    start = max(pd.Timestamp(window_start), first)
+    width = bucket_width(max(1.0, (pd.Timestamp(now) - start).total_seconds()))
+    origin = pd.Timestamp(start).floor(f"{width}s")
+    n_buckets = int(np.floor((pd.Timestamp(now) - origin).total_seconds() / width)) + 1
+    edges = [origin + pd.Timedelta(seconds=width * i) for i in range(n_buckets)]
+    ends = [e + pd.Timedelta(seconds=width) for e in edges]
+    labels = [e.isoformat() for e in edges]
+    idx = ((df["created_at"] - origin).dt.total_seconds() // width).astype(int) if len(df) else (
+        pd.Series([], dtype=int))
+    df = df.assign(bucket=idx)
+    answered = df[df["status"] == 200]
+
+    # spend against budget --------------------------------------------------------------
+    spend = []
+    for t in tenants:
+        mine = df[df["tenant_id"] == t.id]
+        series: list[float | None] = []
+        for end in ends:
+            if pd.Timestamp(t.period_start) > end:
+                series.append(None)
+                continue
+            later = mine.loc[mine["created_at"] >= end, "cost_usd"].sum()
+            series.append(max(0.0, float(t.spent_usd) - float(later)))
+        spend.append({"tenant_id": t.id, "tenant": t.name, "budget_usd": t.budget_usd,
+                      "period": t.period, "spent_usd": t.spent_usd, "spend": series})
+
+    # model mix -------------------------------------------------------------------------
+    models = sorted(m for m in answered["chosen_model"].dropna().unique())
+    counts = answered.groupby(["bucket", "chosen_model"]).size()
+    mix = {m: [int(counts.get((b, m), 0)) for b in range(n_buckets)] for m in models}
+    totals = answered["chosen_model"].value_counts()
+    model_share = {m: int(totals.get(m, 0)) for m in models}
+
+    # saving against the strongest backend ----------------------------------------------
+    strongest = max(prices, key=lambda n: prices[n].input_per_token + prices[n].output_per_token,
+                    default=None)
+    saving: dict[str, Any] = {"strongest": strongest}
+    if strongest is not None:
+        ps = prices[strongest]
+        est = (answered["prompt_tokens"] * ps.input_per_token
+               + answered["completion_tokens"] * ps.output_per_token)
+        actual_b = answered.groupby("bucket")["cost_usd"].sum()
+        est_b = est.groupby(answered["bucket"]).sum()
+        saving.update({
+            "actual_usd": float(answered["cost_usd"].sum()),
+            "strongest_usd": float(est.sum()),
+            "cumulative_actual": np.cumsum(
+                [float(actual_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
+            "cumulative_strongest": np.cumsum(
+                [float(est_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
+        })
+        saving["saving_usd"] = saving["strongest_usd"] - saving["actual_usd"]
+        saving["saving_share"] = (saving["saving_usd"] / saving["strongest_usd"]
+                                  if saving["strongest_usd"] > 0 else None)
+
+    # latency, errors, fallbacks ----------------------------------------------------------
+    by_b = df.groupby("bucket")
+    lat_series = {f"p{p}": [] for p in (50, 95)}
+    err, fb_rate, volume = [], [], []
+    for b in range(n_buckets):
+        g = by_b.get_group(b) if b in by_b.groups else df.iloc[0:0]
+        pct = _percentiles(g["latency_ms"])
+        lat_series["p50"].append(pct["p50"])
+        lat_series["p95"].append(pct["p95"])
+        n = len(g)
+        volume.append(n)
+        err.append(float((g["status"] >= 400).mean()) if n else None)
+        fb_rate.append(float((g["n_attempts"] > 1).mean()) if n else None)
+    n_all = len(df)
+    latency = {
+        "total_ms": _percentiles(df["latency_ms"]),
+        "ttft_ms": _percentiles(df["ttft_ms"]),
+        "series": lat_series,
+    }
+    rates = {
+        "requests": volume,
+        "error_rate": err,
+        "fallback_rate": fb_rate,
+        "overall": {
+            "requests": n_all,
+            "errors": int((df["status"] >= 400).sum()),
+            "fallbacks": int((df["n_attempts"] > 1).sum()),
+            "error_rate": _none(float((df["status"] >= 400).mean())) if n_all else None,
+            "fallback_rate": _none(float((df["n_attempts"] > 1).mean())) if n_all else None,
+            "statuses": {str(int(k)): int(v)
+                         for k, v in df["status"].dropna().value_counts().items()},
+        },
+    }
+
+    # feedback coverage ------------------------------------------------------------------
+    with_fb = answered[answered["n_feedback"] > 0]
+    per_model = []
+    for m in models:
+        g = answered[answered["chosen_model"] == m]
+        gf = g[g["n_feedback"] > 0]
+        per_model.append({
+            "model": m, "answered": len(g), "with_feedback": len(gf),
+            "coverage": len(gf) / len(g) if len(g) else None,
+            "mean_score": _none(float(gf["feedback_mean"].mean())) if len(gf) else None,
+        })
+    feedback = {
+        "answered": len(answered),
+        "with_feedback": len(with_fb),
+        "coverage": len(with_fb) / len(answered) if len(answered) else None,
+        "events": int(answered["n_feedback"].sum()),
+        "mean_score": _none(float(with_fb["feedback_mean"].mean())) if len(with_fb) else None,
+        "per_model": per_model,
+    }
+
+    return {
+        "now": pd.Timestamp(now).isoformat(),
+        "window_start": pd.Timestamp(window_start).isoformat(),
+        "bucket_seconds": width,
+        "buckets": labels,
+        "tenant_names": dict(names),
+        "spend": spend,
+        "model_mix": {"models": models, "series": mix, "totals": model_share},
+        "saving": saving,
+        "latency": latency,
+        "rates": rates,
+        "feedback": feedback,
+    }
+
+
+def default_window(now: datetime | None = None) -> tuple[datetime, datetime]:
+    now = now or datetime.now(UTC)
+    return now - timedelta(hours=24), now
