@@ -34,6 +34,8 @@ from gateway.store.records import NewKey
 from gateway.store.store import Store
 
 Period = Literal["daily", "weekly", "monthly", "total"]
+# Budgets are stored in integer nano-dollars (BIGINT): 1e9 USD keeps every sum far inside it.
+MAX_BUDGET_USD = 1e9
 
 
 class AdminError(Exception):
@@ -118,7 +120,7 @@ async def require_admin(request: Request) -> None:
 class TenantCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=200)
-    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    budget_usd: float | None = Field(default=None, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
     period: Period = "total"
     policy: dict[str, Any] | None = None
 
@@ -127,7 +129,7 @@ class TenantUpdate(BaseModel):
     """Only the fields sent change; `budget_usd: null` means unlimited."""
 
     model_config = ConfigDict(extra="forbid")
-    budget_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    budget_usd: float | None = Field(default=None, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
     period: Period | None = None
     reset: bool = False
     policy: dict[str, Any] | None = None
@@ -135,7 +137,7 @@ class TenantUpdate(BaseModel):
 
 class BudgetSet(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    budget_usd: float | None = Field(ge=0, allow_inf_nan=False)
+    budget_usd: float | None = Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
     period: Period | None = None
     reset: bool = False
 
