@@ -93,3 +93,32 @@ def fit_calibration(
                 a[m] = float(coef[0])
                 b[m] = float(icpt + coef[1] * _logit(level[i]))
     return Calibration(a=a, b=b, a0=a0, b0=b0)
+
+
+def calibration_from_params(
+    a: np.ndarray,
+    b: np.ndarray,
+    fitted: Sequence[str],
+    models: Sequence[str],
+    level: np.ndarray | None = None,
+) -> Calibration:
+    """A Calibration from jointly learned (a_h, b_h) of the ``fitted`` models.
+
+    Models of ``models`` without their own parameters get the median slope and, when
+    ``level`` (aligned with ``models``) is given, b = β0 + β1·logit ℓ_h, a least-squares
+    line through the fitted models' (logit ℓ_h, b_h); the pooled (a0, b0) are the medians.
+    """
+    a = np.asarray(a, dtype=float)
+    b = np.asarray(b, dtype=float)
+    out_a = {m: float(x) for m, x in zip(fitted, a)}
+    out_b = {m: float(x) for m, x in zip(fitted, b)}
+    a0, b0 = float(np.median(a)), float(np.median(b))
+    if level is not None:
+        idx = [list(models).index(m) for m in fitted]
+        x = _logit(np.asarray(level)[idx])
+        slope, icpt = np.polyfit(x, b, 1) if len(set(x.round(6))) > 1 else (0.0, b0)
+        for i, m in enumerate(models):
+            if m not in out_a:
+                out_a[m] = a0
+                out_b[m] = float(icpt + slope * _logit(level[i]))
+    return Calibration(a=out_a, b=out_b, a0=a0, b0=b0)

@@ -51,7 +51,7 @@ def test_tollgate_train_writes_a_loadable_artifact(mbpp_table, tmp_path):
     meta = load_meta(out)
     assert set(router.model_names) == set(t.models) and router.head.out_dim == 32
     assert meta["config"]["train"]["use_caro"] is False
-    assert np.isfinite(meta["metrics"]["val_loss"])
+    assert np.isfinite(meta["metrics"]["val_criterion"])
 
 
 def test_tollgate_train_rejects_unknown_settings(tmp_path):

@@ -18,7 +18,7 @@ def test_default_router_loads_and_routes_a_real_prompt():
     q = router.project(Encoder(cache=False).encode(["Write a Python function to reverse a list."]))
     free = router.route(q[0], lam=0.0)
     thrifty = router.route(q[0], lam=50.0)
-    assert free.chosen in MODELS and len(free.ranked) == router.k
+    assert free.chosen in MODELS and len(free.ranked) == (router.k or len(MODELS))
     cost = {e.name: e.cost_usd for e in router.experts}
     assert cost[thrifty.chosen] <= cost[free.chosen]  # a large λ never buys a pricier model
 
