@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 # λ = 0 plus a log grid wide enough to go from "best predicted quality" to "cheapest".
-DEFAULT_LAMBDAS = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 80)])
+DEFAULT_LAMBDAS = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 160)])
 
 
 def normalised(cost: np.ndarray) -> np.ndarray:

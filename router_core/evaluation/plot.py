@@ -35,7 +35,7 @@ def plot_deferral_curves(
     points: Mapping[str, np.ndarray] | None = None,
     audc: Mapping[str, float] | None = None,
 ) -> Path:
-    """Write a PNG of each router's deferral curve over [C_min, C_max] (and a bit beyond).
+    """Write a PNG of each router's deferral curve on a linear cost axis (AUDC's measure).
 
     Args:
         curves: router -> (p, 2) curve vertices (cost, quality).
@@ -62,8 +62,7 @@ def plot_deferral_curves(
             p = points[name]
             ax.scatter(p[:, 0], p[:, 1], s=6, color=colour, alpha=0.35)
     ax.axvspan(c_min, c_max, color="0.95", zorder=0)
-    ax.set_xscale("log")
-    ax.set_xlabel("mean cost per query (log scale; shaded: the AUDC window)")
+    ax.set_xlabel("mean cost per query (shaded: [C_min, C_max], the AUDC window)")
     ax.set_ylabel("mean quality")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right", title="router (AUDC)")

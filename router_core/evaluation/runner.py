@@ -225,9 +225,7 @@ def run_evaluation(
             **{"seed": seed, "progress": progress, **TRAINED[name], **(train_overrides or {})}
         )
         say(f"training {name}")
-        res = train_router(
-            table, cfg, descriptor, embeddings=X, train_models=table.train_models
-        )
+        res = train_router(table, cfg, descriptor, embeddings=X, train_models=table.train_models)
         trained[name] = res
         choices[name] = _trained_choices(res.router, X[te], pool, lams)
         notes[f"{name}_train"] = res.metrics

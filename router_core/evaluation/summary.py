@@ -1,0 +1,55 @@
+"""Combine ``tollgate eval --json`` files into one table: every router on every run.
+
+python -m router_core.evaluation.summary results/*.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "never" if x is None else f"{x:.{digits}f}"
+
+
+def combined_table(docs: Sequence[dict]) -> str:
+    """AUDC / QNC / overpayment per router (rows) and run (columns), then the CIs."""
+    runs = [f"{d['dataset']}/{d['split']}" for d in docs]
+    routers: list[str] = []
+    for d in docs:
+        routers += [r for r in d["routers"] if r not in routers]
+    width = max(22, *(len(r) + 2 for r in runs))
+    out = []
+    for metric, digits in (("audc", 4), ("qnc", 3), ("peak", 4), ("overpay", 3)):
+        out.append(f"{metric.upper()}".ljust(12) + "".join(r.rjust(width) for r in runs))
+        for name in routers:
+            cells = []
+            for d in docs:
+                m = d["routers"].get(name)
+                cells.append("-" if m is None else _fmt(m[metric], digits))
+            out.append(name.ljust(12) + "".join(c.rjust(width) for c in cells))
+        out.append("")
+    out.append("n_test".ljust(12) + "".join(str(d["n_test"]).rjust(width) for d in docs))
+    ci = []
+    for d in docs:
+        lo_hi = d.get("delta_audc_ci")
+        ci.append("-" if lo_hi is None else f"[{lo_hi[0]:+.4f}, {lo_hi[1]:+.4f}]")
+    out.append("ΔAUDC 95% CI".ljust(12) + "".join(c.rjust(width) for c in ci))
+    out.append("(ΔAUDC = tollgate − the best non-oracle baseline of that run, paired bootstrap)")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
+    if not paths:
+        print("usage: python -m router_core.evaluation.summary RESULT.json ...", file=sys.stderr)
+        return 2
+    print(combined_table([json.loads(p.read_text()) for p in paths]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

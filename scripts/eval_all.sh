@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Evaluate every router on the five benchmark runs and print the combined table.
+#
+#   scripts/eval_all.sh [OUT_DIR]      (default: ${TMPDIR:-/tmp}/tollgate-eval)
+#
+# Runs `tollgate eval` on routerbench, mmlu-pro and llmrouter (standard split) and on
+# mmlu-pro ood and unseen-models; each writes OUT_DIR/<dataset>-<split>.{json,png}.
+# Needs the benchmark data ($TOLLGATE_DATA_DIR or ../shared/data). The first run embeds
+# every prompt (cached in $TOLLGATE_CACHE_DIR); later runs take a few minutes each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-${TMPDIR:-/tmp}/tollgate-eval}"
+mkdir -p "$OUT"
+# The project's Python: $PYTHON, else the install script's .venv, else python3 on PATH.
+if [ -n "${PYTHON:-}" ]; then PY="$PYTHON"; elif [ -x .venv/bin/python ]; then PY=.venv/bin/python;
+else PY=python3; fi
+
+RUNS=(
+  "routerbench standard"
+  "mmlu-pro standard"
+  "llmrouter standard"
+  "mmlu-pro ood"
+  "mmlu-pro unseen-models"
+)
+files=()
+for run in "${RUNS[@]}"; do
+  set -- $run
+  name="$1-$2"
+  echo "== tollgate eval --dataset $1 --split $2" >&2
+  start=$SECONDS
+  "$PY" -c 'from gateway.cli import main; main()' eval --dataset "$1" --split "$2" --quiet \
+    --json "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/$name.txt"
+  echo "   done in $((SECONDS - start)) s" >&2
+  files+=("$OUT/$name.json")
+done
+"$PY" -m router_core.evaluation.summary "${files[@]}"
