@@ -47,7 +47,9 @@ def served(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    while not server.started:  # startup completes in well under a second; no bound asserted
+    deadline = time.monotonic() + 120  # a generous cap, only so a broken start cannot hang
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.02)
     try:
         yield Served(f"http://127.0.0.1:{sock.getsockname()[1]}", store)

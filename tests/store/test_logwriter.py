@@ -110,7 +110,7 @@ async def test_rows_submitted_during_an_outage_are_written_after_it(pg_url: str)
         try:
             for i in range(1, 201):
                 assert store.logs.submit(_row(i))
-            for _ in range(200):  # wait until the writer has met the outage at least once
+            for _ in range(1200):  # wait until the writer has met the outage at least once
                 if store.logs.stats.retries:
                     break
                 await asyncio.sleep(0.05)
