@@ -4,7 +4,8 @@
   the ``content-length`` header or, for chunked bodies, as soon as the bytes read pass it.
 - ``check_text``: strings that cannot be encoded as UTF-8 (lone surrogates written as JSON
   ``\\ud800`` escapes) would fail later, at the upstream call; refused here with 400.
-- ``fit_candidates``: a backend whose context window cannot hold the prompt, or whose output
+- ``fit_candidates``: a backend whose context window (``max_input_tokens``) cannot hold the
+  prompt, or whose output
   cap is below the client's ``max_tokens``, is dropped from the ranked candidates; when none
   is left the request is a 400 naming the problem (``context_length_exceeded`` on
   ``messages``, or ``max_tokens`` too large), as OpenAI answers for one model.
@@ -100,15 +101,13 @@ def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | No
     n_prompt = int(prompt_tokens or 0)
     fit_ctx = [b for b in backends
                if b.model_info.max_input_tokens is None
-               or n_prompt + (max_tokens or 0) <= b.model_info.max_input_tokens]
+               or n_prompt <= b.model_info.max_input_tokens]
     if not fit_ctx:
         window = max(int(b.model_info.max_input_tokens or 0) for b in backends)
         raise invalid(
-            f"This request needs {n_prompt} prompt tokens"
-            + (f" plus max_tokens={max_tokens}" if max_tokens else "")
-            + f", more than the largest context window among the candidate models "
-            f"({window} tokens). Please reduce the length of the messages or max_tokens.",
-            param="messages", code="context_length_exceeded")
+            f"This request has {n_prompt} prompt tokens, more than the largest context window "
+            f"among the candidate models ({window} input tokens). Please reduce the length of "
+            "the messages.", param="messages", code="context_length_exceeded")
     if max_tokens is not None:
         fit_out = [b for b in fit_ctx if max_tokens <= b.model_info.max_output_tokens]
         if not fit_out:
