@@ -25,7 +25,7 @@ from gateway.proxy import authenticate
 router = APIRouter()
 # The served-request row is written after the response is sent; a client that posts
 # feedback at once may arrive first, so an unknown id is re-read for this long.
-SERVED_WAIT_S = 3.0
+SERVED_WAIT_S = 15.0
 
 
 def parse_feedback(body: Any) -> tuple[str, float, str | None]:
@@ -54,6 +54,9 @@ def parse_feedback(body: Any) -> tuple[str, float, str | None]:
 
 
 async def _served(ctx: GatewayContext, request_id: str) -> dict | None:
+    """The served request: this replica's memory first, else the database (any replica)."""
+    if ctx.learning is not None and (row := ctx.learning.recent(request_id)) is not None:
+        return row
     engine = ctx.store.engine
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SERVED_WAIT_S

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from typing import Any
 
 import anyio.to_thread
@@ -30,6 +31,7 @@ from gateway.hotswap import HotSwapper
 from gateway.retrain import RetrainConfig, ensure_seed_version, retrain_once
 from gateway.routing import embed_text
 from gateway.shadow import ExplorationSettings, Explorer, build_judge, served_answer
+from gateway.store.dberrors import is_unavailable
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,10 @@ class Learning:
             build_judge(ctx.settings, xcfg, ctx.prices),
         )
         self._tasks: set[asyncio.Task[Any]] = set()
+        # requests this replica served lately: feedback that arrives before the row is
+        # written (it is written after the response) still finds its request here
+        self._recent: OrderedDict[str, dict] = OrderedDict()
+        self.recent_size = 50_000
         self._schedule: asyncio.Task[None] | None = None
 
     @property
@@ -87,6 +93,9 @@ class Learning:
             "backend": ex.answered.model_name,
             "cost_usd": ex.cost_usd,
         }
+        self._recent[ex.rid] = {k: v for k, v in kwargs.items() if k not in ("embedding", "text")}
+        while len(self._recent) > self.recent_size:
+            self._recent.popitem(last=False)
         self._spawn(self._record(kwargs))
         if self.explorer.wants(ex.route):
             pool = list(ex.routed.by_router_model.values())
@@ -97,6 +106,13 @@ class Learning:
             await self.explorer.explore(ex, answer, pool)
         except Exception:  # exploration must never break serving
             log.exception("shadow exploration of %s failed", ex.rid)
+
+    def recent(self, request_id: str) -> dict | None:
+        """A request this replica served (same keys as a ``learning_requests`` row)."""
+        row = self._recent.get(request_id)
+        if row is None:
+            return None
+        return {**row, "prompt_key": row["key"]}
 
     async def _record(self, kwargs: dict) -> None:
         try:
@@ -116,13 +132,36 @@ class Learning:
                 log.exception("scheduled retrain failed")
 
     async def start(self) -> None:
-        await anyio.to_thread.run_sync(ensure_seed_version, self.engine, self.ctx.router.current)
+        # A database that is down at start must not stop the gateway (issue 4): the seed
+        # version is recorded in the background once the database answers.
+        try:
+            await anyio.to_thread.run_sync(ensure_seed_version, self.engine,
+                                           self.ctx.router.current)
+        except Exception as e:
+            if not is_unavailable(e):
+                raise
+            log.warning("database unavailable at start: router version recorded later")
+            self._seeding = asyncio.get_running_loop().create_task(self._seed_when_reachable())
         self.swapper.start()
         if self.interval_s:
             loop = asyncio.get_running_loop()
             self._schedule = loop.create_task(self._retrain_loop(float(self.interval_s)))
 
+    async def _seed_when_reachable(self, every_s: float = 2.0) -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                await anyio.to_thread.run_sync(ensure_seed_version, self.engine,
+                                               self.ctx.router.current)
+                return
+            except Exception as e:
+                if not is_unavailable(e):
+                    log.exception("recording the router's seed version failed")
+                    return
+
     async def close(self) -> None:
+        if getattr(self, "_seeding", None) is not None:
+            self._seeding.cancel()
         await self.swapper.close()
         if self._schedule is not None:
             self._schedule.cancel()

@@ -177,6 +177,7 @@ class Explorer:
         self.judge = judge
         self.rng = rng or random.Random()
         self.clock = clock
+        self.judge_served = True  # False when clients' feedback scores the served answers
         self.skipped_budget = 0
         self.calls = 0
 
@@ -268,9 +269,10 @@ class Explorer:
             )
 
         served = ex.answered
-        q = await self._judge(prompt, served.router_model, answer)
-        if q is not None:
-            await store(served, q, float(ex.cost_usd or 0.0), "judge")
+        if self.judge_served:
+            q = await self._judge(prompt, served.router_model, answer)
+            if q is not None:
+                await store(served, q, float(ex.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
         for name in self._pick(pool, served.model_name, observed):
             backend = self.settings.backend(name)
