@@ -28,6 +28,11 @@ def _register() -> None:
     from gateway.serve_cli import register as register_serve
 
     register_serve(main)  # serve, demo
+    from gateway.retrain import register as register_learning
+    from gateway.simulate import simulate_command
+
+    register_learning(main)  # retrain, router history|rollback (issue 5)
+    main.add_command(simulate_command)
     pass
 
 
