@@ -1,9 +1,9 @@
 """Review-side fixtures: the real gateway (uvicorn on 127.0.0.1, real store, real MiniLM) in
 front of the fake upstream, reusing the gateway tests' helpers, plus a way to attach feedback.
 
-Feedback rows go into the learning loop's ``observations`` table (issue 5's schema: one row
-per feedback event, ``source = 'feedback'``). When that table is not in the schema yet, the
-test creates it with those columns, so the review code is tested against the same shape.
+Client feedback goes through ``POST /v1/feedback``; ``add_feedback`` writes other sources
+(a judge's score) straight into the learning loop's ``observations`` table, to check that
+the review side tells them apart.
 """
 
 from __future__ import annotations
@@ -59,32 +59,13 @@ def gateway(db_url, upstream, test_router, encoder,  # noqa: F811
 
 
 def observations_table(engine: sa.Engine) -> sa.Table:
-    """The learning loop's observations table (created with its documented columns if the
-    schema does not have it yet)."""
-    md = sa.MetaData()
-    if "observations" in sa.inspect(engine).get_table_names():
-        return sa.Table("observations", md, autoload_with=engine)
-    t = sa.Table(
-        "observations", md,
-        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("prompt_key", sa.String(64), nullable=False),
-        sa.Column("model", sa.String(200), nullable=False),
-        sa.Column("quality", sa.Float, nullable=False),
-        sa.Column("cost_usd", sa.Float),
-        sa.Column("source", sa.String(16), nullable=False),
-        sa.Column("sample", sa.Integer, nullable=False, default=0),
-        sa.Column("request_id", sa.String(64), index=True),
-        sa.Column("tenant_id", sa.String(36)),
-        sa.Column("comment", sa.Text),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-    )
-    md.create_all(engine)
-    return t
+    """The learning loop's observations table (Alembic revision 0002_learning)."""
+    return sa.Table("observations", sa.MetaData(), autoload_with=engine)
 
 
 def add_feedback(engine: sa.Engine, request_id: str, tenant_id: str, model: str,
                  quality: float, comment: str | None = None, source: str = "feedback") -> None:
-    """One feedback event on a request, as the learning loop records it."""
+    """One observation on a request, as the learning loop records it."""
     t = observations_table(engine)
     with engine.begin() as conn:
         conn.execute(sa.insert(t).values(

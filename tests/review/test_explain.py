@@ -59,9 +59,12 @@ def test_fallbacks_and_feedback_are_shown(gateway: Gateway, upstream) -> None:
     assert e["fallbacks"][0]["model"] == e["answered_by"]
     assert "failed attempt" in e["summary"]
 
-    add_feedback(gateway.engine, rid, tid, "fake-cheap", 1.0, comment="right answer")
-    add_feedback(gateway.engine, rid, tid, "fake-cheap", 0.0)
-    add_feedback(gateway.engine, rid, tid, "fake-cheap", 0.9, source="judge")  # not feedback
+    for body in ({"score": 1.0, "comment": "right answer"}, {"correct": False}):
+        r = httpx.post(f"{gateway.base_url}/v1/feedback", json={"request_id": rid, **body},
+                       headers={"authorization": f"Bearer {key}"}, timeout=30)
+        assert r.status_code == 200, r.text
+    # a judge's score of the same answer is an observation, not the client's feedback
+    add_feedback(gateway.engine, rid, tid, "fake-cheap", 0.9, source="judge")
     fb = _explain(gateway, rid, key).json()["feedback"]
     assert fb["count"] == 2 and fb["mean_score"] == pytest.approx(0.5)
     assert fb["items"][0]["comment"] == "right answer"
