@@ -33,7 +33,9 @@ def _register() -> None:
 
     register_learning(main)  # retrain, router history|rollback (issue 5)
     main.add_command(simulate_command)
-    pass
+    from gateway.models_cli import register as register_models
+
+    register_models(main)  # models add|list|remove (issue 6)
 
 
 _register()

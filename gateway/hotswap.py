@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import anyio.to_thread
 from sqlalchemy import Engine
 
 from gateway import learning_db as ldb
 from gateway.routing import RouterHolder
+from router_core.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +26,17 @@ log = logging.getLogger(__name__)
 class HotSwapper:
     """Polls ``router_versions`` every ``interval_s`` and swaps ``holder`` to the active one."""
 
-    def __init__(self, engine: Engine, holder: RouterHolder, interval_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        holder: RouterHolder,
+        interval_s: float = 5.0,
+        on_swap: Callable[[Router], Any] | None = None,
+    ) -> None:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
+        # called with the new router just before the swap (issue 6: adopt the backends of
+        # models added by `tollgate models add`, gateway/model_pool.py)
+        self.on_swap = on_swap
         self._task: asyncio.Task[None] | None = None
         self.swaps = 0
 
@@ -34,6 +46,8 @@ class HotSwapper:
         if row is None or row["version"] == self.holder.current.version:
             return None
         router = ldb.load_version(self.engine, row["version"])
+        if self.on_swap is not None:
+            self.on_swap(router)
         self.holder.swap(router)
         self.swaps += 1
         log.info("router hot-swapped to %s", row["version"])

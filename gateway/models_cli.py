@@ -1,0 +1,329 @@
+"""``tollgate models add|list|remove``: change the router's pool without retraining.
+
+``add`` describes a new model on the artifact's probe prompts (``probes.json``) with a
+descriptor kind the router was trained with, configured as the artifact recorded it
+(perplexity: the same scorer LM and conditioning; logit: the same token basis), inserts the
+expert (``Router.with_expert``), and publishes the result:
+  * the artifact directory gets the new version (probes kept);
+  * config.yaml's ``model_list`` gets the backend (restarts keep it);
+  * with a database, the version is recorded and activated: running gateways hot-swap to
+    it and adopt the backend it carries (``gateway.model_pool``), with no restart.
+Costs: the expert's mean USD per query is what its probe answers cost at the given prices.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import yaml
+
+from gateway.model_pool import ARTIFACT_KEY, artifact_backends
+
+FINGERPRINTS = ("perplexity", "logit", "probe-outcome")
+
+
+def _settings_path(config: Path | None) -> Path:
+    from gateway.config import DEFAULT_CONFIG_PATH
+
+    return Path(config) if config is not None else DEFAULT_CONFIG_PATH
+
+
+def _router_dir(config_path: Path, router: Path | None) -> Path:
+    from router_core.artifact import DEFAULT_ROUTER_DIR
+
+    if router is not None:
+        return Path(router)
+    raw = (yaml.safe_load(config_path.read_text()) or {}) if config_path.exists() else {}
+    found = raw.get("router_path")
+    if found:
+        p = Path(found)
+        return p if p.is_absolute() else (config_path.parent / p)
+    return DEFAULT_ROUTER_DIR
+
+
+def _engine(database_url: str | None) -> Any:
+    if not database_url:
+        return None
+    from gateway.store.engine import make_engine
+
+    return make_engine(database_url)
+
+
+def _live_router(router_dir: Path, engine: Any) -> Any:
+    """The router to extend: the database's active version (what gateways serve), else the
+    artifact directory's."""
+    from router_core.artifact import load_router
+
+    if engine is not None:
+        from gateway import learning_db as ldb
+
+        row = ldb.active_version(engine)
+        if row is not None:
+            return ldb.load_version(engine, row["version"])
+    return load_router(router_dir)
+
+
+def _new_version(old: str, what: str) -> str:
+    base = old.split("@", 1)[0]
+    return f"{base}@{what}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
+
+
+def _publish(router: Any, router_dir: Path, engine: Any, parent: str, status: str) -> None:
+    from router_core.artifact import save_router
+
+    save_router(router, router_dir)  # probes.json is carried over
+    if engine is None:
+        return
+    from gateway import learning_db as ldb
+
+    row = ldb.active_version(engine) or {}
+    ldb.record_version(
+        engine,
+        router,
+        status=status,
+        parent=parent,
+        metrics={"change": status},
+        n_observations=int(row.get("n_observations") or 0),
+        max_obs_id=int(row.get("max_observation_id") or 0),
+        activate=True,
+    )
+
+
+def _edit_config(path: Path, add: dict | None = None, remove: str | None = None) -> None:
+    """Append / drop one ``model_list`` entry. The file is rewritten by PyYAML (comments are
+    not kept): the previous text is saved next to it as ``config.yaml.bak``."""
+    text = path.read_text() if path.exists() else ""
+    raw = yaml.safe_load(text) or {}
+    pool = [e for e in raw.get("model_list", []) if remove is None or e["model_name"] != remove]
+    if add is not None:
+        pool = [e for e in pool if e["model_name"] != add["model_name"]] + [add]
+    raw["model_list"] = pool
+    if text:
+        path.with_name(path.name + ".bak").write_text(text)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(raw, sort_keys=False))
+    tmp.replace(path)
+
+
+@click.group("models")
+def models_group() -> None:
+    """Add, list and remove the models the router can choose (no retraining)."""
+
+
+_common = [
+    click.option(
+        "--config",
+        "config",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help="config.yaml to update (default: the repository's).",
+    ),
+    click.option(
+        "--router",
+        "router",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Router artifact directory (default: config's router_path, else the packaged).",
+    ),
+    click.option(
+        "--database-url",
+        envvar="TOLLGATE_DATABASE_URL",
+        default=None,
+        help="Record and activate the new version here, so running gateways hot-swap.",
+    ),
+]
+
+
+def _with_common(fn: Any) -> Any:
+    for opt in reversed(_common):
+        fn = opt(fn)
+    return fn
+
+
+@models_group.command("add")
+@click.argument("name")
+@click.option("--litellm-model", required=True, help="litellm model string, e.g. openai/x.")
+@click.option("--api-base", default=None, help="Base URL of an OpenAI-compatible server.")
+@click.option(
+    "--api-key-env",
+    default=None,
+    metavar="VAR",
+    help="Environment variable holding the API key (stored as os.environ/VAR, never the key).",
+)
+@click.option("--price-in", type=float, default=None, help="USD per 1M input tokens.")
+@click.option("--price-out", type=float, default=None, help="USD per 1M output tokens.")
+@click.option(
+    "--fingerprint", type=click.Choice(FINGERPRINTS), default="perplexity", show_default=True
+)
+@click.option(
+    "--weights",
+    default=None,
+    help="logit: transformers id, directory or .gguf file of the model's weights.",
+)
+@click.option(
+    "--max-spend", type=float, default=1.0, show_default=True, help="USD cap on the probe calls."
+)
+@click.option("--concurrency", type=int, default=4, show_default=True)
+@click.option(
+    "--max-tokens", type=int, default=256, show_default=True, help="Answer length cap per probe."
+)
+@click.option(
+    "--force", is_flag=True, help="Allow a descriptor kind the head was not trained with."
+)
+@_with_common
+def add_command(
+    name: str,
+    litellm_model: str,
+    api_base: str | None,
+    api_key_env: str | None,
+    price_in: float | None,
+    price_out: float | None,
+    fingerprint: str,
+    weights: str | None,
+    max_spend: float,
+    concurrency: int,
+    max_tokens: int,
+    force: bool,
+    config: Path | None,
+    router: Path | None,
+    database_url: str | None,
+) -> None:
+    """Describe model NAME on the router's probes and add it to the pool."""
+    import os
+
+    from tqdm.auto import tqdm
+
+    from router_core.artifact import load_probes
+    from router_core.descriptors.base import ProbeSet
+    from router_core.fingerprints.answers import LiveAnswers, SpendCapExceeded
+    from router_core.fingerprints.space import kind_for_artifact
+    from router_core.router import Expert
+
+    cfg_path = _settings_path(config)
+    router_dir = _router_dir(cfg_path, router)
+    engine = _engine(database_url)
+    current = _live_router(router_dir, engine)
+    probes = ProbeSet.from_json(load_probes(router_dir))
+    if not len(probes):
+        raise click.ClickException(f"{router_dir} has no probes.json: cannot describe models")
+    if len(probes) != current.head.out_dim:
+        raise click.ClickException(
+            f"{len(probes)} probes but the router's space has {current.head.out_dim} dimensions"
+        )
+    try:
+        kind = kind_for_artifact(current.config, fingerprint, allow_other=force)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+    api_key = os.environ.get(api_key_env) if api_key_env else None
+    steps = len(probes) * (2 if fingerprint == "perplexity" else 1)
+    bar = tqdm(total=steps, desc=f"fingerprint {name}", unit="probe")
+    live = LiveAnswers(
+        litellm_model,
+        api_base=api_base,
+        api_key=api_key,
+        price_in_per_m=price_in,
+        price_out_per_m=price_out,
+        max_spend_usd=max_spend,
+        max_tokens=max_tokens,
+        concurrency=concurrency,
+        progress=bar.update,
+    )
+    if hasattr(kind, "progress"):
+        kind.progress = bar.update
+    try:
+        if fingerprint == "perplexity":
+            answers = live.answers(name, probes)
+            missing = sum(a is None for a in answers)
+            if missing > len(probes) // 4:
+                raise click.ClickException(
+                    f"{missing} of {len(probes)} probes got no answer: "
+                    + "; ".join(live.spend.errors[-3:])
+                )
+            e = kind.describe({name: answers}, probes, [name])[0]
+        elif fingerprint == "logit":
+            e = kind.describe({name: weights or litellm_model}, probes, [name])[0]
+        else:
+            raise click.ClickException(
+                "probe-outcome descriptors need the model's quality on each probe (a judge or "
+                "references); add it with `tollgate train` data instead"
+            )
+    except SpendCapExceeded as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        bar.close()
+    if live.spend.calls:
+        cost = live.spend.usd / live.spend.calls  # mean USD per answered probe
+    else:
+        cost = float(np.median([x.cost_usd for x in current.experts]))
+    version = _new_version(current.version, f"add-{name}")
+    params: dict[str, Any] = {"model": litellm_model}
+    if api_base:
+        params["api_base"] = api_base
+    if api_key_env:
+        params["api_key"] = f"os.environ/{api_key_env}"
+    info: dict[str, Any] = {"router_model": name}
+    if price_in is not None:
+        info["input_cost_per_million"] = price_in
+    if price_out is not None:
+        info["output_cost_per_million"] = price_out
+    entry = {"model_name": name, "litellm_params": params, "model_info": info}
+    backends = {**artifact_backends(current), name: entry}
+    added = current.with_expert(Expert(name, e.astype(np.float32), cost, kind.name), version)
+    added = replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
+    _publish(added, router_dir, engine, current.version, "added")
+    _edit_config(cfg_path, add=entry)
+    click.echo(
+        f"added {name} ({kind.name} descriptor, {len(probes)} probes) as router version "
+        f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
+        + ("" if live.spend.priced else " (price unknown: spend not counted)")
+    )
+
+
+@models_group.command("list")
+@_with_common
+def list_command(config: Path | None, router: Path | None, database_url: str | None) -> None:
+    """The router's experts: descriptor kind, mean cost, backend."""
+    cfg_path = _settings_path(config)
+    current = _live_router(_router_dir(cfg_path, router), _engine(database_url))
+    raw = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.exists() else {}
+    serving = {}
+    for b in raw.get("model_list", []):
+        serving.setdefault(
+            (b.get("model_info") or {}).get("router_model") or b["model_name"], b["model_name"]
+        )
+    click.echo(f"router version {current.version}: {len(current.experts)} models")
+    click.echo(f"{'model':<36} {'descriptor':<14} {'USD/query':>10}  backend")
+    for x in current.experts:
+        click.echo(f"{x.name:<36} {x.kind:<14} {x.cost_usd:10.6f}  {serving.get(x.name, '-')}")
+
+
+@models_group.command("remove")
+@click.argument("name")
+@_with_common
+def remove_command(
+    name: str, config: Path | None, router: Path | None, database_url: str | None
+) -> None:
+    """Take NAME out of the router's pool (and its backend out of config.yaml)."""
+    cfg_path = _settings_path(config)
+    router_dir = _router_dir(cfg_path, router)
+    engine = _engine(database_url)
+    current = _live_router(router_dir, engine)
+    if name not in current.model_names:
+        raise click.ClickException(f"{name!r} is not in router {current.version}")
+    version = _new_version(current.version, f"remove-{name}")
+    smaller = current.without_expert(name, version)
+    backends = {k: v for k, v in artifact_backends(current).items() if k != name}
+    smaller = replace(smaller, config={**dict(smaller.config), ARTIFACT_KEY: backends})
+    _publish(smaller, router_dir, engine, current.version, "removed")
+    _edit_config(cfg_path, remove=name)
+    click.echo(f"removed {name}: router version {version}")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(models_group)
