@@ -82,6 +82,7 @@ def create_app(
         await _maybe(ctx.store, "start")  # the store starts (and closes) its own writer
         if own_writer:
             await _maybe(ctx.log_writer, "start")
+        _set_torch_threads(settings.encoder_threads)
         await anyio.to_thread.run_sync(ctx.encoder.encode, ["warm up the encoder"])
         await _maybe(ctx.learning, "start")
         ctx.ready = True
@@ -118,6 +119,13 @@ def create_app(
     app.include_router(explain.build_router())  # GET /v1/routing/{request_id}
     app.include_router(dashboard_routes.build_router())  # /dashboard (issue 7)
     return app
+
+
+def _set_torch_threads(n: int) -> None:
+    """Process-wide torch thread count for the encoder (see Settings.encoder_threads)."""
+    import torch
+
+    torch.set_num_threads(n)
 
 
 async def _maybe(obj: Any, method: str) -> None:

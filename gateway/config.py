@@ -144,6 +144,9 @@ class Settings(BaseModel):
     # Output length assumed when routing compares backend costs (capped by the request's
     # max_tokens); budgets reserve the maximum instead.
     routing_output_tokens: int = Field(default=256, gt=0)
+    # torch intra-op threads for the encoder: one query at a time gains nothing from more,
+    # and spinning OpenMP threads on a busy machine made one encode 20x slower here.
+    encoder_threads: int = Field(default=1, ge=1)
     retraining: Retraining = Field(default_factory=Retraining)
     reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)  # issue 4
 

@@ -34,7 +34,7 @@ from tests.gateway.router_fixture import PRICES, REPLIES, write_artifact
 ADMIN_KEY = "tg-admin-test-key"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # fake-mid is the usual routed choice; its short timeout keeps the "hang" tests quick.
-TIMEOUTS = {"fake-strong": 20.0, "fake-mid": 3.0, "fake-cheap": 20.0}
+TIMEOUTS = {"fake-strong": 20.0, "fake-mid": 2.0, "fake-cheap": 20.0}
 
 
 def free_port() -> int:
@@ -161,7 +161,7 @@ def _pg_database() -> Iterator[str]:
 
 
 @pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+    scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def db_url(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -196,7 +196,7 @@ def run_gateway(settings: Settings, router: Router, encoder: Encoder) -> Iterato
         engine.dispose()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gateway(
     db_url: str,
     upstream: FakeUpstream,
