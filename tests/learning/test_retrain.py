@@ -1,0 +1,110 @@
+"""Retraining on real RouterBench outcomes: a candidate trained on shuffled labels is refused,
+an honest one promoted; ``retrain_once`` end to end on a database of observations; the
+``tollgate router history|rollback`` commands."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from gateway import learning_db as ldb
+from gateway.cli import main
+from gateway.retrain import RetrainConfig, retrain_once
+from gateway.simulate import cold_router
+from gateway.store import make_engine
+from gateway.store.migrate import upgrade_engine
+from router_core import supervision as sv
+from router_core.data import load_dataset
+from router_core.encoder import Encoder
+from router_core.promotion import decide_promotion
+from router_core.training import TrainConfig, train_router
+
+N_TRAIN, N_HOLD = 320, 200
+CFG = TrainConfig(progress=False, n_probes=64, epochs=8)
+
+
+@pytest.fixture(scope="module")
+def data():
+    table = load_dataset("routerbench")
+    rng = np.random.default_rng(0)
+    tr = rng.choice(np.flatnonzero(np.isin(table.split, ["train", "val"])), N_TRAIN, False)
+    te = rng.choice(np.flatnonzero(table.split == "test"), N_HOLD, False)
+    train, hold = table.rows(np.sort(tr)), table.rows(np.sort(te))
+    enc = Encoder()
+    return train, hold, enc.encode(list(train.prompts)), enc.encode(list(hold.prompts))
+
+
+def test_a_candidate_trained_on_shuffled_labels_is_refused(data) -> None:
+    train, hold, phi_tr, phi_hold = data
+    good = train_router(train, CFG, embeddings=phi_tr).router
+    perm = np.random.default_rng(1).permutation(len(train))
+    shuffled_table = dataclasses.replace(train, quality=train.quality[perm], cost=train.cost[perm])
+    shuffled = train_router(shuffled_table, CFG, embeddings=phi_tr).router
+    refused = decide_promotion(shuffled, good, phi_hold, hold, margin=0.005)
+    assert not refused.promote, refused.reason
+    assert refused.candidate.audc < refused.current.audc - 0.005
+    accepted = decide_promotion(good, shuffled, phi_hold, hold, margin=0.005)
+    assert accepted.promote
+
+
+def test_retrain_once_promotes_records_and_rolls_back(data, tmp_path) -> None:
+    train, hold, phi_tr, phi_hold = data
+    url = f"sqlite:///{tmp_path / 'learn.db'}"
+    engine = make_engine(url)
+    upgrade_engine(engine)
+    both = sv.concat(
+        [
+            train.with_split(np.array(["train"] * len(train))),
+            hold.with_split(np.array(["train"] * len(hold))),
+        ]
+    )
+    phi = np.concatenate([phi_tr, phi_hold])
+    for i, text in enumerate(map(str, both.prompts)):
+        key = ldb.prompt_key(text)
+        ldb.record_served(
+            engine,
+            request_id=f"r{i}",
+            tenant_id="t",
+            text=None,
+            key=key,
+            embedding=phi[i],
+            route="auto",
+            model=both.models[0],
+            backend=both.models[0],
+            cost_usd=None,
+        )
+        for j, m in enumerate(both.models):
+            ldb.add_observation(
+                engine,
+                key=key,
+                model=m,
+                quality=float(both.quality[i, j]),
+                cost_usd=float(both.cost[i, j]),
+                source="import",
+            )
+    cold = cold_router(both.models, np.nanmean(both.cost, axis=0))
+    cfg = RetrainConfig(min_new=10, train=dataclasses.asdict(CFG) | {"progress": False})
+    report = retrain_once(engine, cold, cfg)
+    assert report["status"] == "promoted", report
+    assert report["candidate"]["audc"] > report["current"]["audc"]
+    # nothing new since: a scheduled retrain skips; a held lease makes another replica wait
+    assert retrain_once(engine, cold, cfg)["status"] == "skipped"
+    assert ldb.acquire_lease(engine, "retrain", "other-replica", 60)
+    assert retrain_once(engine, cold, cfg, force=True)["status"] == "locked"
+    ldb.release_lease(engine, "retrain", "other-replica")
+    hist = ldb.history(engine)
+    assert [h["status"] for h in hist] == ["seed", "promoted"]
+    assert hist[1]["active"] and not hist[0]["active"]
+    assert ldb.load_version(engine, hist[1]["version"]).version == hist[1]["version"]
+    runner = CliRunner()
+    out = runner.invoke(main, ["router", "history", "--database-url", url])
+    assert out.exit_code == 0, out.output
+    assert "* " + hist[1]["version"] in out.output and "cold" in out.output
+    out = runner.invoke(main, ["router", "rollback", "cold", "--database-url", url])
+    assert out.exit_code == 0 and ldb.active_version(engine)["version"] == "cold"
+    out = runner.invoke(main, ["router", "rollback", "nope", "--database-url", url])
+    assert out.exit_code != 0 and "no router version" in out.output
+    engine.dispose()
