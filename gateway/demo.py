@@ -101,7 +101,12 @@ def run_demo(
     # the strongest model: highest mean quality on the training rows
     strongest = table.models[int(np.nanargmax(np.nanmean(table.quality[train_rows], axis=0)))]
 
-    base = load_settings(DEFAULT_CONFIG_PATH)
+    # the repository's pool and prices (an installed copy: ./config.yaml or $TOLLGATE_CONFIG)
+    from gateway.serve_cli import resolve_config_path
+
+    base = load_settings(
+        DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else resolve_config_path(None)
+    )
     pool = [b for b in base.model_list if b.model_name in table.models]
 
     def count_tokens(text: str) -> int:
