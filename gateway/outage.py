@@ -111,7 +111,7 @@ class GuardedStore:
     def __init__(self, inner: Any, *, policy: str = "refuse", allowance_usd: float = 0.0,
                  spool_dir: str | Path = "./tollgate-spool",
                  spool_max_bytes: int = 64 * 1024 * 1024,
-                 replay_interval_s: float = 2.0) -> None:
+                 replay_interval_s: float = 2.0, flush_timeout_s: float = 10.0) -> None:
         if policy not in POLICIES:
             raise ValueError(f"outage budget policy must be one of {POLICIES}, not {policy!r}")
         self.inner = inner
@@ -121,6 +121,7 @@ class GuardedStore:
         self._spool_dir = Path(spool_dir)
         self._spool_max_bytes = spool_max_bytes
         self._interval = replay_interval_s
+        self._flush_timeout_s = flush_timeout_s
         self.log_spool: Spool | None = None
         self.journal: Spool | None = None
         self._task: asyncio.Task[None] | None = None
@@ -150,7 +151,8 @@ class GuardedStore:
         if self.journal is not None:
             with contextlib.suppress(Exception):
                 await self._replay(self.journal)
-        await self.inner.close()  # flushes the log writer; unwritten rows go to the spool
+        # flushes the log writer; rows still unwritten after the timeout go to the spool
+        await self.inner.close(flush_timeout_s=self._flush_timeout_s)
         for spool in (self.journal, self.log_spool):
             if spool is not None:
                 spool.close()
@@ -200,7 +202,7 @@ class GuardedStore:
                                    "is used up")
         a.held += amount
         self.state.served += 1
-        return OutageReservation(id="outage-" + uuid.uuid4().hex, tenant_id=tenant.id,
+        return OutageReservation(id=uuid.uuid4().hex, tenant_id=tenant.id,
                                  request_id=request_id, amount_nusd=amount,
                                  created_at_s=int(datetime.now(UTC).timestamp()))
 

@@ -8,6 +8,7 @@
       spool_dir: ./tollgate-spool                     # or TOLLGATE_SPOOL_DIR
       max_body_bytes: 8388608                         # 413 above this
       shutdown_grace_s: 30                            # SIGTERM: in-flight requests get this long
+      log_flush_timeout_s: 10                         # then the log queue; the rest is spooled
 
 Tenant policy keys read here: ``requests_per_minute``, ``tokens_per_minute``,
 ``outage_allowance_usd``. Per-backend upstream timeouts are ``model_info.timeout``.
@@ -59,6 +60,7 @@ class ReliabilitySettings(BaseModel):
     spool_dir: str = "./tollgate-spool"
     max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
+    log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
 
     def resolved(self) -> ReliabilitySettings:
         """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR."""
@@ -148,4 +150,4 @@ def guard_store(store: Any, settings: ReliabilitySettings | None) -> Any:
         return store
     s = (settings or ReliabilitySettings()).resolved()
     return GuardedStore(store, policy=s.outage.budget, allowance_usd=s.outage.allowance_usd,
-                        spool_dir=s.spool_dir)
+                        spool_dir=s.spool_dir, flush_timeout_s=s.log_flush_timeout_s)

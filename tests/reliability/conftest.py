@@ -60,7 +60,8 @@ def make_gateway(upstream: FakeUpstream, test_router: Router, encoder: Encoder, 
             cfg = reliability_config(upstream, url, tmp_path, reliability, **extra)
             gen = run_gateway(settings_from_dict(cfg), test_router, encoder)
             gw = next(gen)
-            stack.callback(lambda: next(gen, None))
+            gw.stop = lambda: next(gen, None)  # type: ignore[attr-defined]  # stop early
+            stack.callback(gw.stop)  # type: ignore[attr-defined]
             return gw
 
         yield make

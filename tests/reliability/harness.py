@@ -236,31 +236,32 @@ def run_fuzz(base_url: str, tenant_key: str, admin_key: str, max_examples: int =
     total, server_errors, failures = 0, 0, []
     statuses: dict[int, int] = {}
     skipped: list[str] = []
+    def make_probe(op: Any, key: str, strategy: Any) -> Any:
+        @hyp_seed(seed)
+        @settings(max_examples=max_examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=strategy)
+        def probe(case: Any) -> None:
+            nonlocal total, server_errors
+            headers = {**(case.headers or {}), "authorization": f"Bearer {key}"}
+            resp = case.call(base_url=base_url, headers=headers, timeout=60)
+            total += 1
+            statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
+            if resp.status_code >= 500:
+                server_errors += 1
+                if len(failures) < 5:
+                    failures.append({"op": op.label, "status": resp.status_code,
+                                     "body": case.body if not callable(case.body) else None,
+                                     "response": resp.text[:300]})
+
+        return probe
+
     for result in schema.get_all_operations():
         op = result.ok()
         key = admin_key if op.path.startswith("/admin") else tenant_key
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-            strategy = op.as_strategy(generation_mode=mode)
-
-            @hyp_seed(seed)
-            @settings(max_examples=max_examples, deadline=None, database=None,
-                      suppress_health_check=list(HealthCheck))
-            @given(case=strategy)
-            def probe(case: Any, key: str = key, op: Any = op) -> None:
-                nonlocal total, server_errors
-                headers = {**(case.headers or {}), "authorization": f"Bearer {key}"}
-                resp = case.call(base_url=base_url, headers=headers, timeout=60)
-                total += 1
-                statuses[resp.status_code] = statuses.get(resp.status_code, 0) + 1
-                if resp.status_code >= 500:
-                    server_errors += 1
-                    if len(failures) < 5:
-                        failures.append({"op": op.label, "status": resp.status_code,
-                                         "body": case.body if not callable(case.body) else None,
-                                         "response": resp.text[:300]})
-
             try:
-                probe()
+                make_probe(op, key, op.as_strategy(generation_mode=mode))()
             except (Unsatisfiable, InvalidArgument) as e:  # nothing to generate in this mode
                 skipped.append(f"{op.label} {mode.value}: {type(e).__name__}")
     return {"cases": total, "server_errors": server_errors, "failures": failures,
