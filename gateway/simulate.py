@@ -168,12 +168,12 @@ def cold_router(
     )
 
 
-def baselines(table: RoutingTable, train_rows: np.ndarray) -> dict[str, float]:
+def baselines(table: RoutingTable, train_rows: np.ndarray, te: np.ndarray) -> dict[str, float]:
+    """AUDC of the simple routers on the test rows ``te`` (trained on ``train_rows``)."""
     from router_core.baselines import DEFAULT_LAMBDAS
     from router_core.baselines.simple import best_single, cheapest, oracle, random_router
     from router_core.evaluation.metrics import evaluate_choices
 
-    te = np.asarray(table.split) == "test"
     q, c = table.quality[te], table.cost[te]
     ok = np.isfinite(q).all(axis=1) & np.isfinite(c).all(axis=1)
     q, c = q[ok], c[ok]
@@ -283,6 +283,7 @@ def run_simulation(
     budget_usd: float = 100.0,
     workers: int = 8,
     max_prompts: int | None = None,
+    max_test_prompts: int | None = None,
     margin: float = 0.005,
     min_holdout: int = 20,
     seed: int = 0,
@@ -310,10 +311,18 @@ def run_simulation(
     if max_prompts is not None:
         train_rows = train_rows[:max_prompts]
     te = split == "test"
+    if max_test_prompts is not None:  # a seeded subset of the test split (quick runs, tests)
+        keep = rng.permutation(np.flatnonzero(te))[:max_test_prompts]
+        te = np.zeros(len(table), dtype=bool)
+        te[keep] = True
     test = table.rows(te)
     encoder = Encoder()
-    log(f"embedding {len(table)} prompts (cached after the first run)")
-    phi = encoder.encode(list(map(str, table.prompts)))
+    log("embedding the prompts (cached after the first run)")
+    used = np.zeros(len(table), dtype=bool)
+    used[train_rows] = True
+    used |= te
+    phi = np.zeros((len(table), encoder.dim), dtype=np.float32)
+    phi[used] = encoder.encode([str(p) for p in table.prompts[used]])
     phi_test = phi[te]
 
     replay = Replay(table.rows(np.sort(train_rows)))
@@ -326,7 +335,7 @@ def run_simulation(
         offline_table, TrainConfig(progress=False, seed=seed), embeddings=phi[np.sort(train_rows)]
     ).router
     offline_score = evaluate_on_holdout(offline, phi_test, test)
-    base = baselines(table, train_rows)
+    base = baselines(table, train_rows, te)
     log(
         f"start AUDC {start.audc:.4f}  offline AUDC {offline_score.audc:.4f}  baselines "
         + ", ".join(f"{k} {v:.4f}" for k, v in base.items())
@@ -466,6 +475,12 @@ def print_table(result: dict) -> None:
 )
 @click.option("--exploration-budget-usd", type=float, default=100.0, show_default=True)
 @click.option("--max-prompts", type=int, default=None, help="Use only this many prompts.")
+@click.option(
+    "--max-test-prompts",
+    type=int,
+    default=None,
+    help="Score on a seeded subset of the test split of this size.",
+)
 @click.option("--workers", type=int, default=8, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 def simulate_command(
@@ -478,6 +493,7 @@ def simulate_command(
     candidates: int,
     exploration_budget_usd: float,
     max_prompts: int | None,
+    max_test_prompts: int | None,
     workers: int,
     seed: int,
 ) -> None:
@@ -492,6 +508,7 @@ def simulate_command(
         budget_usd=exploration_budget_usd,
         workers=workers,
         max_prompts=max_prompts,
+        max_test_prompts=max_test_prompts,
         seed=seed,
     )
     print_table(result)
