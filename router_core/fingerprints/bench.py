@@ -22,22 +22,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="gpt-4-1106-preview")
     ap.add_argument("--scorer", default=None)
     ap.add_argument("--condition-on-prompt", action="store_true")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--threads", type=int, default=1, help="torch CPU threads for scoring")
     args = ap.parse_args(argv)
-    import torch
 
     from router_core.data import load_dataset
     from router_core.descriptors.base import ProbeSet
     from router_core.fingerprints.perplexity import PerplexityFingerprint, recorded_answers
     from router_core.fingerprints.scorer import Scorer
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     table = load_dataset("routerbench")
     probes = ProbeSet.sample(table.split_rows("train"), args.n, seed=0)
     answers = recorded_answers(table, probes, args.model)
     t0 = time.perf_counter()
-    scorer = Scorer(args.scorer, cache=False)
+    scorer = Scorer(args.scorer, cache=False, threads=args.threads)
     scorer.load()
     t1 = time.perf_counter()
     kind = PerplexityFingerprint(scorer, condition_on_prompt=args.condition_on_prompt)
@@ -45,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     t2 = time.perf_counter()
     _, tok = scorer.load()
     n_tok = sum(min(len(tok(a)["input_ids"]), scorer.max_tokens) for a in answers if a)
-    print(f"scorer       {scorer.ident}  (torch threads: {torch.get_num_threads()})")
+    print(f"scorer       {scorer.ident}  (torch threads: {args.threads})")
     print(
         f"model        {args.model}: {sum(a is not None for a in answers)}/{len(answers)} "
         f"answers, {n_tok} scored tokens, condition_on_prompt={args.condition_on_prompt}"

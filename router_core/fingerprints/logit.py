@@ -89,6 +89,7 @@ class LogitFootprint(DescriptorKind):
         max_prompt_tokens: int = 256,
         batch_size: int = 8,
         progress: Callable[[int], None] | None = None,
+        threads: int | None = 1,
     ) -> None:
         if normalisation not in ("standard", "l2"):
             raise ValueError("normalisation is 'standard' or 'l2'")
@@ -101,6 +102,7 @@ class LogitFootprint(DescriptorKind):
         self.max_prompt_tokens = max_prompt_tokens
         self.batch_size = batch_size
         self.progress = progress
+        self.threads = threads  # torch CPU threads while decoding (see Scorer)
 
     def dim(self, probes: ProbeSet) -> int:
         if self.basis is not None:
@@ -127,6 +129,17 @@ class LogitFootprint(DescriptorKind):
 
     def footprint(self, model: Any, tok: Any, probes: ProbeSet) -> np.ndarray:
         """(K,) Eq. 2 for one loaded model: mean over probes and decoded steps."""
+        import torch
+
+        before = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            return self._footprint(model, tok, probes)
+        finally:
+            torch.set_num_threads(before)
+
+    def _footprint(self, model: Any, tok: Any, probes: ProbeSet) -> np.ndarray:
         import torch
 
         basis = self.fit_basis(probes)
