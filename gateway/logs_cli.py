@@ -28,7 +28,7 @@ import click
 from gateway.dashboard.queries import LogFilter, parse_time, resolve_tenants, select_logs
 
 TABLE_COLUMNS = (  # (header, width); the last column takes the rest of the line
-    ("time (UTC)", 19), ("request id", 35), ("tenant", 14), ("route", 10), ("model", 16),
+    ("time (UTC)", 19), ("request id", 35), ("tenant", 14), ("route", 11), ("model", 16),
     ("status", 6), ("cost usd", 11), ("ms", 8), ("tries", 5), ("feedback", 8), ("reason", 0),
 )
 CSV_FIELDS = (
