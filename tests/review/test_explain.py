@@ -93,3 +93,20 @@ def test_tenant_isolation_and_admin(gateway: Gateway) -> None:
     bad = _explain(gateway, rid, "sk-not-a-key")
     assert bad.status_code == 401 and bad.json()["error"]["code"] == "invalid_api_key"
     assert httpx.get(f"{gateway.base_url}/v1/routing/{rid}").status_code == 401
+
+
+def test_equivalent_set_and_cheapest_winner(gateway: Gateway) -> None:
+    """At λ = 2.45 fake-mid and fake-cheap score within δ = 0.02 of each other (a = p̂ − λc̃:
+    0.75 − 2.45·0.067 ≈ 0.587 and 0.60 − 2.45·0.0067 ≈ 0.584), so the cheaper one wins."""
+    key, _ = gateway.tenant()
+    raw = gateway.client(key).chat.completions.with_raw_response.create(
+        model="auto", messages=MSG, extra_body={"tollgate": {"cost_weight": 2.45}})
+    e = _explain(gateway, raw.headers["x-tollgate-request-id"], key).json()
+    d = e["decision"]
+    assert e["cost_weight"] == 2.45
+    assert sorted(d["equivalent"]) == ["fake-cheap", "fake-mid"]
+    assert d["winner"] == "fake-cheap" and e["answered_by"] == "fake-cheap"
+    assert d["reason"].startswith("cheapest of 2 equivalent") and "fake-mid" in d["reason"]
+    by = {c["backend"]: c for c in d["candidates"]}
+    assert by["fake-mid"]["score"] > by["fake-cheap"]["score"]  # the winner is not the top score
+    assert by["fake-mid"]["equivalent"] and not by["fake-strong"]["equivalent"]
