@@ -38,6 +38,11 @@ import click
     show_default=True,
     help="Comma-separated subset of routers to evaluate.",
 )
+@click.option(
+    "--models",
+    default=None,
+    help="Comma-separated models to keep (default: all); the pool the routers choose from.",
+)
 @click.option("--bootstrap", type=int, default=1000, show_default=True, help="CI replicates.")
 @click.option(
     "--set",
@@ -68,6 +73,7 @@ def eval_command(
     plot_path: Path | None,
     seed: int,
     routers: str,
+    models: str | None,
     bootstrap: int,
     overrides: tuple[str, ...],
     descriptor: str,
@@ -87,18 +93,30 @@ def eval_command(
             train_overrides[key] = json.loads(raw)
         except json.JSONDecodeError:
             train_overrides[key] = raw  # a bare string such as a loss name
-    table = load_dataset(dataset, split=split, data_dir=data_dir, seed=seed)
+    try:
+        table = load_dataset(dataset, split=split, data_dir=data_dir, seed=seed)
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if models:
+        keep = [m.strip() for m in models.split(",") if m.strip()]
+        unknown = sorted(set(keep) - set(table.models))
+        if unknown:
+            raise click.BadParameter(f"unknown models {unknown}", param_hint="--models")
+        table = table.with_models(keep)
     names = [r.strip() for r in routers.split(",") if r.strip()]
-    result = run_evaluation(
-        table,
-        routers=names,
-        seed=seed,
-        n_boot=bootstrap,
-        train_overrides=train_overrides,
-        progress=not quiet,
-        log=(lambda _msg: None) if quiet else None,
-        descriptor=_descriptor(descriptor, scorer),
-    )
+    try:
+        result = run_evaluation(
+            table,
+            routers=names,
+            seed=seed,
+            n_boot=bootstrap,
+            train_overrides=train_overrides,
+            progress=not quiet,
+            log=(lambda _msg: None) if quiet else None,
+            descriptor=_descriptor(descriptor, scorer),
+        )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
     click.echo(result.table())
     if json_path is not None:
         json_path.parent.mkdir(parents=True, exist_ok=True)

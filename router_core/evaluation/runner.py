@@ -202,7 +202,12 @@ def run_evaluation(
     va = _complete(tp, np.flatnonzero(split == "val"))
     te = _complete(tp, np.flatnonzero(split == "test"))
     if len(te) == 0:
-        raise ValueError("no test rows with an outcome for every model of the pool")
+        raise ValueError(
+            f"{table.name}: no test prompt has an outcome for every model of the pool "
+            f"{list(pool)}; scoring a router's counterfactual choices needs them (sparse logs "
+            "with one model per prompt can train a router but not evaluate it offline; "
+            "restrict the pool with --models to models observed together)"
+        )
     Q_te, C_te = tp.quality[te], tp.cost[te]
     ref = Reference.from_matrices(Q_te, C_te)
     c_norm = mean_cost_norm(tp.cost[tr])

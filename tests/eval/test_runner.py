@@ -125,3 +125,31 @@ def test_eval_command_prints_table_and_writes_json_and_plot(tmp_path, rb_slice):
     assert img[..., :3].std() > 0.05  # something was drawn
     bad = CliRunner().invoke(main, ["eval", "--dataset", str(data), "--set", "nope=1"])
     assert bad.exit_code != 0
+
+
+def test_eval_command_explains_sparse_logs_and_restricts_models(tmp_path, rb_slice):
+    """Logs with one model per prompt cannot be scored offline: a clear error, exit 1."""
+    import pandas as pd
+
+    from gateway.cli import main
+
+    table, _ = rb_slice
+    rows = [
+        {
+            "prompt_id": table.prompt_ids[i],
+            "prompt": table.prompts[i],
+            "model": table.models[i % 3],
+            "quality": table.quality[i, i % 3],
+            "cost": table.cost[i, i % 3],
+        }
+        for i in range(len(table))
+    ]
+    data = tmp_path / "observed.csv"
+    pd.DataFrame(rows).to_csv(data, index=False)
+    res = CliRunner().invoke(main, ["eval", "--dataset", str(data), "--quiet"])
+    assert res.exit_code == 1
+    assert "no test prompt has an outcome for every model" in res.output
+    res = CliRunner().invoke(main, ["eval", "--dataset", "routerbench", "--models", "nope"])
+    assert res.exit_code == 2 and "unknown models" in res.output
+    res = CliRunner().invoke(main, ["eval", "--dataset", "no-such-thing"])
+    assert res.exit_code == 1 and "unknown dataset" in res.output
