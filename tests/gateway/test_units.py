@@ -1,0 +1,103 @@
+"""The pure parts of the HTTP side: embedded text, config validation, prices, error mapping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, load_settings, settings_from_dict
+from gateway.pricing import Price, resolve_prices
+from gateway.routing import embed_text
+from gateway.upstream import classify
+from router_core.litellm_env import litellm
+
+
+def test_embedded_text_is_system_and_user_turns_most_recent_first() -> None:
+    messages = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "first question"},
+        {"role": "assistant", "content": "an answer that is not embedded"},
+        {"role": "tool", "tool_call_id": "x", "content": "tool output, not embedded"},
+        {"role": "user", "content": [{"type": "text", "text": "second"},
+                                     {"type": "image_url", "image_url": {"url": "u"}}]},
+    ]
+    assert embed_text(messages, 4000) == "second\n\nfirst question\n\nYou are terse."
+    assert embed_text(messages, 11) == "second\n\nfir"  # the oldest turns fall off first
+
+
+def _entry(name: str, **info: object) -> dict:
+    return {"model_name": name, "litellm_params": {"model": f"openai/{name}"},
+            "model_info": info}
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"model_list": [_entry("a"), _entry("a")]}, "duplicate model_name"),
+        ({"model_list": [_entry("a")], "routes": {"r": {"models": ["b"]}}}, "unknown backends"),
+        ({"model_list": [_entry("auto")]}, "share names"),
+        ({"model_list": [_entry("a", input_cost_per_token=1, input_cost_per_million=1)]},
+         "not both"),
+        ({"model_list": [{"model_name": "a", "litellm_params": {}}]}, "litellm_params.model"),
+        ({"routes": {"auto": {"cost_weight": -1}}}, "cost_weight"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_config_errors_name_the_problem(raw: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        settings_from_dict(raw)
+
+
+def test_repository_config_loads_and_environment_overrides(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TOLLGATE_DATABASE_URL", "postgresql://u@h/db")
+    monkeypatch.setenv("TOLLGATE_ADMIN_KEY", "adm")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    s = load_settings()
+    assert s.database_url == "postgresql://u@h/db" and s.admin_key == "adm"
+    assert s.backend("gpt-4-1106-preview").call_params()["api_key"] == "sk-from-env"
+    assert {"auto", "quality", "budget"} <= set(s.routes)
+    prices = resolve_prices(s)
+    assert prices["gpt-4-1106-preview"] == Price(10e-6, 30e-6)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "missing.yaml")
+
+
+def test_unpriced_unknown_backend_is_a_config_error() -> None:
+    s = settings_from_dict({"model_list": [_entry("no-such-model-anywhere")]})
+    with pytest.raises(ConfigError, match="no price"):
+        resolve_prices(s)
+
+
+def test_litellm_price_is_used_when_config_has_none() -> None:
+    s = settings_from_dict({"model_list": [
+        {"model_name": "g", "litellm_params": {"model": "gpt-4-1106-preview"}}]})
+    assert resolve_prices(s)["g"] == Price(10e-6, 30e-6)
+
+
+def test_affordable_output_tokens() -> None:
+    p = Price(1e-6, 2e-6)
+    # (B − n_prompt·p_in) / p_out
+    assert p.affordable_output_tokens(0.001, 100) == int((0.001 - 100e-6) / 2e-6)
+    assert p.affordable_output_tokens(0.00005, 100) == 0
+    assert p.cost(100, p.affordable_output_tokens(0.001, 100)) <= 0.001
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "retryable"),
+    [
+        (TimeoutError(), 504, True),
+        (litellm.RateLimitError("slow down", "openai", "m"), 429, True),
+        (litellm.BadRequestError("bad", "m", "openai"), 400, False),
+        (litellm.ContextWindowExceededError("too long", "m", "openai"), 400, True),
+        (litellm.AuthenticationError("no", "openai", "m"), 502, True),
+        (litellm.APIConnectionError("down", "openai", "m"), 502, True),
+        (ValueError("Expecting value: line 1"), 502, True),
+    ],
+)
+def test_upstream_failure_classification(exc: BaseException, status: int, retryable: bool
+                                         ) -> None:
+    f = classify(exc)
+    assert (f.status, f.retryable) == (status, retryable)
