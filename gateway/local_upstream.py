@@ -37,6 +37,7 @@ MODES = (
     "ok",
     "error_500",  # HTTP 500 with an OpenAI error body
     "error_429",  # HTTP 429 rate limited
+    "error_400",  # HTTP 400: the upstream refuses the request itself (not worth a fallback)
     "hang",  # accept, then send nothing until ``hang_s`` passes (past any sane timeout)
     "reset",  # close the TCP connection with RST before any response byte
     "stall_mid_stream",  # streams: half the content, then nothing; non-streams: like "hang"
@@ -275,6 +276,8 @@ def _make_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:
                 self._error(500, "the fake upstream failed", "server_error")
             elif mode == "error_429":
                 self._error(429, "rate limited by the fake upstream", "rate_limit_error")
+            elif mode == "error_400":
+                self._error(400, "the fake upstream refuses this request", "invalid_request_error")
             elif mode == "hang" or (mode == "stall_mid_stream" and not stream):
                 self._wait(b.hang_s)
                 self.close_connection = True

@@ -46,10 +46,22 @@ def test_all_candidates_failing_is_a_502_with_every_attempt(
     assert all(a["status"] == 500 for a in row["attempts"])
 
 
-def test_client_errors_are_not_retried(
+def test_upstream_400_is_not_retried(
     gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream
 ) -> None:
     # a 400 from the upstream is about the request: the next backend would refuse it too
+    upstream.set_mode("fake-mid", "error_400")
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.chat.completions.create(model="auto", messages=MSG)
+    assert "refuses this request" in exc.value.response.json()["error"]["message"]
+    row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [("fake-mid", 400)]
+    assert [r["model"] for r in upstream.requests] == ["fake-mid"]
+
+
+def test_gateway_400_never_reaches_an_upstream(
+    client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="auto", messages=MSG,
                                        extra_body={"tollgate": {"allowed_models": ["bogus"]}})
