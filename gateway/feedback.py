@@ -25,7 +25,7 @@ from gateway.proxy import authenticate
 router = APIRouter()
 # The served-request row is written after the response is sent; a client that posts
 # feedback at once may arrive first, so an unknown id is re-read for this long.
-SERVED_WAIT_S = 15.0
+SERVED_WAIT_S = 30.0
 
 
 def parse_feedback(body: Any) -> tuple[str, float, str | None]:
@@ -54,14 +54,17 @@ def parse_feedback(body: Any) -> tuple[str, float, str | None]:
 
 
 async def _served(ctx: GatewayContext, request_id: str) -> dict | None:
-    """The served request: this replica's memory first, else the database (any replica)."""
-    if ctx.learning is not None and (row := ctx.learning.recent(request_id)) is not None:
-        return row
-    engine = ctx.store.engine
+    """The served request: this replica's memory, else the database (any replica).
+
+    Both are re-read until ``SERVED_WAIT_S``: the request is remembered after its response
+    was sent (once its cost is settled), so an eager client can arrive first.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SERVED_WAIT_S
     while True:
-        row = await anyio.to_thread.run_sync(ldb.get_served, engine, request_id)
+        if ctx.learning is not None and (row := ctx.learning.recent(request_id)) is not None:
+            return row
+        row = await anyio.to_thread.run_sync(ldb.get_served, ctx.store.engine, request_id)
         if row is not None or loop.time() > deadline:
             return row
         await asyncio.sleep(0.05)

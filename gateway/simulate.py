@@ -379,9 +379,11 @@ def run_simulation(
             engine = ctx.store.engine
             spent_before = 0.0
             lam_rng = random.Random(seed)
+            failures: list[str] = []  # feedback posts the gateway refused, per round
             for rnd, chunk in enumerate(chunks, start=1):
                 t0 = time.perf_counter()
                 lams = [lam_rng.choice(LAMBDAS) for _ in chunk]
+                failures.clear()
 
                 def one(args: tuple[int, float]) -> None:
                     i, lam = args
@@ -400,8 +402,8 @@ def run_simulation(
                             headers={"authorization": f"Bearer {key}"},
                             json={"request_id": rid, "correct": truth[(prompt, served)] >= 0.5},
                         )
-                        if fb.status_code != 200:
-                            raise RuntimeError(f"feedback refused: {fb.status_code} {fb.text}")
+                        if fb.status_code != 200:  # counted and reported, not fatal
+                            failures.append(f"{fb.status_code} {fb.text[:200]}")
 
                 with ThreadPoolExecutor(workers) as pool:
                     list(pool.map(one, zip(chunk.tolist(), lams)))
@@ -425,6 +427,8 @@ def run_simulation(
                     "exploration_usd": spent - spent_before,
                 }
                 spent_before = spent
+                if failures:
+                    log(f"round {rnd}: {len(failures)} feedback posts refused, e.g. {failures[0]}")
                 out_rounds.append(row)
                 qnc = "never" if live.qnc is None else f"{live.qnc:.3f}"
                 log(
