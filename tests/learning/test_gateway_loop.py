@@ -162,18 +162,18 @@ def test_hot_swap_under_concurrent_load_has_zero_errors(
                 errors.append(e)
             n += 1
 
-    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(6)]
+    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
     try:
-        for version in ["test-router-2", VERSION, "test-router-2", VERSION, "test-router-2"]:
+        for version in ["test-router-2", VERSION, "test-router-2"]:
             ldb.activate(engine, version)  # what `tollgate router rollback` does
             deadline = time.monotonic() + 60
             while gw.app.state.ctx.router.current.version != version:
                 assert time.monotonic() < deadline, "the replica did not swap"
                 time.sleep(0.02)
             seen = len(results)
-            while len(results) < seen + 6:  # let traffic run on this version
+            while len(results) < seen + 4:  # let traffic run on this version
                 time.sleep(0.02)
     finally:
         stop.set()
@@ -185,7 +185,7 @@ def test_hot_swap_under_concurrent_load_has_zero_errors(
     assert versions == {VERSION, "test-router-2"}
     # every answer came from the model the router version it reports would choose
     assert all(expected[v] == m for v, m in results)
-    assert gw.app.state.ctx.learning.swapper.swaps >= 5
+    assert gw.app.state.ctx.learning.swapper.swaps >= 3
 
 
 def ldb_engine(gw: Gateway) -> sa.Engine:
