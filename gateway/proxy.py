@@ -148,6 +148,7 @@ class Exchange:
         self.first_attempt_at: float | None = None
         self.circuit_open: GatewayError | None = None
         self.text: str = ""
+        self.finished = False
         self.phi: Any = None  # Φ(x) of a routed request
 
     # planning ---------------------------------------------------------------------------
@@ -367,7 +368,10 @@ class Exchange:
         return price.cost(self.prompt_tokens, self.completion_tokens or 0)
 
     async def finish(self, status: int, error: str | None) -> None:
-        """Settle the held money with the actual cost, count, and queue the log row."""
+        """Settle the held money with the actual cost, count, and queue the log row (once)."""
+        if self.finished:
+            return
+        self.finished = True
         self.cost_usd = self._actual_cost()
         try:
             await self.hold.settle(self.cost_usd)
@@ -485,7 +489,8 @@ class Exchange:
             self._record(b, 200, None, started)
             self.answered = b
             self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
-            return StreamingResponse(
+            return _SettlingStream(
+                self,
                 self._relay(b, opened),
                 media_type="text/event-stream",
                 headers={**self.headers(), "cache-control": "no-cache"},
@@ -542,6 +547,23 @@ class Exchange:
 def _first_content(body: dict) -> str:
     choices = body.get("choices") or [{}]
     return str((choices[0].get("message") or {}).get("content") or "")
+
+
+class _SettlingStream(StreamingResponse):
+    """A StreamingResponse that finishes its exchange even when the client leaves before the
+    body generator ever started (then the generator's own ``finally`` never runs)."""
+
+    def __init__(self, exchange: Exchange, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._exchange = exchange
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not self._exchange.finished:
+                with anyio.CancelScope(shield=True):
+                    await self._exchange.finish(499, "client disconnected before the stream")
 
 
 async def chat_completions(request: Request) -> Response:

@@ -116,3 +116,24 @@ def test_broken_stream_ends_with_an_error_event(
     assert row["status"] in (502, 504) and "stream broken" in row["error"]
     assert row["completion_tokens"] > 0  # settled from what was streamed
     assert row["cost_usd"] > 0
+
+
+def test_client_leaving_mid_stream_settles_what_was_streamed(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    key, tid = gateway.tenant(budget_usd=1.0)
+    upstream.set_mode("fake-cheap", "stall_mid_stream")  # half the answer, then silence
+    body = {"model": "cheap", "messages": HELLO, "stream": True}
+    with httpx.stream("POST", gateway.base_url + "/v1/chat/completions", json=body,
+                      headers={"authorization": f"Bearer {key}"}, timeout=60) as r:
+        rid = r.headers["x-tollgate-request-id"]
+        for line in r.iter_lines():
+            if '"content": "Cheap"' in line or '"content":"Cheap"' in line:
+                break  # got a piece of the answer: hang up while the upstream stalls
+    row = gateway.log_row(rid)
+    assert row["status"] == 499 and row["error"] == "client disconnected"
+    assert row["completion_tokens"] >= 1  # counted from the streamed text
+    info = gateway.settled(tid)
+    assert info["reserved_usd"] == 0
+    assert info["spent_usd"] == pytest.approx(row["cost_usd"], abs=3e-9)
+    assert row["cost_usd"] > 0
