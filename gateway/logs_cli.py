@@ -199,6 +199,8 @@ def _names(engine: Any) -> dict[str, str]:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new rows as they arrive.")
 @click.option("--interval", type=float, default=1.0, show_default=True,
               help="Seconds between polls with --follow.")
+@click.option("--explain", "explain_id", default=None, metavar="REQUEST_ID",
+              help="Print one request's routing explanation (JSON) instead of rows.")
 @click.option("--database-url", default=None,
               help="Database URL (default: TOLLGATE_DATABASE_URL or sqlite:///./tollgate.db).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
@@ -206,7 +208,8 @@ def _names(engine: Any) -> dict[str, str]:
 def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
                  status: str | None, since: str | None, until: str | None,
                  feedback: str | None, limit: int, fmt: str, output: TextIO, follow: bool,
-                 interval: float, database_url: str | None, config_path: str | None) -> None:
+                 interval: float, explain_id: str | None, database_url: str | None,
+                 config_path: str | None) -> None:
     """Show routed requests: decisions, costs, latency, fallbacks and feedback."""
     import sqlalchemy as sa
 
@@ -220,6 +223,15 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
             raise click.ClickException(
                 f"no request log in {engine.url.render_as_string(hide_password=True)}: "
                 "start the gateway on it (or run `tollgate db upgrade`) first")
+        if explain_id is not None:
+            from gateway.dashboard.queries import fetch_log
+            from gateway.explain import explain_row
+
+            row = fetch_log(engine, explain_id)
+            if row is None:
+                raise click.ClickException(f"no request {explain_id!r} in the log")
+            output.write(json.dumps(explain_row(row), indent=2, default=_json_default) + "\n")
+            return
         try:
             f = LogFilter(
                 tenant_ids=resolve_tenants(engine, tenants) if tenants else None,

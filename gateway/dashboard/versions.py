@@ -80,6 +80,9 @@ def list_versions(engine: Engine, live_version: str, live_metrics: dict[str, Any
     extra = [v for v in served if v not in seen]
     if live_version not in seen and live_version not in extra:
         extra.insert(0, live_version)
+    for item in out:
+        if item["live"] and live_metrics:
+            item["training"] = live_metrics
     for v in extra:
         out.append({
             "version": v, "status": "live" if v == live_version else "seen in log",

@@ -142,6 +142,11 @@ def test_table_csv_and_jsonl(gw: Gateway, run: dict) -> None:
         "fake-strong", "fake-mid", "fake-cheap"}
     assert full[0]["prompt_text"] == Q1 and full[0]["tenant"] == run["a"]
 
+    exp = json.loads(logs(gw, "--explain", run["ids"]["fallback"]))
+    assert exp["decision"]["winner"] == "fake-mid" and exp["answered_by"] == "fake-cheap"
+    assert [a["status"] for a in exp["attempts"]] == [500, 200]
+    assert exp["feedback"]["mean_score"] == pytest.approx(0.8)
+
 
 def test_routing_table_export_loads(gw: Gateway, run: dict, tmp_path) -> None:
     path = tmp_path / "observed.csv"

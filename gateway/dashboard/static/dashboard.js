@@ -204,6 +204,11 @@ async function renderVersions() {
                               v.requests, num(v.audc, 4), num(v.qnc, 3), num(v.peak, 4),
                               num(v.parent_audc, 4), v.n_observations ?? "–",
                               (v.created_at || v.first_seen || "").slice(0, 19)]));
+  const live = body.data.find((v) => v.live && v.training);
+  const train = document.getElementById("live-training");
+  train.textContent = live ? `Live router ${live.version}, training: ` + Object.entries(
+    live.training).map(([k, v]) => `${k} ${typeof v === "number" ? +v.toFixed(4) : v}`)
+    .join(", ") : "";
   const box = document.getElementById("deferral");
   const withCurve = body.data.filter((v) => v.has_curve);
   box.replaceChildren(...withCurve.slice(0, 2).map((v) => el("figure", {},
