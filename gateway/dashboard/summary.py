@@ -104,16 +104,20 @@ def summarise(
     answered = df[df["status"] == 200]
 
     # spend against budget --------------------------------------------------------------
+    # rows at or after the end of bucket b are exactly the rows of buckets > b
+    per_bucket = df.groupby(["tenant_id", "bucket"])["cost_usd"].sum()
     spend = []
     for t in tenants:
-        mine = df[df["tenant_id"] == t.id]
-        series: list[float | None] = []
-        for end in ends:
-            if pd.Timestamp(t.period_start) > end:
-                series.append(None)
-                continue
-            later = mine.loc[mine["created_at"] >= end, "cost_usd"].sum()
-            series.append(max(0.0, float(t.spent_usd) - float(later)))
+        costs = np.zeros(n_buckets)
+        if t.id in per_bucket.index.get_level_values(0):
+            mine = per_bucket.loc[t.id]
+            costs[mine.index.to_numpy(dtype=int)] = mine.to_numpy(dtype=float)
+        later = np.concatenate([np.cumsum(costs[::-1])[::-1][1:], [0.0]])
+        series: list[float | None] = [
+            None if pd.Timestamp(t.period_start) > end
+            else max(0.0, float(t.spent_usd) - float(later[b]))
+            for b, end in enumerate(ends)
+        ]
         spend.append({"tenant_id": t.id, "tenant": t.name, "budget_usd": t.budget_usd,
                       "period": t.period, "spent_usd": t.spent_usd, "spend": series})
 
