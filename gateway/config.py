@@ -147,6 +147,9 @@ class Settings(BaseModel):
     # torch intra-op threads for the encoder: one query at a time gains nothing from more,
     # and spinning OpenMP threads on a busy machine made one encode 20x slower here.
     encoder_threads: int = Field(default=1, ge=1)
+    # Upstream attempts per request (the router's choice plus fallbacks in rank order);
+    # candidates skipped for budget or an open circuit do not count.
+    max_attempts: int = Field(default=3, ge=1)
     retraining: Retraining = Field(default_factory=Retraining)
     reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)  # issue 4
 

@@ -311,8 +311,12 @@ class Exchange:
         self.ctx.metrics.attempts.labels(b.model_name, outcome).inc()
 
     async def _attempts(self) -> AsyncIterator[tuple[Backend, dict[str, Any]]]:
-        """Candidates in rank order with their upstream params, skipping unaffordable ones."""
+        """Candidates in rank order with their upstream params, skipping unaffordable ones;
+        at most ``max_attempts`` of them are forwarded to."""
+        forwarded = 0
         for name in self.candidates:
+            if forwarded >= self.ctx.settings.max_attempts:
+                break
             b = self.ctx.settings.backend(name)
             started = time.perf_counter()
             if not self.ctx.reliability.circuits.allow(name):  # issue 4: backend cooling down
@@ -329,6 +333,7 @@ class Exchange:
                 self.ctx.metrics.overhead.labels(self.route or "passthrough").observe(
                     self.first_attempt_at - self.t0
                 )
+            forwarded += 1
             yield b, self._params(cap)
 
     def _final_error(self, last: UpstreamFailure | None) -> GatewayError:

@@ -46,6 +46,23 @@ def test_all_candidates_failing_is_a_502_with_every_attempt(
     assert all(a["status"] == 500 for a in row["attempts"])
 
 
+def test_attempts_stop_at_max_attempts(
+    gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    for name in PRICES:
+        upstream.set_mode(name, "error_500")
+    limits = gateway.settings.max_attempts
+    gateway.settings.max_attempts = 2  # the app reads its settings object per request
+    try:
+        with pytest.raises(openai.APIStatusError) as exc:
+            client.chat.completions.create(model="auto", messages=MSG)
+    finally:
+        gateway.settings.max_attempts = limits
+    row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
+    assert [a["model"] for a in row["attempts"]] == ["fake-mid", "fake-cheap"]
+    assert len(upstream.requests) == 2
+
+
 def test_upstream_400_is_not_retried(
     gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream
 ) -> None:
