@@ -24,6 +24,8 @@ NAMES = {
     "tollgate_upstream_attempts": "counter",
     "tollgate_cost_usd": "counter",
     "tollgate_tokens": "counter",
+    # reliability's (gateway/circuit.py): 0 closed, 1 half-open, 2 open, per backend
+    "tollgate_circuit_state": "gauge",
     # the review side's (gateway/observability.py)
     "tollgate_upstream_latency_seconds": "histogram",
     "tollgate_time_to_first_token_seconds": "histogram",
@@ -100,6 +102,7 @@ def test_metric_names_and_values(gw: Gateway, upstream) -> None:
     assert value(fams, "tollgate_router_info", version="test-router-1") == 1
     assert value(fams, "tollgate_routed_requests_total", router_version="test-router-1") == 3
     assert value(fams, "tollgate_log_queue_depth") >= 0
+    assert value(fams, "tollgate_circuit_state", model="fake-mid") in (0, 1, 2)
     # each bucket count of a histogram is cumulative: +Inf holds every observation
     assert value(fams, "tollgate_request_latency_seconds_bucket", route="auto",
                  le="+Inf") >= 2
