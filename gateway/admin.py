@@ -19,15 +19,17 @@ route class below turns validation and store errors into `{"error": {...}}` bodi
 from __future__ import annotations
 
 import hmac
+import math
 import os
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from sqlalchemy.exc import DataError
 
 from gateway.store.errors import Conflict, NotFound, StoreUnavailable
 from gateway.store.records import NewKey
@@ -36,6 +38,27 @@ from gateway.store.store import Store
 Period = Literal["daily", "weekly", "monthly", "total"]
 # Budgets are stored in integer nano-dollars (BIGINT): 1e9 USD keeps every sum far inside it.
 MAX_BUDGET_USD = 1e9
+
+
+def _storable(value: Any) -> Any:
+    """Refuse (400) what PostgreSQL cannot store in text/jsonb: NUL characters, NaN and
+    infinities (found by the schemathesis fuzz as 500s)."""
+    if isinstance(value, str) and "\x00" in value:
+        raise ValueError("text must not contain NUL (\\u0000) characters")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _storable(k)
+            _storable(v)
+    elif isinstance(value, list):
+        for v in value:
+            _storable(v)
+    return value
+
+
+Text = Annotated[str, AfterValidator(_storable)]
+Policy = Annotated[dict[str, Any], AfterValidator(_storable)]
 
 
 class AdminError(Exception):
@@ -69,6 +92,9 @@ def _as_admin_error(exc: Exception) -> AdminError | None:
         return AdminError(503, str(exc), "server_error", code="database_unavailable")
     if isinstance(exc, ValueError):
         return AdminError(400, str(exc))
+    if isinstance(exc, DataError):  # a value the database cannot take (e.g. NUL in a path)
+        return AdminError(400, "a value in the request cannot be stored: "
+                          f"{type(getattr(exc, 'orig', exc)).__name__}", code="invalid_value")
     return None
 
 
@@ -119,10 +145,10 @@ async def require_admin(request: Request) -> None:
 
 class TenantCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=200)
+    name: Text = Field(min_length=1, max_length=200)
     budget_usd: float | None = Field(default=None, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
     period: Period = "total"
-    policy: dict[str, Any] | None = None
+    policy: Policy | None = None
 
 
 class TenantUpdate(BaseModel):
@@ -132,7 +158,7 @@ class TenantUpdate(BaseModel):
     budget_usd: float | None = Field(default=None, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
     period: Period | None = None
     reset: bool = False
-    policy: dict[str, Any] | None = None
+    policy: Policy | None = None
 
 
 class BudgetSet(BaseModel):
@@ -144,7 +170,7 @@ class BudgetSet(BaseModel):
 
 class KeyCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str | None = Field(default=None, max_length=200)
+    name: Text | None = Field(default=None, max_length=200)
 
 
 def _new_key(new: NewKey) -> dict[str, Any]:
