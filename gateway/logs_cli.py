@@ -98,6 +98,10 @@ def table_line(row: dict[str, Any], names: dict[str, str]) -> str:
     cost = "" if f["cost_usd"] is None else f"{f['cost_usd']:.8f}"
     ms = "" if f["latency_ms"] is None else f"{f['latency_ms']:.0f}"
     reason = f["error"] if f["status"] and f["status"] >= 400 else f["reason"]
+    attempts = row.get("attempts") or []
+    if len(attempts) > 1:  # the fallback path first: it is what the reader looks for
+        path = " > ".join(f"{a.get('model')}:{a.get('status')}" for a in attempts)
+        reason = f"[{path}] {reason or ''}"
     cells = (_ts(row.get("created_at")), f["id"], str(f["tenant"] or ""), f["route"],
              str(f["chosen_model"] or ""), str(f["status"] or ""), cost, ms,
              str(f["attempts"]), fb, str(reason or ""))

@@ -124,6 +124,7 @@ def test_table_csv_and_jsonl(gw: Gateway, run: dict) -> None:
     assert len(table) == 1 + len(ids) - 1
     row = next(line for line in table if ids["fallback"] in line)
     assert run["a"] in row and " auto " in row and " 200 " in row
+    assert "[fake-mid:500 > fake-cheap:200]" in row
     assert "1×0.90" in next(line for line in table if ids["auto1"] in line)
 
     rows = list(csv.DictReader(io.StringIO(logs(gw, "--tenant", run["a"], "--format", "csv",
