@@ -259,6 +259,9 @@ def test_tenant_sees_only_its_own_data(browser, gw: Gateway, traffic) -> None:
         probe = traffic["sent"]["a"][0]
         assert [e for e in console.errors if "404" not in e] == []
         assert any(probe in e for e in console.errors) and len(console.errors) == 2
+        page.click("#logout")  # the cookie is gone: back to the form, the API refuses
+        page.wait_for_selector("#key")
+        assert page.evaluate("async () => (await fetch('/dashboard/api/summary')).status") == 401
     finally:
         ctx.close()
 
