@@ -431,8 +431,14 @@ def run_simulation(
                     log(f"round {rnd}: {len(failures)} feedback posts refused, e.g. {failures[0]}")
                 out_rounds.append(row)
                 qnc = "never" if live.qnc is None else f"{live.qnc:.3f}"
+                guard = ""
+                if report.get("candidate") and report.get("current"):
+                    guard = (
+                        f" (held-out AUDC candidate {report['candidate']['audc']:.4f} vs live "
+                        f"{report['current']['audc']:.4f} on {report['n_holdout']} prompts)"
+                    )
                 log(
-                    f"round {rnd}: {len(chunk)} prompts, retrain {report['status']}, "
+                    f"round {rnd}: {len(chunk)} prompts, retrain {report['status']}{guard}, "
                     f"live AUDC {live.audc:.4f}, QNC {qnc}, exploration "
                     f"${row['exploration_usd']:.4f}, {time.perf_counter() - t0:.0f}s"
                 )
