@@ -83,7 +83,7 @@ class TrainConfig:
     # decision rule stored in the artifact. k = 0 scores every expert: top-k by raw
     # similarity (CSCR's k = 4) drops experts whose calibrated p̂ would win
     k: int = 0
-    delta: float = 0.01
+    delta: float = 0.02
     # data
     val_fraction: float = 0.1  # carved from train when the table has no val rows
     threads: int = 1  # torch CPU threads (fixed, for determinism)
