@@ -2,6 +2,7 @@
 # Evaluate every router on the five benchmark runs and print the combined table.
 #
 #   scripts/eval_all.sh [OUT_DIR]      (default: ${TMPDIR:-/tmp}/tollgate-eval)
+#   PARALLEL=1 scripts/eval_all.sh     (the five runs at once; same results, seeded)
 #
 # Runs `tollgate eval` on routerbench, mmlu-pro and llmrouter (standard split) and on
 # mmlu-pro ood and unseen-models; each writes OUT_DIR/<dataset>-<split>.{json,png}.
@@ -23,14 +24,18 @@ RUNS=(
   "mmlu-pro unseen-models"
 )
 files=()
+pids=()
+one() {  # dataset split
+  local name="$1-$2" start=$SECONDS
+  echo "== tollgate eval --dataset $1 --split $2" >&2
+  "$PY" -c 'from gateway.cli import main; main()' eval --dataset "$1" --split "$2" --quiet \
+    --json "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/$name.txt" 2>"$OUT/$name.log"
+  echo "   $name done in $((SECONDS - start)) s" >&2
+}
 for run in "${RUNS[@]}"; do
   set -- $run
-  name="$1-$2"
-  echo "== tollgate eval --dataset $1 --split $2" >&2
-  start=$SECONDS
-  "$PY" -c 'from gateway.cli import main; main()' eval --dataset "$1" --split "$2" --quiet \
-    --json "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/$name.txt"
-  echo "   done in $((SECONDS - start)) s" >&2
-  files+=("$OUT/$name.json")
+  files+=("$OUT/$1-$2.json")
+  if [ "${PARALLEL:-0}" = 1 ]; then one "$1" "$2" & pids+=($!); else one "$1" "$2"; fi
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 "$PY" -m router_core.evaluation.summary "${files[@]}"
