@@ -179,6 +179,19 @@ class Printer:
         self.out.flush()
 
 
+def database_url_for(database_url: str | None, config_path: str | None) -> str:
+    """--database-url, else the config file's, else TOLLGATE_DATABASE_URL or the default."""
+    if database_url:
+        return database_url
+    if config_path:
+        from gateway.config import load_settings
+
+        return load_settings(config_path).database_url
+    from gateway.store.engine import database_url_from_env
+
+    return database_url_from_env()
+
+
 def _names(engine: Any) -> dict[str, str]:
     from gateway.dashboard.queries import tenant_names
 
@@ -218,9 +231,8 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
     import sqlalchemy as sa
 
     from gateway.store.engine import make_engine
-    from gateway.store_cli import _resolve_url
 
-    url = _resolve_url(database_url, config_path)
+    url = database_url_for(database_url, config_path)
     engine = make_engine(url)
     try:
         if "request_logs" not in sa.inspect(engine).get_table_names():
