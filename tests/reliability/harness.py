@@ -149,7 +149,7 @@ class Replica:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def wait_ready(self, timeout_s: float = 180.0, need_db: bool = True) -> None:
+    def wait_ready(self, timeout_s: float = 600.0, need_db: bool = True) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
