@@ -16,6 +16,7 @@ SQLite in a temporary directory (or --database-url). Prints a table; the last li
 from __future__ import annotations
 
 import argparse
+import os
 import secrets
 import socket
 import statistics
@@ -90,9 +91,16 @@ def main() -> None:
             "passthrough": lambda: via.chat.completions.create(model=backend, messages=PROMPT),
             "routed": lambda: via.chat.completions.create(model="auto", messages=PROMPT),
         }
+        encoder = app.state.ctx.encoder
+        text = PROMPT[0]["content"]
+
+        def encode() -> None:
+            encoder.encode([text])
+
         times: dict[str, list[float]] = {k: [] for k in paths}
+        times["encoder alone"] = []
         for i in range(a.warmup + a.requests):
-            for name, call in paths.items():
+            for name, call in [*paths.items(), ("encoder alone", encode)]:
                 t = time.perf_counter()
                 call()
                 if i >= a.warmup:
@@ -108,6 +116,10 @@ def main() -> None:
         added = p50[k] - p50["direct"]
         print(f"{k:<12} {p50[k]:>8.2f} {_pct(times[k], 90):>8.2f} {added:>13.2f} "
               f"{p50[k] / p50['direct']:>6.2f}")
+    enc = times["encoder alone"]
+    print(f"(MiniLM encode of the prompt alone, same process: p50 {p50['encoder alone']:.2f} ms, "
+          f"p90 {_pct(enc, 90):.2f} ms; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs)")
     print(f"added_p50_ms_routed={p50['routed'] - p50['direct']:.2f} "
           f"added_p50_ms_passthrough={p50['passthrough'] - p50['direct']:.2f} "
           f"ratio_routed={p50['routed'] / p50['direct']:.2f}")
