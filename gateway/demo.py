@@ -183,9 +183,11 @@ def _report(results: list[dict[str, Any]], table: Any, strongest: str, echo: Ech
     quality_s = sum(r["q_strongest"] for r in results) / n
     mix = Counter(r["routed"] for r in results)
     echo("")
-    echo(f"router version      {results[0]['version'] if results else '-'}")
-    echo(f"auto (routed)       spend ${spend:.6f}   mean quality {quality:.3f}")
-    echo(f"always {strongest:<13}spend ${spend_s:.6f}   mean quality {quality_s:.3f}")
+    label = "always " + strongest
+    width = max(len(label), 14) + 2
+    echo(f"{'router version':<{width}}{results[0]['version'] if results else '-'}")
+    echo(f"{'auto (routed)':<{width}}spend ${spend:.6f}   mean quality {quality:.3f}")
+    echo(f"{label:<{width}}spend ${spend_s:.6f}   mean quality {quality_s:.3f}")
     saved = 1 - spend / spend_s if spend_s > 0 else 0.0
     echo(f"auto spends {spend / spend_s:.1%} of the strongest model's cost "
          f"(saves {saved:.1%}) at {quality - quality_s:+.3f} quality")
