@@ -101,13 +101,16 @@ def retrain_once(
         if hold.sum() < cfg.min_holdout or (~hold).sum() < cfg.min_holdout:
             return {"status": "skipped", "reason": f"too few prompts ({len(keys)}) to hold out"}
         fit = agg.rows(~hold)
+        # a model never observed on the training prompts has no descriptor to learn: leave it
+        # out of the candidate (exploration will observe it; it rejoins at a later retrain)
+        seen = [m for j, m in enumerate(agg.models) if fit.observed[:, j].any()]
         prompts = {k: (text[k] or k) for k in keys}
-        table = sv.to_table(fit, prompts, beta=cfg.beta, name="observations")
+        table = sv.to_table(fit, prompts, beta=cfg.beta, name="observations").with_models(seen)
         emb = phi[~hold]
         if cfg.base is not None and cfg.base_weight < 1.0:
             table, emb = _mixed(cfg, table, emb)
         tcfg = TrainConfig(**{"progress": False, **cfg.train})
-        result = train_router(table, tcfg, init=current, models=current.model_names, embeddings=emb)
+        result = train_router(table, tcfg, init=current, models=tuple(seen), embeddings=emb)
         seq = len(ldb.history(engine)) + 1
         candidate = dataclasses.replace(
             result.router, version=f"v{seq}-{time.strftime('%Y%m%dT%H%M%S')}-{holder[:6]}"

@@ -120,6 +120,20 @@ def evaluate_on_holdout(
     )
 
 
+def non_finite(router: Router) -> list[str]:
+    """The parts of ``router`` holding NaN or inf (a router that would fail every request)."""
+    bad = []
+    if not all(np.isfinite(w).all() and np.isfinite(b).all() for w, b in router.head.layers):
+        bad.append("head weights")
+    if not all(np.isfinite(e.descriptor).all() and np.isfinite(e.cost_usd) for e in router.experts):
+        bad.append("expert descriptors or costs")
+    cal = router.calibration
+    values = [*cal.a.values(), *cal.b.values(), cal.a0, cal.b0]
+    if not np.isfinite(np.asarray(values, dtype=float)).all():
+        bad.append("calibration")
+    return bad
+
+
 def decide_promotion(
     candidate: Router,
     current: Router | None,
@@ -129,6 +143,12 @@ def decide_promotion(
     lambdas: np.ndarray = DEFAULT_LAMBDAS,
 ) -> PromotionDecision:
     """Score both routers on the held-out slice; promote iff not worse by more than ``margin``."""
+    bad = non_finite(candidate)
+    if bad:
+        empty = HoldoutScore(audc=float("nan"), qnc=None, peak=float("nan"), n_prompts=0)
+        cur = None if current is None else evaluate_on_holdout(current, phi, holdout, lambdas)
+        reason = f"refused: the candidate has non-finite {', '.join(bad)}"
+        return PromotionDecision(False, reason, empty, cur, margin)
     cand = evaluate_on_holdout(candidate, phi, holdout, lambdas)
     if current is None:
         return PromotionDecision(True, "no current router", cand, None, margin)

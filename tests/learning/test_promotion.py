@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,14 @@ def test_a_worse_router_is_refused_and_a_good_one_promoted():
     assert accepted.promote
     assert accepted.to_dict()["candidate"]["audc"] == pytest.approx(s_good.audc)
     assert decide_promotion(swapped, None, phi, table).promote  # first version: nothing to beat
+
+
+def test_a_router_with_nan_parameters_is_refused_before_scoring():
+    phi, table = _holdout()
+    good = _router(np.eye(2), "good")
+    broken = dataclasses.replace(
+        good, version="nan", calibration=Calibration(a={"cheap": float("nan")}, b={}, a0=1, b0=0)
+    )
+    d = decide_promotion(broken, good, phi, table)
+    assert not d.promote and "calibration" in d.reason
+    assert not decide_promotion(broken, None, phi, table).promote
