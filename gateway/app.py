@@ -84,6 +84,7 @@ def create_app(
             await _maybe(ctx.log_writer, "start")
         _set_torch_threads(settings.encoder_threads)
         await anyio.to_thread.run_sync(ctx.encoder.encode, ["warm up the encoder"])
+        await _warm_litellm(settings)
         await _maybe(ctx.learning, "start")
         ctx.ready = True
         try:
@@ -119,6 +120,21 @@ def create_app(
     app.include_router(explain.build_router())  # GET /v1/routing/{request_id}
     app.include_router(dashboard_routes.build_router())  # /dashboard (issue 7)
     return app
+
+
+async def _warm_litellm(settings: Settings) -> None:
+    """One offline mock completion: litellm's first call pays ~0.6 s of lazy imports and
+    setup, which would otherwise land on the first client's request."""
+    from router_core.litellm_env import litellm
+
+    if not settings.model_list:
+        return
+    try:
+        await litellm.acompletion(model=settings.model_list[0].litellm_model,
+                                  messages=[{"role": "user", "content": "warm up"}],
+                                  mock_response="ok")
+    except Exception:  # a warm-up must never stop the gateway from starting
+        log.warning("litellm warm-up failed", exc_info=True)
 
 
 def _set_torch_threads(n: int) -> None:
