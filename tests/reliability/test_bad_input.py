@@ -131,7 +131,7 @@ def test_schemathesis_fuzz_finds_no_5xx(gw: Gateway) -> None:
     key, _ = gw.tenant(budget_usd=5.0)
     from tests.gateway.conftest import ADMIN_KEY
 
-    report = run_fuzz(gw.base_url, key, ADMIN_KEY, max_examples=8)
-    assert report["cases"] > 30
+    report = run_fuzz(gw.base_url, key, ADMIN_KEY, max_examples=5)
+    assert report["cases"] > 20
     assert report["server_errors"] == 0, report["failures"]
     assert any(s < 300 for s in report["statuses"]), report["statuses"]  # some got through
