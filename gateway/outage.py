@@ -11,6 +11,9 @@ Budget policy (``reliability.outage.budget`` in config.yaml):
   database: the reservation is held in process against that allowance. A tenant without a
   budget is not limited. The worst-case overspend of a hard budget is therefore
   ``allowance × replicas`` per outage, which is the price of staying up.
+Either way a request needs its key recognised: during an outage the store serves keys it
+saw recently from its cache (stale-if-error, ``auth_stale_s``); an unknown key gets 503,
+never 401.
 
 Reconciliation: every request served on an outage reservation is written to a journal
 (``gateway.spool.Spool`` named ``outage``, a local file) with its actual cost. When the
