@@ -34,7 +34,7 @@ import copy
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -218,8 +218,6 @@ def aggregate_prompts(table: RoutingTable) -> RoutingTable:
         return out
 
     base = table.rows(first[order])
-    from dataclasses import replace
-
     return replace(base, quality=mean(table.quality), cost=mean(table.cost), sample=None)
 
 
@@ -252,7 +250,7 @@ def train_router(
     Args:
         table: a RoutingTable; rows with split ``train`` fit, ``val`` rows stop early and
             calibrate (carved from train when absent); ``test`` rows are never read.
-        config: hyperparameters (``TrainConfig()`` = the papers' defaults).
+        config: hyperparameters (``TrainConfig()``: validated defaults, see its docstring).
         descriptor: the descriptor kind (default: probe-outcome footprints).
         init: warm start: its head weights (when shapes match) and probe set.
         models: the router's pool (default: ``table.deployable_models``: all models, or the
