@@ -67,6 +67,15 @@ def make_gateway(upstream: FakeUpstream, test_router: Router, encoder: Encoder, 
         yield make
 
 
+@pytest.fixture(autouse=True)
+def _restore_backend_timing(upstream: FakeUpstream) -> Iterator[None]:  # noqa: F811
+    """Tests here change hang_s / delay_s of the shared fake backends: put them back."""
+    saved = {n: (b.hang_s, b.delay_s) for n, b in upstream.backends.items()}
+    yield
+    for n, (hang, delay) in saved.items():
+        upstream.backends[n].hang_s, upstream.backends[n].delay_s = hang, delay
+
+
 @pytest.fixture
 def pg_url() -> Iterator[str]:
     with pg_database() as url:

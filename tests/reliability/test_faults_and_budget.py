@@ -140,3 +140,19 @@ def test_client_gone_while_waiting_still_settles_and_logs(gw: Gateway,
                    json={"model": "fake-mid", "messages": MSG})
     info = _settled(gw, tid)
     assert info["reserved_usd"] == 0 and info["spent_usd"] == 0
+
+
+def test_timeouts_are_per_backend(sqlite_gw: Gateway, upstream: FakeUpstream) -> None:
+    """fake-mid times out after 1 s, fake-strong after 20 s; both hang for 3 s and then
+    close the connection. Only the backend whose own timeout is shorter than the hang
+    reports a timeout (504); the other sees the connection closed (502)."""
+    key, _ = sqlite_gw.tenant()
+    statuses = {}
+    for name in ("fake-mid", "fake-strong"):
+        upstream.backends[name].hang_s = 3.0
+        upstream.set_mode(name, "hang", times=1)
+        with pytest.raises(openai.APIStatusError) as exc:
+            sqlite_gw.client(key).chat.completions.create(model=name, messages=MSG)
+        statuses[name] = (exc.value.status_code, exc.value.response.json()["error"]["code"])
+    assert statuses["fake-mid"] == (504, "upstream_timeout")
+    assert statuses["fake-strong"][0] == 502
