@@ -110,7 +110,11 @@ def retrain_once(
         if cfg.base is not None and cfg.base_weight < 1.0:
             table, emb = _mixed(cfg, table, emb)
         tcfg = TrainConfig(**{"progress": False, **cfg.train})
-        result = train_router(table, tcfg, init=current, models=tuple(seen), embeddings=emb)
+        try:
+            result = train_router(table, tcfg, init=current, models=tuple(seen), embeddings=emb)
+        except (ValueError, FloatingPointError) as e:  # e.g. too sparse to describe a model
+            log.warning("retraining failed, the live router stays: %s", e)
+            return {"status": "failed", "reason": f"{type(e).__name__}: {e}"}
         seq = len(ldb.history(engine)) + 1
         candidate = dataclasses.replace(
             result.router, version=f"v{seq}-{time.strftime('%Y%m%dT%H%M%S')}-{holder[:6]}"
