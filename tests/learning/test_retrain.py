@@ -40,8 +40,11 @@ def data():
 def test_a_candidate_trained_on_shuffled_labels_is_refused(data) -> None:
     train, hold, phi_tr, phi_hold = data
     good = train_router(train, CFG, embeddings=phi_tr).router
-    perm = np.random.default_rng(1).permutation(len(train))
-    shuffled_table = dataclasses.replace(train, quality=train.quality[perm], cost=train.cost[perm])
+    # shuffled labels: each prompt's outcomes handed to the models in a random order (the
+    # costs stay), so the labels no longer say which model is good at what, or overall
+    rng = np.random.default_rng(1)
+    q = np.stack([row[rng.permutation(len(row))] for row in train.quality])
+    shuffled_table = dataclasses.replace(train, quality=q)
     shuffled = train_router(shuffled_table, CFG, embeddings=phi_tr).router
     refused = decide_promotion(shuffled, good, phi_hold, hold, margin=0.005)
     assert not refused.promote, refused.reason
