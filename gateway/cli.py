@@ -12,7 +12,7 @@ def main() -> None:
 
 
 def _register() -> None:
-    # Imported here so `tollgate --help` stays fast and each area owns its own module.
+    # Each area owns its commands in its own module; they are attached to the group here.
     from gateway.store_cli import register as register_store
 
     register_store(main)

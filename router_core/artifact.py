@@ -13,8 +13,9 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +38,7 @@ def save_router(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    tmp.chmod(0o755)  # mkdtemp makes it owner-only; a server running as another user reads it
     arrays: dict[str, np.ndarray] = {}
     for i, (w, b) in enumerate(router.head.layers):
         arrays[f"head.{i}.weight"] = np.asarray(w, dtype=np.float32)

@@ -9,8 +9,8 @@ The rest of the candidates, by score, are the fallback order.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -11,8 +11,8 @@ import hashlib
 import os
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
