@@ -56,10 +56,21 @@ def decide(
     delta: float,
     cost_usd: Sequence[float | None] | None = None,
 ) -> Decision:
-    """Apply the rule to k candidates (arrays of shape (k,))."""
+    """Apply the rule to k candidates (arrays of shape (k,)).
+
+    A candidate whose score is not finite (e.g. a model with a NaN descriptor or
+    calibration) cannot be compared, so it is left out rather than allowed to win or crash.
+    """
+    score = np.asarray(quality, dtype=float) - lam * np.asarray(cost, dtype=float)
+    keep = np.flatnonzero(np.isfinite(score))
+    if len(keep) < len(models):
+        models = [models[i] for i in keep]
+        similarity, quality, cost, score = (
+            np.asarray(a)[keep] for a in (similarity, quality, cost, score)
+        )
+        cost_usd = None if cost_usd is None else [cost_usd[i] for i in keep]
     if len(models) == 0:
-        raise NoEligibleModel("no candidate models")
-    score = quality - lam * cost
+        raise NoEligibleModel("no candidate model with a finite score")
     best = float(score.max())
     in_set = score >= best - delta
     eq_idx = np.flatnonzero(in_set)

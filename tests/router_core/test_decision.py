@@ -1,0 +1,28 @@
+"""The decision rule on hand-made candidates (router_core/decision.py)."""
+
+import numpy as np
+import pytest
+
+from router_core.decision import NoEligibleModel, decide
+
+
+def test_cheapest_of_the_equivalent_set_wins() -> None:
+    d = decide(["big", "small", "bad"], similarity=np.array([0.9, 0.8, 0.1]),
+               quality=np.array([0.80, 0.79, 0.30]), cost=np.array([1.0, 0.1, 0.0]),
+               lam=0.0, delta=0.02)
+    assert d.chosen == "small"
+    assert set(d.equivalent) == {"big", "small"}
+    assert d.ranked == ("small", "big", "bad")
+    assert "cheapest of 2 equivalent" in d.reason
+
+
+def test_a_candidate_with_a_nan_score_is_left_out_not_chosen() -> None:
+    d = decide(["broken", "ok"], similarity=np.array([0.9, 0.5]),
+               quality=np.array([np.nan, 0.6]), cost=np.array([0.0, 0.5]), lam=0.1, delta=0.0,
+               cost_usd=[0.0, 0.01])
+    assert d.chosen == "ok"
+    assert d.ranked == ("ok",)
+    assert d.candidates[0].cost_usd == 0.01
+    with pytest.raises(NoEligibleModel):
+        decide(["broken"], similarity=np.array([0.9]), quality=np.array([np.nan]),
+               cost=np.array([0.0]), lam=0.1, delta=0.0)
