@@ -49,12 +49,14 @@ class PromotionDecision:
     margin: float
 
     def to_dict(self) -> dict:
+        """The record stored with a version: metrics plus the λ-sweep points, which the
+        dashboard draws as that version's deferral curve."""
         return {
             "promote": self.promote,
             "reason": self.reason,
             "margin": self.margin,
-            "candidate": self.candidate.summary(),
-            "current": None if self.current is None else self.current.summary(),
+            "candidate": asdict(self.candidate),
+            "current": None if self.current is None else asdict(self.current),
         }
 
 
