@@ -24,8 +24,9 @@ from gateway.proxy import authenticate
 
 router = APIRouter()
 # The served-request row is written after the response is sent; a client that posts
-# feedback at once may arrive first, so an unknown id is re-read for this long.
-SERVED_WAIT_S = 30.0
+# feedback at once may arrive first, so an unknown id is re-read for this long (a bound
+# well under a client's usual timeout, since a truly unknown id waits all of it).
+SERVED_WAIT_S = 10.0
 
 
 def parse_feedback(body: Any) -> tuple[str, float, str | None]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
 from gateway import learning_db as ldb
 from router_core import supervision as sv
@@ -49,8 +50,14 @@ class RetrainConfig:
 
 
 def ensure_seed_version(engine: Engine, router: Router) -> None:
-    """Record the router a gateway started with as the first, active version (for rollback)."""
-    if not ldb.history(engine):
+    """Record the router a gateway started with as the first, active version (for rollback).
+
+    Replicas starting together race to record it: the loser's insert hits the unique
+    version and is dropped, since the winner recorded the same router.
+    """
+    if ldb.history(engine):
+        return
+    try:
         ldb.record_version(
             engine,
             router,
@@ -61,6 +68,8 @@ def ensure_seed_version(engine: Engine, router: Router) -> None:
             max_obs_id=0,
             activate=True,
         )
+    except IntegrityError:
+        pass
 
 
 def current_router(engine: Engine, fallback: Router) -> Router:

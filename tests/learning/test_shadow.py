@@ -79,13 +79,22 @@ def test_exploration_stays_within_its_budget_and_records_judged_observations(
     key, tenant_id = gw.tenant()
     explorer = gw.app.state.ctx.learning.explorer
     client = gw.client(key)
+    learning = gw.app.state.ctx.learning
+    rids = []
     for i in range(12):
-        client.chat.completions.create(
+        raw = client.chat.completions.with_raw_response.create(
             model="best", messages=[{"role": "user", "content": f"Explain topic number {i}."}]
         )
+        rids.append(raw.headers["x-tollgate-request-id"])
         # the client already has its answer; the shadow calls run behind it
     deadline = time.monotonic() + 120
-    while explorer.skipped_budget == 0 or gw.app.state.ctx.learning._tasks:
+    # every request has been taken up after its response (its shadow calls spawned), and
+    # every spawned task has finished
+    while (
+        any(learning.recent(r) is None for r in rids)
+        or explorer.skipped_budget == 0
+        or learning._tasks
+    ):
         assert time.monotonic() < deadline, "exploration did not finish"
         time.sleep(0.1)
     ledger = _ledger(gw.engine)["rows"]
