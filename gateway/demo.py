@@ -13,13 +13,9 @@
 from __future__ import annotations
 
 import secrets
-import socket
 import tempfile
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,35 +23,10 @@ import httpx
 import numpy as np
 
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings, settings_from_dict
+from gateway.local_server import serve_in_thread
 from gateway.local_upstream import FakeBackend, FakeUpstream
 
 Echo = Callable[[str], None]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _serve(app: Any) -> Iterator[str]:
-    import uvicorn
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the demo gateway did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=60)
 
 
 def _recorded_answers(table: Any, rows: np.ndarray, model: str) -> dict[str, str]:
@@ -139,7 +110,7 @@ def run_demo(
         echo(f"tollgate demo: {len(rows)} RouterBench test prompts, {len(pool)} local upstreams "
              f"on {up.base_url}, route auto (λ={routes['auto']['cost_weight']}) vs always "
              f"{strongest}")
-        with _serve(create_app(settings)) as url:
+        with serve_in_thread(create_app(settings)) as url:
             r = httpx.post(f"{url}/admin/tenants", json={"name": "demo"},
                            headers={"authorization": f"Bearer {admin_key}"}, timeout=30)
             r.raise_for_status()

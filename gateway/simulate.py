@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 import sys
 import tempfile
 import threading
@@ -39,6 +38,7 @@ from typing import Any
 import click
 import numpy as np
 
+from gateway.local_server import serve_in_thread
 from router_core.data.table import RoutingTable
 from router_core.router import Calibration, Expert, Head, Router
 
@@ -189,34 +189,13 @@ def baselines(table: RoutingTable, train_rows: np.ndarray, te: np.ndarray) -> di
 
 
 # -- the gateway ------------------------------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def running_gateway(settings: Any, router: Router, encoder: Any) -> Iterator[tuple[str, Any]]:
-    import uvicorn
-
     from gateway.app import create_app
 
     app = create_app(settings, router=router, encoder=encoder)
-    port = _free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the gateway did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=120)
+    with serve_in_thread(app, join_timeout_s=120) as url:
+        yield url, app
 
 
 def gateway_settings(

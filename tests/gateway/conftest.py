@@ -7,8 +7,6 @@ its own tenant so budgets never leak between tests.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,10 +19,10 @@ import openai
 import psycopg
 import pytest
 import sqlalchemy as sa
-import uvicorn
 
 from gateway.app import create_app
 from gateway.config import Settings, settings_from_dict
+from gateway.local_server import serve_in_thread
 from gateway.store.models import request_logs
 from router_core.encoder import Encoder
 from router_core.router import Router
@@ -35,12 +33,6 @@ ADMIN_KEY = "tg-admin-test-key"
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # fake-mid is the usual routed choice; its short timeout keeps the "hang" tests quick.
 TIMEOUTS = {"fake-strong": 20.0, "fake-mid": 2.0, "fake-cheap": 20.0}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -175,24 +167,12 @@ def db_url(
 def run_gateway(settings: Settings, router: Router, encoder: Encoder) -> Iterator[Gateway]:
     """Start create_app(settings) under uvicorn on a free port; stop it afterwards."""
     app = create_app(settings, router=router, encoder=encoder)
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise RuntimeError("the gateway did not start")
-        time.sleep(0.02)
     engine = sa.create_engine(settings.database_url.replace("postgresql://",
                                                            "postgresql+psycopg://"))
-    gw = Gateway(f"http://127.0.0.1:{port}", settings, app, settings.database_url, engine)
     try:
-        yield gw
+        with serve_in_thread(app) as url:
+            yield Gateway(url, settings, app, settings.database_url, engine)
     finally:
-        server.should_exit = True
-        thread.join(timeout=60)
         engine.dispose()
 
 

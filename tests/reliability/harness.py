@@ -27,14 +27,11 @@ import httpx
 import psycopg
 import yaml
 
+from gateway.local_server import free_port
+
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class TcpProxy:
