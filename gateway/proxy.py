@@ -445,6 +445,17 @@ class Exchange:
         return h
 
     # forwarding ---------------------------------------------------------------------------
+    def _attempt_failed(self, b: Backend, f: UpstreamFailure, started: float) -> bool:
+        """Record a failed attempt with the breaker and the log; True if the next may follow."""
+        self.ctx.reliability.upstream_result(b.model_name, f)
+        self._record(b, f.status, str(f), started)
+        return f.retryable
+
+    def _attempt_succeeded(self, b: Backend, started: float) -> None:
+        self.ctx.reliability.upstream_result(b.model_name, None)
+        self._record(b, 200, None, started)
+        self.answered = b
+
     async def complete(self) -> Response:
         last: UpstreamFailure | None = None
         async for b, params in self._attempts():
@@ -452,15 +463,11 @@ class Exchange:
             try:
                 resp = await complete(b, self.req.messages, params)
             except UpstreamFailure as f:
-                self.ctx.reliability.upstream_result(b.model_name, f)
-                self._record(b, f.status, str(f), started)
                 last = f
-                if not f.retryable:
+                if not self._attempt_failed(b, f, started):
                     break
                 continue
-            self.ctx.reliability.upstream_result(b.model_name, None)
-            self._record(b, 200, None, started)
-            self.answered = b
+            self._attempt_succeeded(b, started)
             body = resp.model_dump(exclude_none=True)
             body["model"] = b.model_name
             self.answer_text = _first_content(body)  # what a shadow judge grades
@@ -484,15 +491,11 @@ class Exchange:
             try:
                 opened = await open_stream(b, self.req.messages, params)
             except UpstreamFailure as f:
-                self.ctx.reliability.upstream_result(b.model_name, f)
-                self._record(b, f.status, str(f), started)
                 last = f
-                if not f.retryable:
+                if not self._attempt_failed(b, f, started):
                     break
                 continue
-            self.ctx.reliability.upstream_result(b.model_name, None)
-            self._record(b, 200, None, started)
-            self.answered = b
+            self._attempt_succeeded(b, started)
             self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
             return _SettlingStream(
                 self,
