@@ -1,11 +1,12 @@
 """From a chat request to a routing decision over the deployable pool.
 
-What is embedded: the text of the system and user turns (including ``developer``), the most
-recent turn first, joined by blank lines and cut to ``encoder_max_chars`` characters; the
-encoder then truncates to its window (MiniLM: 256 word pieces). Most recent first because the
-last user turn says what is being asked now; when the conversation is longer than the window
-it is the oldest turns (usually a long system prompt) that fall off. Assistant and tool turns
-are not embedded: they are answers, not the task.
+What is embedded: the text of the system and user turns (including ``developer``) in
+conversation order, joined by blank lines, keeping the last ``encoder_max_chars`` characters;
+the encoder then keeps the last 256 word pieces (MiniLM's window, truncated on the left, as
+the router was trained). The end is kept because the last user turn says what is being asked
+now; when a conversation is longer than the window, the oldest turns (usually a long system
+prompt or few-shot examples) fall off, as the long few-shot prompts of the training data do.
+Assistant and tool turns are not embedded: they are answers, not the task.
 
 The router works on *router model names* (experts in the artifact); a backend maps to one
 with ``model_info.router_model``. The deployable pool of a route is its backends whose
@@ -42,13 +43,13 @@ def message_text(content: Any) -> str:
 
 
 def embed_text(messages: list[dict], max_chars: int) -> str:
-    """System and user turns, most recent first, cut to ``max_chars``."""
+    """System and user turns in order, keeping the last ``max_chars`` characters."""
     parts = [
         message_text(m.get("content"))
-        for m in reversed(messages)
+        for m in messages
         if isinstance(m, dict) and m.get("role") in EMBEDDED_ROLES
     ]
-    return "\n\n".join(p for p in parts if p)[:max_chars]
+    return "\n\n".join(p for p in parts if p)[-max_chars:]
 
 
 class RouterHolder:

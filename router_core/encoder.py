@@ -69,6 +69,10 @@ class Encoder:
         model: a sentence-transformers id or local path; default: the packaged MiniLM.
         cache: keep embeddings on disk (``$TOLLGATE_CACHE_DIR``, default ~/.cache/tollgate).
         max_seq_length: truncate inputs to this many word pieces (MiniLM's window: 256).
+        truncation_side: which end of a long text to drop. ``"left"`` keeps the end: the
+            question after a long few-shot prefix, the latest turn of a conversation (on
+            RouterBench every arc-challenge and winogrande prompt shares a prefix longer
+            than the window, so right truncation gives one embedding per task).
 
     Example::
 
@@ -83,10 +87,14 @@ class Encoder:
         cache_dir: Path | None = None,
         max_seq_length: int = 256,
         device: str = "cpu",
+        truncation_side: str = "left",
     ) -> None:
+        if truncation_side not in ("left", "right"):
+            raise ValueError(f"truncation_side must be 'left' or 'right', not {truncation_side!r}")
         self.model_id = model or default_model_path()
         self.cache_name = model or HUB_ID  # same vectors whether loaded offline or online
         self.max_seq_length = max_seq_length
+        self.truncation_side = truncation_side
         self._device = device
         self._model = None
         self._lock = threading.Lock()
@@ -107,11 +115,13 @@ class Encoder:
 
                 model = SentenceTransformer(self.model_id, device=self._device)
                 model.max_seq_length = self.max_seq_length
+                model.tokenizer.truncation_side = self.truncation_side
                 self._model = model
         return self._model
 
     def _key(self, text: str) -> str:
-        raw = f"{self.cache_name}|{self.max_seq_length}|{text}".encode("utf-8", "surrogatepass")
+        side = "" if self.truncation_side == "right" else "|left"
+        raw = f"{self.cache_name}|{self.max_seq_length}{side}|{text}".encode("utf-8", "surrogatepass")
         return hashlib.sha256(raw).hexdigest()
 
     def _embed(self, texts: Sequence[str], batch_size: int, progress: bool) -> np.ndarray:

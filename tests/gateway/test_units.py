@@ -13,7 +13,7 @@ from gateway.upstream import classify
 from router_core.litellm_env import litellm
 
 
-def test_embedded_text_is_system_and_user_turns_most_recent_first() -> None:
+def test_embedded_text_is_system_and_user_turns_keeping_the_end() -> None:
     messages = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "first question"},
@@ -22,8 +22,8 @@ def test_embedded_text_is_system_and_user_turns_most_recent_first() -> None:
         {"role": "user", "content": [{"type": "text", "text": "second"},
                                      {"type": "image_url", "image_url": {"url": "u"}}]},
     ]
-    assert embed_text(messages, 4000) == "second\n\nfirst question\n\nYou are terse."
-    assert embed_text(messages, 11) == "second\n\nfir"  # the oldest turns fall off first
+    assert embed_text(messages, 4000) == "You are terse.\n\nfirst question\n\nsecond"
+    assert embed_text(messages, 12) == "stion\n\nsecond"  # the oldest turns fall off first
 
 
 def _entry(name: str, **info: object) -> dict:
