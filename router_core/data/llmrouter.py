@@ -12,6 +12,11 @@ outputs, so ``n_out`` is the token count of the reference answer (``ground_truth
 ``default_query_*.jsonl``), a lower bound on what a model writes; it is the same for every
 model, so the price ratios between models are exactly those of ``default_llm.json``.
 ``task_name`` from the same files is the category, joined on the query text.
+
+119 of the 500 test questions also appear verbatim in ``train.json`` (69 of them with the
+same scores). They are left out of the test split: a router
+scored on prompts whose outcomes it was trained on measures memorisation (a kNN router
+looks them up), not routing.
 """
 
 from __future__ import annotations
@@ -52,13 +57,19 @@ def _queries(folder: Path, split: str) -> dict[str, tuple[str, str]]:
 
 
 def load_llmrouter(data_dir: str | Path | None = None) -> RoutingTable:
+    """Train and test rows, without test questions that are verbatim in train."""
     folder = dataset_dir(FOLDER, data_dir)
     price = prices(data_dir)
     rows: list[dict] = []
+    seen: set[str] = set()
     for split in ("train", "test"):
         items = json.loads((folder / f"{split}.json").read_text(encoding="utf-8"))
         meta = _queries(folder, split)
         for i, item in enumerate(items):
+            if split == "train":
+                seen.add(item["question"].strip())
+            elif item["question"].strip() in seen:
+                continue
             task, truth = meta.get(item["question"], ("unknown", ""))
             rows.append(
                 {
