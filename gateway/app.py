@@ -62,12 +62,13 @@ def create_app(
         store = store if store is not None else built_store
         log_writer = log_writer if log_writer is not None else built_writer
     store = guard_store(store, settings.reliability)  # issue 4: outage policy, log spool
+    router = router if router is not None else load_router(settings.router_path)
     ctx = GatewayContext(
         settings=settings,
         store=store,
         log_writer=log_writer,
-        router=RouterHolder(router if router is not None else load_router(settings.router_path)),
-        encoder=encoder if encoder is not None else Encoder(cache=False),
+        router=RouterHolder(router),
+        encoder=encoder if encoder is not None else Encoder.for_router(router.config),
         prices=resolve_prices(settings),
         metrics=GatewayMetrics(registry),
     )

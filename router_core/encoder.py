@@ -104,6 +104,27 @@ class Encoder:
             else None
         )
 
+    def settings(self) -> dict:
+        """What a router trained on these embeddings records (``Router.config["encoder"]``)."""
+        return {
+            "model": self.cache_name,
+            "max_seq_length": self.max_seq_length,
+            "truncation_side": self.truncation_side,
+        }
+
+    @classmethod
+    def for_router(cls, config: dict, cache: bool = False) -> Encoder:
+        """The encoder a router was trained with; artifacts from before the setting was
+        recorded were trained on right-truncated texts."""
+        enc = dict(config.get("encoder") or {})
+        model = enc.get("model")
+        return cls(
+            model=None if model in (None, HUB_ID) else model,
+            cache=cache,
+            max_seq_length=int(enc.get("max_seq_length", 256)),
+            truncation_side=str(enc.get("truncation_side", "right")),
+        )
+
     @property
     def dim(self) -> int:
         return DIM

@@ -33,3 +33,13 @@ def test_default_router_records_training_data_probes_and_config():
     assert [p["id"] for p in probes] == meta["config"]["probe_ids"]
     size = sum(f.stat().st_size for f in DEFAULT_ROUTER_DIR.iterdir())
     assert size < 5_000_000
+
+
+def test_default_router_records_the_encoder_the_gateway_must_use():
+    from router_core.encoder import Encoder
+
+    meta = load_meta(DEFAULT_ROUTER_DIR)
+    assert meta["config"]["encoder"]["truncation_side"] == "left"
+    assert Encoder.for_router(meta["config"]).settings() == meta["config"]["encoder"]
+    # an artifact from before the setting was recorded was trained on right-truncated text
+    assert Encoder.for_router({}).truncation_side == "right"
