@@ -26,7 +26,7 @@ def test_prompt_text_is_logged_when_enabled(
                       {"role": "user", "content": "What is a toll gate?"}],
         )
         row = gw.log_row(raw_resp.headers["x-tollgate-request-id"])
-        assert row["prompt_text"] == "What is a toll gate?\n\nBe brief."
+        assert row["prompt_text"] == "Be brief.\n\nWhat is a toll gate?"  # turns in order
 
 
 @pytest.mark.parametrize("stream", [False, True])
