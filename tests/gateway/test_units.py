@@ -23,7 +23,7 @@ def test_embedded_text_is_system_and_user_turns_keeping_the_end() -> None:
                                      {"type": "image_url", "image_url": {"url": "u"}}]},
     ]
     assert embed_text(messages, 4000) == "You are terse.\n\nfirst question\n\nsecond"
-    assert embed_text(messages, 12) == "stion\n\nsecond"  # the oldest turns fall off first
+    assert embed_text(messages, 12) == "tion\n\nsecond"  # the oldest turns fall off first
 
 
 def _entry(name: str, **info: object) -> dict:

@@ -63,14 +63,16 @@ def test_keys_never_appear_in_logs_errors_or_the_database(
         bodies.append(httpx.post(gw.base_url + "/v1/chat/completions", timeout=60,
                                  headers={"authorization": f"Bearer {key}"},
                                  json={"model": "fake-mid", "messages": MSG}).text)
-    bodies.append(httpx.post(gw.base_url + "/v1/chat/completions", timeout=60,  # refused conn
-                             headers={"authorization": f"Bearer {key}"},
-                             json={"model": "dead-backend", "messages": MSG}).text)
+    dead = httpx.post(gw.base_url + "/v1/chat/completions", timeout=60,  # refused conn
+                      headers={"authorization": f"Bearer {key}"},
+                      json={"model": "dead-backend", "messages": MSG})
+    bodies.append(dead.text)
     wrong = key[:-4] + "abcd"
     bodies.append(httpx.post(gw.base_url + "/v1/chat/completions", timeout=60,
                              headers={"authorization": f"Bearer {wrong}"},
                              json={"model": "auto", "messages": MSG}).text)
     gw.log_row(r.headers["x-tollgate-request-id"])
+    gw.log_row(dead.headers["x-tollgate-request-id"])  # rows are written in batches
     logs = "\n".join(rec.getMessage() + repr(rec.args) + str(rec.exc_text or "")
                      for rec in caplog.records)
     assert len(caplog.records) > 0
