@@ -71,9 +71,21 @@ def main(argv: list[str] | None = None) -> None:
         "'tollgate' (the defaults) always runs",
     )
     ap.add_argument("--json", type=Path, default=None, help="write the numbers here")
+    ap.add_argument(
+        "--descriptor",
+        default="probe-outcome",
+        help="Tollgate's descriptor kind (as tollgate eval --descriptor): probe-outcome, "
+        "perplexity, logit",
+    )
     args = ap.parse_args(argv)
 
     from router_core.encoder import Encoder
+
+    descriptor = None
+    if args.descriptor != "probe-outcome":
+        from router_core.fingerprints import make_descriptor
+
+        descriptor = make_descriptor(args.descriptor)
 
     table = load_dataset(args.dataset, split=args.split, seed=args.seed)
     X = Encoder().encode(list(map(str, table.prompts)))
@@ -92,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
             rows.setdefault(name, []).append(res.metrics[name].audc)
         for name, over in variants.items():
             r = run_evaluation(dev, embeddings=Xd, routers=["tollgate"], seed=args.seed,
-                               n_boot=0, train_overrides=over, log=lambda _m: None)
+                               n_boot=0, train_overrides=over, log=lambda _m: None,
+                               descriptor=descriptor)
             rows.setdefault(name, []).append(r.metrics["tollgate"].audc)
         print(f"fold {fold}: {res.n_test} dev-test prompts", file=sys.stderr, flush=True)
     print(f"{args.dataset} / {args.split}: dev AUDC over {args.folds} folds of train")
