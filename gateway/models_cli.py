@@ -175,6 +175,17 @@ def _with_common(fn: Any) -> Any:
 @click.option(
     "--force", is_flag=True, help="Allow a descriptor kind the head was not trained with."
 )
+@click.option(
+    "--judge-model",
+    default=None,
+    help="probe-outcome: litellm model string of the LLM that grades each probe answer.",
+)
+@click.option("--judge-api-base", default=None, help="probe-outcome: the judge's base URL.")
+@click.option(
+    "--judge-api-key-env", default=None, metavar="VAR", help="probe-outcome: the judge's key."
+)
+@click.option("--judge-price-in", type=float, default=None, help="Judge USD per 1M input.")
+@click.option("--judge-price-out", type=float, default=None, help="Judge USD per 1M output.")
 @_with_common
 def add_command(
     name: str,
@@ -189,11 +200,21 @@ def add_command(
     concurrency: int,
     max_tokens: int,
     force: bool,
+    judge_model: str | None,
+    judge_api_base: str | None,
+    judge_api_key_env: str | None,
+    judge_price_in: float | None,
+    judge_price_out: float | None,
     config: Path | None,
     router: Path | None,
     database_url: str | None,
 ) -> None:
-    """Describe model NAME on the router's probes and add it to the pool."""
+    """Describe model NAME on the router's probes and add it to the pool.
+
+    probe-outcome: NAME answers every probe, ``--judge-model`` grades each answer (0-10),
+    and NAME gets its probe readout (router_core.readout) in the router's space; the
+    judge's calls count against ``--max-spend`` too.
+    """
     import os
 
     from tqdm.auto import tqdm
@@ -220,8 +241,13 @@ def add_command(
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
 
+    if fingerprint == "probe-outcome" and not judge_model:
+        raise click.BadParameter(
+            "probe-outcome descriptors need each probe answer graded: give --judge-model",
+            param_hint="--judge-model",
+        )
     api_key = os.environ.get(api_key_env) if api_key_env else None
-    steps = len(probes) * (2 if fingerprint == "perplexity" else 1)
+    steps = len(probes) * (2 if fingerprint in ("perplexity", "probe-outcome") else 1)
     bar = tqdm(total=steps, desc=f"fingerprint {name}", unit="probe")
     live = LiveAnswers(
         litellm_model,
@@ -236,6 +262,7 @@ def add_command(
     )
     if hasattr(kind, "progress"):
         kind.progress = bar.update
+    readout, judge = None, None
     try:
         if fingerprint == "perplexity":
             answers = live.answers(name, probes)
@@ -248,11 +275,28 @@ def add_command(
             e = kind.describe({name: answers}, probes, [name])[0]
         elif fingerprint == "logit":
             e = kind.describe({name: weights or litellm_model}, probes, [name])[0]
-        else:
-            raise click.ClickException(
-                "probe-outcome descriptors need the model's quality on each probe (a judge or "
-                "references); add it with `tollgate train` data instead"
+        else:  # probe-outcome: the model's answers, graded, then its readout
+            answers = live.answers(name, probes)
+            judge = LiveAnswers(
+                judge_model,
+                api_base=judge_api_base,
+                api_key=os.environ.get(judge_api_key_env) if judge_api_key_env else None,
+                price_in_per_m=judge_price_in,
+                price_out_per_m=judge_price_out,
+                max_spend_usd=max(max_spend - live.spend.usd, 0.0),
+                max_tokens=16,
+                concurrency=concurrency,
+                progress=bar.update,
             )
+            outcomes = judge_outcomes(probes, answers, judge)
+            judged = int(np.isfinite(outcomes).sum())
+            readout = probe_readout(current, probes, outcomes)
+            if readout is None:
+                raise click.ClickException(
+                    f"{judged} of {len(probes)} probes graded, all alike: no signal to place "
+                    f"{name} by (errors: {'; '.join((live.spend.errors + judge.spend.errors)[-3:])})"
+                )
+            e = readout.descriptor
     except SpendCapExceeded as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
@@ -274,7 +318,11 @@ def add_command(
         info["output_cost_per_million"] = price_out
     entry = {"model_name": name, "litellm_params": params, "model_info": info}
     backends = {**artifact_backends(current), name: entry}
-    added = current.with_expert(Expert(name, e.astype(np.float32), cost, kind.name), version)
+    expert = Expert(name, e.astype(np.float32), cost, kind.name)
+    if readout is not None:
+        added = current.with_expert(expert, version, a=readout.a, b=readout.b)
+    else:
+        added = current.with_expert(expert, version)
     added = replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
     _publish(added, router_dir, engine, current.version, "added")
     _edit_config(cfg_path, add=entry)
@@ -283,6 +331,41 @@ def add_command(
         f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
         + ("" if live.spend.priced else " (price unknown: spend not counted)")
     )
+    if judge is not None:
+        click.echo(
+            f"judge {judge_model}: {judged} of {len(probes)} probe answers graded, mean "
+            f"{np.nanmean(outcomes):.2f}; judge spend ${judge.spend.usd:.6f} over "
+            f"{judge.spend.calls} calls" + ("" if judge.spend.priced else " (price unknown)")
+        )
+
+
+def judge_outcomes(probes: Any, answers: list[str | None], judge: Any) -> np.ndarray:
+    """Each probe answer graded by ``judge`` (a LiveAnswers) with the shadow rubric, in
+    [0, 1]; NaN where there was no answer or no parsable grade."""
+    from gateway.shadow import DEFAULT_RUBRIC, parse_score
+
+    asked = [i for i, a in enumerate(answers) if a]
+    grades = judge.complete(
+        [DEFAULT_RUBRIC.format(prompt=probes.prompts[i], answer=answers[i]) for i in asked]
+    )
+    if judge.progress is not None:  # unanswered probes were not sent: count them done
+        judge.progress(len(answers) - len(asked))
+    out = np.full(len(answers), np.nan)
+    for i, text in zip(asked, grades):
+        score = parse_score(text) if text else None
+        if score is not None:
+            out[i] = score
+    return out
+
+
+def probe_readout(router: Any, probes: Any, outcomes: np.ndarray) -> Any:
+    """The model's readout in ``router``'s space from its probe outcomes (or None)."""
+    from router_core.encoder import Encoder
+    from router_core.readout import fit_readout
+
+    encoder = Encoder.for_router(router.config)
+    Q = router.project(encoder.encode(list(probes.prompts)))
+    return fit_readout(Q, outcomes)
 
 
 @models_group.command("list")

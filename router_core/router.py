@@ -236,15 +236,37 @@ class Router:
             out[li] = idx[np.arange(len(idx)), pick]
         return out
 
-    def with_expert(self, expert: Expert, version: str | None = None) -> Router:
-        """A new router with ``expert`` added (or replaced): no retraining."""
+    def with_expert(
+        self,
+        expert: Expert,
+        version: str | None = None,
+        *,
+        a: float | None = None,
+        b: float | None = None,
+    ) -> Router:
+        """A new router with ``expert`` added (or replaced): no retraining.
+
+        ``a``, ``b``: the expert's own calibration (e.g. a probe readout); without them it
+        uses the pooled (a0, b0).
+        """
         if expert.descriptor.shape != (self.head.out_dim,):
             raise ValueError(
                 f"descriptor has shape {expert.descriptor.shape}, the router's space is "
                 f"({self.head.out_dim},)"
             )
         experts = tuple(e for e in self.experts if e.name != expert.name) + (expert,)
-        return replace(self, experts=experts, version=version or self.version, _index=None)
+        cal_a = {k: v for k, v in self.calibration.a.items() if k != expert.name}
+        cal_b = {k: v for k, v in self.calibration.b.items() if k != expert.name}
+        if a is not None and b is not None:
+            cal_a[expert.name], cal_b[expert.name] = float(a), float(b)
+        calibration = replace(self.calibration, a=cal_a, b=cal_b)
+        return replace(
+            self,
+            experts=experts,
+            calibration=calibration,
+            version=version or self.version,
+            _index=None,
+        )
 
     def without_expert(self, name: str, version: str | None = None) -> Router:
         experts = tuple(e for e in self.experts if e.name != name)

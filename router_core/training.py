@@ -58,6 +58,7 @@ from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoder import Encoder
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
+from router_core.readout import fit_readout
 from router_core.router import Calibration, Expert, Head, Router
 
 
@@ -606,27 +607,14 @@ def _readout(
     targets: Sequence[str],
     c: float,
 ) -> tuple[np.ndarray, Calibration]:
-    """Fit p̂_h = σ(w_h·q + b_h) for each of ``targets`` on (Q, U[:, j]); store it in the
-    runtime form e_h = w_h/‖w_h‖, a_h = ‖w_h‖."""
-    from sklearn.linear_model import LogisticRegression
-
+    """Each of ``targets`` gets its probe readout (router_core.readout) where it fits."""
     E = E.copy()
     a, b = dict(calibration.a), dict(calibration.b)
     for j, m in enumerate(targets):
-        u = U[:, j]
-        ok = np.isfinite(u)
-        if ok.sum() < 2 or u[ok].min() == u[ok].max():
-            continue
-        xs = np.concatenate([Q[ok], Q[ok]])
-        ys = np.concatenate([np.ones(ok.sum()), np.zeros(ok.sum())])
-        ws = np.concatenate([u[ok], 1 - u[ok]])
-        fit = LogisticRegression(C=c, max_iter=2000).fit(xs, ys, sample_weight=ws)
-        w = fit.coef_[0]
-        norm = float(np.linalg.norm(w))
-        if norm < 1e-9:
-            continue
-        E[list(models).index(m)] = w / norm
-        a[m], b[m] = norm, float(fit.intercept_[0])
+        r = fit_readout(Q, U[:, j], c)
+        if r is not None:
+            E[list(models).index(m)] = r.descriptor
+            a[m], b[m] = r.a, r.b
     return E, replace(calibration, a=a, b=b)
 
 

@@ -198,15 +198,19 @@ class LiveAnswers:
 
     def answers(self, model: str, probes: ProbeSet) -> list[str | None]:
         """One greedy answer per probe (``model`` is the router's name; unused here)."""
+        return self.complete(probes.prompts)
+
+    def complete(self, prompts: Sequence[str]) -> list[str | None]:
+        """One greedy answer per prompt, from sync code or from inside an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.answers_async(probes.prompts))
+            return asyncio.run(self.answers_async(prompts))
         box: dict[str, Any] = {}  # inside a running loop: run ours in a worker thread
 
         def run() -> None:
             try:
-                box["out"] = asyncio.run(self.answers_async(probes.prompts))
+                box["out"] = asyncio.run(self.answers_async(prompts))
             except BaseException as exc:  # noqa: BLE001 - re-raised in the caller thread
                 box["exc"] = exc
 

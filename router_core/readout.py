@@ -1,0 +1,59 @@
+"""Probe readout: a model placed in the head's space by its own outcomes on the probes.
+
+A model known only by its quality on the N probe prompts (an unseen model, or one added to
+a running router and graded by a judge) can be described by its footprint (the outcomes,
+normalised) and placed through the seen models' calibration; or it can get its own
+direction: a logistic regression of its outcomes on the probes' query vectors q = g_θ(Φ(x)),
+
+    p̂_h(x) = σ(w_h·q + b_h),   stored as   e_h = w_h/‖w_h‖,  a_h = ‖w_h‖,
+
+which is the router's runtime form p̂_h = σ(a_h·(q·e_h) + b_h): the FAISS index, the
+calibration and the decision rule are unchanged, and nothing is retrained. On MMLU-Pro's
+unseen-models dev folds it routed better than the footprint (router_core.training's record).
+
+Example::
+
+    Q = router.project(encoder.encode(list(probes.prompts)))   # (N, d)
+    r = fit_readout(Q, outcomes)                                # outcomes: (N,) in [0, 1]
+    router.with_expert(Expert(name, r.descriptor, cost), a=r.a, b=r.b)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Readout:
+    descriptor: np.ndarray  # e_h, a unit vector of the head's output dimension
+    a: float  # ‖w_h‖: the slope on s = q·e_h
+    b: float  # intercept
+
+
+def fit_readout(Q: np.ndarray, outcomes: np.ndarray, c: float = 1.0) -> Readout | None:
+    """Fit p̂ = σ(w·q + b) on (Q, outcomes); None when the outcomes carry no signal.
+
+    Args:
+        Q: (N, d) query vectors of the probes.
+        outcomes: (N,) quality in [0, 1]; NaN = not observed. A fractional outcome u enters
+            as a positive with weight u and a negative with weight 1 − u.
+        c: inverse L2 strength (sklearn's ``C``).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    u = np.asarray(outcomes, dtype=float)
+    ok = np.isfinite(u)
+    if ok.sum() < 2 or u[ok].min() == u[ok].max():
+        return None
+    X = np.asarray(Q, dtype=float)[ok]
+    xs = np.concatenate([X, X])
+    ys = np.concatenate([np.ones(ok.sum()), np.zeros(ok.sum())])
+    ws = np.concatenate([u[ok], 1 - u[ok]])
+    fit = LogisticRegression(C=c, max_iter=2000).fit(xs, ys, sample_weight=ws)
+    w = fit.coef_[0]
+    norm = float(np.linalg.norm(w))
+    if norm < 1e-9:
+        return None
+    return Readout(descriptor=(w / norm).astype(np.float32), a=norm, b=float(fit.intercept_[0]))

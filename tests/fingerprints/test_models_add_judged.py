@@ -1,0 +1,143 @@
+"""`tollgate models add --fingerprint probe-outcome`: the new model answers the probes over
+HTTP, an LLM judge (also over HTTP) grades each answer, and the model joins the router with
+its probe readout: its own direction and calibration in the head's space, no retraining.
+
+Real parts: the fake OpenAI-compatible upstream on 127.0.0.1 serving both the model and the
+judge through litellm, MiniLM embedding the probes, the artifact on disk, SQLite with the
+gateway's migrations (the version is recorded and activated there).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gateway.cli import main
+from gateway.store.migrate import upgrade
+from router_core.artifact import load_router, save_router
+from router_core.descriptors.base import ProbeSet
+from router_core.encoder import Encoder
+from router_core.router import Calibration, Expert, Head, Router
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+
+GOOD = ("2 + 2", "Hamlet", "Italy", "colour")  # the new model answers these well
+
+
+def new_model_reply(body: dict) -> str:
+    q = str(body["messages"][-1]["content"])
+    return f"A careful answer to: {q}" if any(g in q for g in GOOD) else "I do not know."
+
+
+def judge_reply(body: dict) -> str:
+    """Grades like a strict judge: 9 for an answer that engages the question, else 1."""
+    text = str(body["messages"][-1]["content"])
+    answer = re.search(r"\[Answer\]\n(.*)", text, re.DOTALL)
+    return "Score: 9" if answer and "careful" in answer.group(1) else "Score: 1"
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[FakeUpstream]:
+    backends = [
+        FakeBackend("fake-new", reply=new_model_reply, input_per_m=0.05, output_per_m=0.1),
+        FakeBackend("fake-judge", reply=judge_reply, input_per_m=0.1, output_per_m=0.2),
+    ]
+    with FakeUpstream(backends) as up:
+        yield up
+
+
+@pytest.fixture()
+def artifact(tmp_path: Path, probes: ProbeSet) -> Path:
+    """A router trained on probe-outcome descriptors (random head: its space is what counts)."""
+    rng = np.random.default_rng(0)
+    d = len(probes)
+    head = Head(
+        layers=(
+            (rng.normal(size=(32, 384)).astype(np.float32) / 10, np.zeros(32, np.float32)),
+            (rng.normal(size=(d, 32)).astype(np.float32) / 4, np.zeros(d, np.float32)),
+        )
+    )
+    E = rng.normal(size=(2, d))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    router = Router(
+        version="probe-router-1",
+        head=head,
+        experts=(
+            Expert("fake-strong", E[0].astype(np.float32), 3e-3, "probe-outcome"),
+            Expert("fake-mid", E[1].astype(np.float32), 3e-4, "probe-outcome"),
+        ),
+        calibration=Calibration(a={"fake-strong": 2.0, "fake-mid": 2.0},
+                                b={"fake-strong": 1.0, "fake-mid": 0.0}, a0=1.0, b0=0.0),
+        config={"descriptor": {"name": "probe-outcome"}, "probe_ids": list(probes.ids),
+                "encoder": Encoder(cache=False).settings()},
+    )
+    path = tmp_path / "router"
+    save_router(router, path, probes=probes.to_json())
+    return path
+
+
+def test_models_add_probe_outcome_grades_answers_and_fits_a_readout(
+    upstream: FakeUpstream, artifact: Path, probes: ProbeSet, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(artifact)}))
+    db_url = f"sqlite:///{tmp_path / 'tollgate.db'}"
+    upgrade(db_url)  # the gateway's database, as a gateway starting on it leaves it
+    result = CliRunner().invoke(
+        main,
+        ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
+         "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
+         "--price-in", "0.05", "--price-out", "0.1",
+         "--fingerprint", "probe-outcome", "--judge-model", "openai/fake-judge",
+         "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
+         "--judge-price-in", "0.1",
+         "--judge-price-out", "0.2", "--config", str(cfg), "--router", str(artifact),
+         "--database-url", db_url, "--max-spend", "0.01"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    # every probe answered by the model, every answer graded by the judge, over HTTP
+    asked = upstream.requests_for("fake-new")
+    assert sorted(r["messages"][-1]["content"] for r in asked) == sorted(probes.prompts)
+    graded = upstream.requests_for("fake-judge")
+    assert len(graded) == len(probes) and all(r.get("temperature") == 0 for r in graded)
+    assert "8 of 8 probe answers graded, mean 0.50" in result.output
+    # the new expert: a unit descriptor and its own calibration, which puts the probes it
+    # answered well above the others (a regularised fit on 8 points: by a margin, on average)
+    router = load_router(artifact)
+    new = router.experts[router.model_names.index("fake-new")]
+    assert new.kind == "probe-outcome"
+    assert np.linalg.norm(new.descriptor) == pytest.approx(1.0, abs=1e-5)
+    assert router.calibration.a["fake-new"] > 0
+    Q = router.project(Encoder(cache=False).encode(list(probes.prompts)))
+    p = router.calibration("fake-new", Q @ new.descriptor)
+    good = np.array([any(g in q for g in GOOD) for q in probes.prompts])
+    assert p[good].mean() > p[~good].mean() + 0.05
+    assert p.mean() == pytest.approx(0.5, abs=0.05)  # the judge's mean grade
+    # the other experts are untouched
+    assert router.calibration.a["fake-strong"] == 2.0
+    assert "fake-new" in [e["model_name"] for e in yaml.safe_load(cfg.read_text())["model_list"]]
+    # recorded and activated in the database: running gateways hot-swap to it
+    from gateway import learning_db
+    from gateway.store.engine import make_engine
+
+    engine = make_engine(db_url)
+    try:
+        assert learning_db.active_version(engine)["version"] == router.version != "probe-router-1"
+    finally:
+        engine.dispose()
+
+
+def test_models_add_probe_outcome_needs_a_judge(artifact: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["models", "add", "x", "--litellm-model", "openai/x", "--fingerprint", "probe-outcome",
+         "--config", str(tmp_path / "c.yaml"), "--router", str(artifact)],
+    )
+    assert result.exit_code != 0 and "--judge-model" in result.output
