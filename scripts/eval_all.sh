@@ -3,6 +3,8 @@
 #
 #   scripts/eval_all.sh [OUT_DIR]      (default: ${TMPDIR:-/tmp}/tollgate-eval)
 #   PARALLEL=1 scripts/eval_all.sh     (the five runs at once; same results, seeded)
+#   SEED=1 scripts/eval_all.sh         (another seed: val slice, probes, initialisation,
+#                                       MMLU-Pro's test draw, the held-out unseen models)
 #
 # Runs `tollgate eval` on routerbench, mmlu-pro and llmrouter (standard split) and on
 # mmlu-pro ood and unseen-models; each writes OUT_DIR/<dataset>-<split>.{json,png}.
@@ -28,7 +30,7 @@ pids=()
 one() {  # dataset split
   local name="$1-$2" start=$SECONDS
   echo "== tollgate eval --dataset $1 --split $2" >&2
-  "$PY" -c 'from gateway.cli import main; main()' eval --dataset "$1" --split "$2" --quiet \
+  "$PY" -c 'from gateway.cli import main; main()' eval --dataset "$1" --split "$2" --seed "${SEED:-0}" --quiet \
     --json "$OUT/$name.json" --plot "$OUT/$name.png" >"$OUT/$name.txt" 2>"$OUT/$name.log"
   echo "   $name done in $((SECONDS - start)) s" >&2
 }
