@@ -1,6 +1,10 @@
 """Combine ``tollgate eval --json`` files into one table: every router on every run.
 
 python -m router_core.evaluation.summary results/*.json
+
+Files of the same dataset and split (other seeds: ``SEED=1 scripts/eval_all.sh DIR``) are
+also summarised together: mean AUDC over seeds, and on how many seeds Tollgate beat the
+best non-oracle baseline of that seed.
 """
 
 from __future__ import annotations
@@ -42,12 +46,51 @@ def combined_table(docs: Sequence[dict]) -> str:
     return "\n".join(out)
 
 
+BASELINES = ("random", "cheapest", "best_single", "knn", "mlp", "umr")
+
+
+def over_seeds_table(docs: Sequence[dict]) -> str:
+    """Mean AUDC per router and run over the files of that run, and Tollgate's wins."""
+    groups: dict[str, list[dict]] = {}
+    for d in docs:
+        groups.setdefault(f"{d['dataset']}/{d['split']}", []).append(d)
+    runs = list(groups)
+    routers: list[str] = []
+    for d in docs:
+        routers += [r for r in d["routers"] if r not in routers]
+    width = max(22, *(len(r) + 2 for r in runs))
+    out = ["AUDC, mean over seeds".ljust(24) + "".join(r.rjust(width) for r in runs)]
+    for name in routers:
+        cells = []
+        for run in runs:
+            vals = [d["routers"][name]["audc"] for d in groups[run] if name in d["routers"]]
+            cells.append("-" if not vals else f"{sum(vals) / len(vals):.4f}")
+        out.append(name.ljust(24) + "".join(c.rjust(width) for c in cells))
+    wins = []
+    for run in runs:
+        won = n = 0
+        for d in groups[run]:
+            r = d["routers"]
+            base = [r[b]["audc"] for b in BASELINES if b in r]
+            if "tollgate" in r and base:
+                n += 1
+                won += r["tollgate"]["audc"] > max(base)
+        wins.append(f"{won}/{n}")
+    out.append("tollgate > best baseline".ljust(24) + "".join(w.rjust(width) for w in wins))
+    out.append("seeds".ljust(24) + "".join(str(len(groups[r])).rjust(width) for r in runs))
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     paths = [Path(p) for p in (sys.argv[1:] if argv is None else argv)]
     if not paths:
         print("usage: python -m router_core.evaluation.summary RESULT.json ...", file=sys.stderr)
         return 2
-    print(combined_table([json.loads(p.read_text()) for p in paths]))
+    docs = [json.loads(p.read_text()) for p in paths]
+    print(combined_table(docs))
+    if len({(d["dataset"], d["split"]) for d in docs}) < len(docs):
+        print()
+        print(over_seeds_table(docs))
     return 0
 
 

@@ -36,3 +36,18 @@ def test_combined_table_has_every_router_and_run(tmp_path, capsys):
     path.write_text(json.dumps(docs[0]))
     assert main([str(path)]) == 0
     assert "0.8610" in capsys.readouterr().out
+
+
+def test_seeds_of_one_run_are_averaged_and_wins_counted():
+    from router_core.evaluation.summary import over_seeds_table
+
+    docs = []
+    for tollgate, mlp in ((0.86, 0.85), (0.84, 0.85), (0.88, 0.87)):
+        d = _doc("routerbench", "standard", tollgate, None)
+        d["routers"]["mlp"] = {"audc": mlp, "qnc": 0.7, "peak": 0.88, "overpay": 0.52}
+        docs.append(d)
+    lines = over_seeds_table(docs).splitlines()
+    row = {ln.split()[0]: ln.split()[1:] for ln in lines[1:-2]}
+    assert row["tollgate"] == ["0.8600"] and row["mlp"] == ["0.8567"]
+    assert lines[-2].split()[-1] == "2/3"  # beat mlp on two of three seeds
+    assert lines[-1].split()[-1] == "3"
