@@ -27,6 +27,9 @@ train categories for ood; the real test rows are dropped). With left truncation 
                  readout C=1 (adopted) 0.6082, C=0.1 0.6065, C=10 0.5921, readout with the
                  footprint as prior 0.6033. Refitting the *seen* models as readouts too (on
                  train+val rows): RouterBench 0.8389, MMLU-Pro 0.6898, ood 0.6386: not adopted.
+    RouterBench unseen-models with perplexity fingerprints (2 folds, ``--descriptor
+                 perplexity``) MLP-on-probes 0.8171 UMR 0.8125 kNN 0.7832 | level rule 0.8207
+                 (kept for fingerprinted models), per-model logistic on the probes 0.8147.
     LLMRouter (5) kNN 0.6295 MLP 0.6271 UMR 0.6249 | old 0.6245, δ=0 0.6260, fb 0.6239-0.6245
                  (all within fold noise).
 Earlier, with right truncation (3 RouterBench folds): paper defaults, k=4, post-hoc logistic
