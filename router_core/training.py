@@ -23,7 +23,7 @@ train categories for ood; the real test rows are dropped). With left truncation 
                  fb without Eq. 8 and CARO 0.6863.
     MMLU-Pro ood (3) MLP 0.6379 kNN 0.6364 UMR 0.6296 | old 0.6325, fb δ=0 0.6409, δ=0.01 0.6393.
     MMLU-Pro unseen-models (3) MLP-on-probes 0.6125 UMR 0.5967 kNN 0.5758 | old 0.5738, fb
-                 0.5851, fb + per-model logistic on the probes ("probes") 0.5996, fb + probe
+                 0.5851, fb + per-model (a_h, b_h) refit on the probes 0.5996, fb + probe
                  readout C=1 (adopted) 0.6082, C=0.1 0.6065, C=10 0.5921, readout with the
                  footprint as prior 0.6033. Refitting the *seen* models as readouts too (on
                  train+val rows): RouterBench 0.8389, MMLU-Pro 0.6898, ood 0.6386: not adopted.
@@ -112,10 +112,10 @@ class TrainConfig:
     calibrate: Literal["learned", "val", "train", "train+val"] = "train+val"
     # models without training rows (unseen) where the table has their probe outcomes:
     # "readout" fits each one's own direction and scale in the head's space on its probes
-    # (replacing its descriptor), "probes" only its (a_h, b_h) on s = q·e_h; "level" (and any
-    # model without probe outcomes, e.g. fingerprinted ones) is placed by its probe level
-    # through the seen models' fit
-    calibrate_unseen: Literal["level", "probes", "readout"] = "readout"
+    # (router_core.readout, replacing its footprint); "level" (and any model without probe
+    # outcomes or with a fingerprint) is placed by its probe level through the seen models'
+    # fit. (Refitting only (a_h, b_h) on the probes validated worse than both.)
+    calibrate_unseen: Literal["level", "readout"] = "readout"
     readout_c: float = 1.0  # inverse L2 strength of the "readout" fit
     # decision rule stored in the artifact. k = 0 scores every expert: top-k by raw
     # similarity (CSCR's k = 4) drops experts whose calibrated p̂ would win
@@ -488,10 +488,6 @@ def _train(
             calibration, np_head, E, train, phi_train, probes, models, train_models,
             cfg.readout_c, kind_of,
         )
-    if cfg.calibrate_unseen == "probes":
-        calibration = _calibrate_on_probes(
-            calibration, np_head, E, train, phi_train, probes, models, train_models, cfg.calib_c
-        )
     experts = tuple(
         Expert(
             name=m,
@@ -541,37 +537,6 @@ def _train(
     return TrainResult(
         router=router, metrics=metrics, probes=probes, data_hash=dhash, history=history
     )
-
-
-def _calibrate_on_probes(
-    calibration: Calibration,
-    head: Head,
-    E: np.ndarray,
-    train: RoutingTable,
-    phi_train: np.ndarray,
-    probes: ProbeSet,
-    models: Sequence[str],
-    train_models: Sequence[str],
-    c: float,
-) -> Calibration:
-    """Refit (a_h, b_h) of each model without training rows on its own probe outcomes.
-
-    The probes are the only prompts such a model was observed on (its descriptor is built
-    from them); a logistic on (q·e_h, u_h) over them gives the model its own slope, not
-    only a level. Models with fewer than 2 observed probes keep the level rule.
-    """
-    unseen = [m for m in models if m not in set(train_models)]
-    if not unseen:
-        return calibration
-    pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
-    rows = [pos[p] for p in probes.ids if p in pos]
-    cols = [list(train.models).index(m) for m in unseen]
-    S = head(phi_train[rows]) @ E[[list(models).index(m) for m in unseen]].T
-    own = fit_calibration(S, train.quality[rows][:, cols], unseen, c=c)
-    a, b = dict(calibration.a), dict(calibration.b)
-    a.update(own.a)
-    b.update(own.b)
-    return replace(calibration, a=a, b=b)
 
 
 def _readout_on_probes(
