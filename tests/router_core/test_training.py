@@ -110,6 +110,47 @@ def test_unseen_models_are_routed_by_descriptor(mbpp_table, mbpp_embeddings):
     assert d.chosen in unseen
 
 
+def test_unseen_models_get_their_probe_readout(mbpp_table, mbpp_embeddings):
+    """Readout (default): each unseen model's (e_h, a_h, b_h) is the logistic fit of its
+    probe outcomes on the probes' q; "level" keeps the footprint as its descriptor."""
+    import dataclasses as dc
+
+    from router_core.readout import fit_readout
+
+    unseen = mbpp_table.models[-4:]
+    table = dc.replace(mbpp_table, unseen_models=unseen)
+    res = train_router(table, FAST, embeddings=mbpp_embeddings)
+    level = train_router(
+        table, dc.replace(FAST, calibrate_unseen="level"), embeddings=mbpp_embeddings
+    )
+    pos = {p: i for i, p in enumerate(map(str, table.prompt_ids))}
+    rows = [pos[p] for p in res.probes.ids]
+    Q = res.router.project(mbpp_embeddings[rows])
+    for m in unseen:
+        want = fit_readout(Q, table.quality[rows, table.models.index(m)])
+        e = res.router.experts[res.router.model_names.index(m)]
+        np.testing.assert_allclose(e.descriptor, want.descriptor, atol=1e-5)
+        assert res.router.calibration.a[m] == pytest.approx(want.a, rel=1e-5)
+        footprint = level.router.experts[level.router.model_names.index(m)].descriptor
+        assert float(e.descriptor @ footprint) < 0.999  # its own direction
+
+
+def test_fit_readout_recovers_a_direction_and_refuses_no_signal():
+    from router_core.readout import fit_readout
+
+    rng = np.random.default_rng(0)
+    Q = rng.normal(size=(400, 16))
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    w = np.zeros(16)
+    w[3] = 8.0
+    u = (rng.random(400) < 1 / (1 + np.exp(-(Q @ w - 0.5)))).astype(float)
+    r = fit_readout(Q, u, c=10.0)
+    assert r is not None and abs(float(np.linalg.norm(r.descriptor)) - 1) < 1e-5
+    assert r.descriptor[3] > 0.9 and r.a > 2
+    assert fit_readout(Q, np.ones(400)) is None  # every probe right: no direction to learn
+    assert fit_readout(Q[:1], u[:1]) is None
+
+
 def test_descriptor_kind_is_pluggable(mbpp_table, mbpp_embeddings):
     class Negated(ProbeOutcome):
         name = "test-negated-outcome"
