@@ -290,11 +290,16 @@ def add_command(
             )
             outcomes = judge_outcomes(probes, answers, judge)
             judged = int(np.isfinite(outcomes).sum())
+            if len(probes) - judged > len(probes) // 4:  # as for perplexity: ≥ 3/4 of them
+                errors = (live.spend.errors + judge.spend.errors)[-3:]
+                raise click.ClickException(
+                    f"only {judged} of {len(probes)} probes answered and graded: "
+                    + "; ".join(errors)
+                )
             readout = probe_readout(current, probes, outcomes)
             if readout is None:
                 raise click.ClickException(
-                    f"{judged} of {len(probes)} probes graded, all alike: no signal to place "
-                    f"{name} by (errors: {'; '.join((live.spend.errors + judge.spend.errors)[-3:])})"
+                    f"the judge graded all {judged} answers alike: no signal to place {name} by"
                 )
             e = readout.descriptor
     except SpendCapExceeded as exc:

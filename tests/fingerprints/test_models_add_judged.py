@@ -141,3 +141,27 @@ def test_models_add_probe_outcome_needs_a_judge(artifact: Path, tmp_path: Path) 
          "--config", str(tmp_path / "c.yaml"), "--router", str(artifact)],
     )
     assert result.exit_code != 0 and "--judge-model" in result.output
+
+
+def test_a_failing_judge_adds_nothing(
+    upstream: FakeUpstream, artifact: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(artifact)}))
+    upstream.set_mode("fake-judge", "error_500")
+    try:
+        result = CliRunner().invoke(
+            main,
+            ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
+             "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
+             "--fingerprint", "probe-outcome", "--judge-model", "openai/fake-judge",
+             "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
+             "--config", str(cfg), "--router", str(artifact), "--max-spend", "0.01"],
+        )
+    finally:
+        upstream.reset()
+    assert result.exit_code != 0
+    assert "only 0 of 8 probes answered and graded" in result.output
+    assert load_router(artifact).model_names == ("fake-strong", "fake-mid")  # unchanged
+    assert yaml.safe_load(cfg.read_text())["model_list"] == []
