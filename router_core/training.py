@@ -562,25 +562,12 @@ def _readout_on_probes(
         return E, calibration
     pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
     rows = [pos[p] for p in probes.ids if p in pos]
-    U = train.quality[rows][:, [list(train.models).index(m) for m in unseen]]
-    return _readout(calibration, E, head(phi_train[rows]), U, models, unseen, c)
-
-
-def _readout(
-    calibration: Calibration,
-    E: np.ndarray,
-    Q: np.ndarray,
-    U: np.ndarray,
-    models: Sequence[str],
-    targets: Sequence[str],
-    c: float,
-) -> tuple[np.ndarray, Calibration]:
-    """Each of ``targets`` gets its probe readout (router_core.readout) where it fits."""
+    Q = head(phi_train[rows])
     E = E.copy()
     a, b = dict(calibration.a), dict(calibration.b)
-    for j, m in enumerate(targets):
-        r = fit_readout(Q, U[:, j], c)
-        if r is not None:
+    for m in unseen:
+        r = fit_readout(Q, train.quality[rows, list(train.models).index(m)], c)
+        if r is not None:  # no signal (all right or all wrong): the level rule stays
             E[list(models).index(m)] = r.descriptor
             a[m], b[m] = r.a, r.b
     return E, replace(calibration, a=a, b=b)
