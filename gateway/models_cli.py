@@ -323,11 +323,12 @@ def add_command(
         info["output_cost_per_million"] = price_out
     entry = {"model_name": name, "litellm_params": params, "model_info": info}
     backends = {**artifact_backends(current), name: entry}
-    expert = Expert(name, e.astype(np.float32), cost, kind.name)
-    if readout is not None:
-        added = current.with_expert(expert, version, a=readout.a, b=readout.b)
-    else:
-        added = current.with_expert(expert, version)
+    added = current.with_expert(
+        Expert(name, e.astype(np.float32), cost, kind.name),
+        version,
+        a=readout.a if readout else None,  # a readout brings its own calibration
+        b=readout.b if readout else None,
+    )
     added = replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
     _publish(added, router_dir, engine, current.version, "added")
     _edit_config(cfg_path, add=entry)
