@@ -34,11 +34,6 @@ class HoldoutScore:
     n_prompts: int
     points: list[tuple[float, float]] = field(default_factory=list)  # (cost, quality) per λ
 
-    def summary(self) -> dict:
-        d = asdict(self)
-        d.pop("points")
-        return d
-
 
 @dataclass(frozen=True)
 class PromotionDecision:

@@ -67,7 +67,7 @@ def _record_version(gw: Gateway, router, encoder) -> dict:
     evaluation (deferral points per λ, AUDC, QNC) and record it as a router version."""
     from gateway import learning_db
     from router_core.data.table import RoutingTable
-    from router_core.promotion import evaluate_on_holdout
+    from router_core.promotion import PromotionDecision, evaluate_on_holdout
 
     rng = np.random.default_rng(0)
     models = tuple(QUALITY)
@@ -85,9 +85,8 @@ def _record_version(gw: Gateway, router, encoder) -> dict:
     # one (refused, so the live router stays); both sides scored on the same held-out table
     candidate = dataclasses.replace(router, version="test-router-2")
     cand = evaluate_on_holdout(candidate, encoder.encode(PROMPTS), table)
-    metrics = {"promote": False, "reason": "not better than the live router", "margin": 0.005,
-               "candidate": {**cand.summary(), "points": cand.points},
-               "current": {**score.summary(), "points": score.points}}
+    metrics = PromotionDecision(False, "not better than the live router", cand, score,
+                                0.005).to_dict()
     learning_db.record_version(gw.engine, candidate, status="refused", parent=router.version,
                                metrics=metrics, n_observations=n, max_obs_id=0, activate=False)
     return metrics
