@@ -46,11 +46,9 @@ def combined_table(docs: Sequence[dict]) -> str:
     return "\n".join(out)
 
 
-BASELINES = ("random", "cheapest", "best_single", "knn", "mlp", "umr")
-
-
 def over_seeds_table(docs: Sequence[dict]) -> str:
     """Mean AUDC per router and run over the files of that run, and Tollgate's wins."""
+    from router_core.evaluation.runner import BASELINES  # the non-oracle routers
     groups: dict[str, list[dict]] = {}
     for d in docs:
         groups.setdefault(f"{d['dataset']}/{d['split']}", []).append(d)
