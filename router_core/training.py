@@ -17,19 +17,18 @@ train categories for ood; the real test rows are dropped). With left truncation 
     RouterBench (5 folds) MLP 0.8388 kNN –  | previous defaults (minibatch 512, lr 2e-3,
                  patience 5, δ=0.02) 0.8370; δ=0 0.8408; full batch, lr 1e-3, 300 epochs,
                  patience 20 ("fb") δ=0 0.8442, δ=0.01 0.8436 (adopted); fb without Eq. 8
-                 and CARO 0.8417; fb + CARO weight 0.3 0.8410; fb hidden 128 0.8421;
-                 5-seed ensemble of the old defaults: no gain (+0.004/−0.002/−0.001 on 3 folds).
+                 and CARO 0.8417; fb + CARO weight 0.3 0.8410; fb hidden 128 0.8421.
     MMLU-Pro (3) MLP 0.6898 UMR 0.6887 kNN 0.6819 | old 0.6820, fb δ=0 0.6874, δ=0.01 0.6856,
                  fb without Eq. 8 and CARO 0.6863.
     MMLU-Pro ood (3) MLP 0.6379 kNN 0.6364 UMR 0.6296 | old 0.6325, fb δ=0 0.6409, δ=0.01 0.6393.
     MMLU-Pro unseen-models (3) MLP-on-probes 0.6125 UMR 0.5967 kNN 0.5758 | old 0.5738, fb
-                 0.5851, fb + per-model (a_h, b_h) refit on the probes 0.5996, fb + probe
-                 readout C=1 (adopted) 0.6082, C=0.1 0.6065, C=10 0.5921, readout with the
-                 footprint as prior 0.6033. Refitting the *seen* models as readouts too (on
-                 train+val rows): RouterBench 0.8389, MMLU-Pro 0.6898, ood 0.6386: not adopted.
+                 with the level rule (``calibrate_unseen="level"``) 0.5851, fb + probe readout
+                 C=1 (adopted) 0.6082, C=0.1 0.6065, C=10 0.5921 (``readout_c``).
     RouterBench unseen-models with perplexity fingerprints (2 folds, ``--descriptor
-                 perplexity``) MLP-on-probes 0.8171 UMR 0.8125 kNN 0.7832 | level rule 0.8207
-                 (kept for fingerprinted models), per-model logistic on the probes 0.8147.
+                 perplexity``) MLP-on-probes 0.8171 UMR 0.8125 kNN 0.7832 | level rule 0.8207.
+    Also tried in code that was not kept (none beat the adopted settings on dev, no figures
+    claimed): a 5-seed ensemble of heads; refitting only (a_h, b_h) of unseen models on their
+    probes; the footprint as a prior of the readout; readouts for the seen models too.
     LLMRouter (5) kNN 0.6295 MLP 0.6271 UMR 0.6249 | old 0.6245, δ=0 0.6260, fb 0.6239-0.6245
                  (all within fold noise).
 Earlier, with right truncation (3 RouterBench folds): paper defaults, k=4, post-hoc logistic
