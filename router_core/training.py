@@ -31,7 +31,7 @@ train categories for ood; the real test rows are dropped). With left truncation 
     probes; the footprint as a prior of the readout; readouts for the seen models too.
     LLMRouter (5) kNN 0.6295 MLP 0.6271 UMR 0.6249 | old 0.6245, δ=0 0.6260, fb 0.6239-0.6245
                  (all within fold noise).
-Earlier, with right truncation (3 RouterBench folds): paper defaults, k=4, post-hoc logistic
+Earlier, with right truncation (the record as of commit 90a81a7, 3 RouterBench folds): paper defaults, k=4, post-hoc logistic
 0.807 → k=all 0.814 → jointly learned BCE scale + train+val calibration 0.846 → Eq. 8 weight
 0.02, CARO on the logit 0.854; probe-kernel init, N=64 probes and excluding the probes from
 training gave nothing (kept as options).
