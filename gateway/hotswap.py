@@ -4,6 +4,11 @@ The swap is one reference assignment in ``RouterHolder`` between requests; a req
 ``holder.current`` once and keeps that (immutable) ``Router`` to the end, so requests in
 flight finish on the old router and none fails. Loading the new artifact happens in a thread
 before the swap, never on the event loop.
+
+The gateway's encoder is built from the router it starts with (``Encoder.for_router``). A
+version trained on embeddings made differently (another model, window or truncation side,
+e.g. one recorded before the truncation side was) would route on vectors it was not trained
+for: it is not swapped in, and the refusal is logged.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from sqlalchemy import Engine
 
 from gateway import learning_db as ldb
 from gateway.routing import RouterHolder
+from router_core.encoder import Encoder
 from router_core.router import Router
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,7 @@ class HotSwapper:
         on_swap: Callable[[Router], Any] | None = None,
     ) -> None:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
+        self.refused: set[str] = set()  # versions not swapped in (logged once)
         # called with the new router just before the swap (issue 6: adopt the backends of
         # models added by `tollgate models add`, gateway/model_pool.py)
         self.on_swap = on_swap
@@ -45,7 +52,18 @@ class HotSwapper:
         row = ldb.active_version(self.engine)
         if row is None or row["version"] == self.holder.current.version:
             return None
+        if row["version"] in self.refused:
+            return None
         router = ldb.load_version(self.engine, row["version"])
+        wanted = Encoder.for_router(router.config).settings()
+        serving = Encoder.for_router(self.holder.current.config).settings()
+        if wanted != serving:
+            self.refused.add(row["version"])
+            log.error(
+                "router version %s not swapped in: trained on embeddings %s, the gateway "
+                "embeds as its current router was trained, %s", row["version"], wanted, serving,
+            )
+            return None
         if self.on_swap is not None:
             self.on_swap(router)
         self.holder.swap(router)
