@@ -145,9 +145,16 @@ def replay_upstream(replay: Replay) -> Iterator[str]:
 
 # -- routers ----------------------------------------------------------------------------------
 def cold_router(
-    models: tuple[str, ...], mean_cost: np.ndarray, dim: int = 64, seed: int = 0
+    models: tuple[str, ...],
+    mean_cost: np.ndarray,
+    dim: int = 64,
+    seed: int = 0,
+    encoder: dict | None = None,
 ) -> Router:
-    """Knows the models and their prices, nothing about quality: p̂ = 0.5 for every model."""
+    """Knows the models and their prices, nothing about quality: p̂ = 0.5 for every model.
+
+    ``encoder``: the settings of the encoder the gateway embeds with (recorded, so that
+    retrained versions, made with that encoder, are swapped in)."""
     rng = np.random.default_rng(seed)
     head = Head(
         layers=(
@@ -165,6 +172,7 @@ def cold_router(
         head=head,
         experts=experts,
         calibration=Calibration(a={}, b={}, a0=0.0, b0=0.0),
+        config={"encoder": encoder} if encoder else {},
     )
 
 
@@ -306,7 +314,7 @@ def run_simulation(
 
     replay = Replay(table.rows(np.sort(train_rows)))
     mean_cost = np.nanmean(table.cost[train_rows], axis=0)
-    start_router = cold_router(table.models, mean_cost, seed=seed)
+    start_router = cold_router(table.models, mean_cost, seed=seed, encoder=encoder.settings())
     start = evaluate_on_holdout(start_router, phi_test, test)
     log("training the offline router on the same prompts")
     offline_table = table.rows(np.sort(train_rows))
