@@ -179,19 +179,6 @@ class Printer:
         self.out.flush()
 
 
-def database_url_for(database_url: str | None, config_path: str | None) -> str:
-    """--database-url, else the config file's, else TOLLGATE_DATABASE_URL or the default."""
-    if database_url:
-        return database_url
-    if config_path:
-        from gateway.config import load_settings
-
-        return load_settings(config_path).database_url
-    from gateway.store.engine import database_url_from_env
-
-    return database_url_from_env()
-
-
 def _names(engine: Any) -> dict[str, str]:
     from gateway.dashboard.queries import tenant_names
 
@@ -230,9 +217,9 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
     """Show routed requests: decisions, costs, latency, fallbacks and feedback."""
     import sqlalchemy as sa
 
-    from gateway.store.engine import make_engine
+    from gateway.store.engine import make_engine, resolve_database_url
 
-    url = database_url_for(database_url, config_path)
+    url = resolve_database_url(database_url, config_path)
     engine = make_engine(url)
     try:
         if "request_logs" not in sa.inspect(engine).get_table_names():

@@ -23,7 +23,7 @@ from gateway.store import keys as keylib
 from gateway.store import migrate
 from gateway.store import tenants as admin
 from gateway.store.dberrors import is_unavailable
-from gateway.store.engine import database_url_from_env, make_engine
+from gateway.store.engine import make_engine, resolve_database_url
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.models import PERIODS
 from gateway.store.records import KeyInfo, NewKey, TenantInfo
@@ -39,21 +39,11 @@ def _db_options(fn: Callable[..., T]) -> Callable[..., T]:
                              "sqlite:///./tollgate.db).")(fn)
 
 
-def _resolve_url(database_url: str | None, config_path: str | None) -> str:
-    if database_url:
-        return database_url
-    if config_path:
-        from gateway.config import load_settings
-
-        return load_settings(config_path).database_url
-    return database_url_from_env()
-
-
 @contextmanager
 def _engine(database_url: str | None, config_path: str | None, *, upgrade: bool = True
             ) -> Iterator[Engine]:
     """An engine on the resolved database, upgraded to head; errors become CLI errors."""
-    url = _resolve_url(database_url, config_path)
+    url = resolve_database_url(database_url, config_path)
     engine = make_engine(url)
     try:
         if upgrade:
