@@ -32,7 +32,9 @@ class Readout:
     b: float  # intercept
 
 
-def fit_readout(Q: np.ndarray, outcomes: np.ndarray, c: float = 1.0) -> Readout | None:
+def fit_readout(
+    Q: np.ndarray, outcomes: np.ndarray, c: float = 1.0, prior: np.ndarray | None = None
+) -> Readout | None:
     """Fit p̂ = σ(w·q + b) on (Q, outcomes); None when the outcomes carry no signal.
 
     Args:
@@ -40,6 +42,8 @@ def fit_readout(Q: np.ndarray, outcomes: np.ndarray, c: float = 1.0) -> Readout 
         outcomes: (N,) quality in [0, 1]; NaN = not observed. A fractional outcome u enters
             as a positive with weight u and a negative with weight 1 − u.
         c: inverse L2 strength (sklearn's ``C``).
+        prior: w's prior mean w₀ (the penalty is ½‖w − w₀‖² instead of ½‖w‖²), e.g.
+            a_h·e_h of a fingerprinted model: the outcomes then refine its fingerprint.
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -48,6 +52,8 @@ def fit_readout(Q: np.ndarray, outcomes: np.ndarray, c: float = 1.0) -> Readout 
     if ok.sum() < 2 or u[ok].min() == u[ok].max():
         return None
     X = np.asarray(Q, dtype=float)[ok]
+    if prior is not None:
+        return _fit_with_prior(X, u[ok], c, np.asarray(prior, dtype=float))
     xs = np.concatenate([X, X])
     ys = np.concatenate([np.ones(ok.sum()), np.zeros(ok.sum())])
     ws = np.concatenate([u[ok], 1 - u[ok]])
@@ -57,3 +63,28 @@ def fit_readout(Q: np.ndarray, outcomes: np.ndarray, c: float = 1.0) -> Readout 
     if norm < 1e-9:
         return None
     return Readout(descriptor=(w / norm).astype(np.float32), a=norm, b=float(fit.intercept_[0]))
+
+
+def _fit_with_prior(X: np.ndarray, u: np.ndarray, c: float, w0: np.ndarray) -> Readout | None:
+    """min_w,b  C·Σ BCE(σ(w·x + b), u) + ½‖w − w₀‖²  (sklearn's scaling), by L-BFGS."""
+    from scipy.optimize import minimize
+
+    d = X.shape[1]
+
+    def f(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:d], theta[d]
+        z = X @ w + b
+        p = 1.0 / (1.0 + np.exp(-z))
+        loss = np.sum(np.logaddexp(0.0, z) - u * z)
+        g = p - u
+        dw = c * (X.T @ g) + (w - w0)
+        return c * loss + 0.5 * float((w - w0) @ (w - w0)), np.append(dw, c * g.sum())
+
+    m = float(np.clip(u.mean(), 1e-3, 1 - 1e-3))
+    theta0 = np.append(w0, np.log(m / (1 - m)) - float(np.mean(X @ w0)))
+    res = minimize(f, theta0, jac=True, method="L-BFGS-B")
+    w, b = res.x[:d], float(res.x[d])
+    norm = float(np.linalg.norm(w))
+    if norm < 1e-9:
+        return None
+    return Readout(descriptor=(w / norm).astype(np.float32), a=norm, b=b)

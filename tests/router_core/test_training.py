@@ -151,6 +151,29 @@ def test_fit_readout_recovers_a_direction_and_refuses_no_signal():
     assert fit_readout(Q[:1], u[:1]) is None
 
 
+def test_fit_readout_with_a_prior_refines_it():
+    """A zero prior is sklearn's own fit; a strong prior (small C) keeps the prior's
+    direction; a weak one moves it toward the outcomes' direction."""
+    from router_core.readout import fit_readout
+
+    rng = np.random.default_rng(1)
+    Q = rng.normal(size=(192, 16))
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    w = np.zeros(16)
+    w[3] = 8.0
+    u = (rng.random(192) < 1 / (1 + np.exp(-(Q @ w - 0.5)))).astype(float)
+    plain = fit_readout(Q, u)
+    zero = fit_readout(Q, u, prior=np.zeros(16))
+    np.testing.assert_allclose(zero.descriptor, plain.descriptor, atol=1e-3)
+    assert zero.a == pytest.approx(plain.a, rel=1e-3) and zero.b == pytest.approx(plain.b, abs=1e-3)
+    prior = np.zeros(16)
+    prior[5] = 3.0  # a fingerprint that points elsewhere
+    strong = fit_readout(Q, u, c=1e-4, prior=prior)
+    assert strong.descriptor[5] > 0.99 and strong.a == pytest.approx(3.0, rel=0.01)
+    weak = fit_readout(Q, u, c=10.0, prior=prior)
+    assert weak.descriptor[3] > weak.descriptor[5] > 0  # the outcomes win, the prior stays
+
+
 def test_descriptor_kind_is_pluggable(mbpp_table, mbpp_embeddings):
     class Negated(ProbeOutcome):
         name = "test-negated-outcome"
