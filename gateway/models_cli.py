@@ -178,11 +178,12 @@ def _with_common(fn: Any) -> Any:
 @click.option(
     "--judge-model",
     default=None,
-    help="probe-outcome: litellm model string of the LLM that grades each probe answer.",
+    help="litellm model string of the LLM that grades each probe answer (needed for "
+    "probe-outcome; with perplexity, the grades refine the fingerprint).",
 )
-@click.option("--judge-api-base", default=None, help="probe-outcome: the judge's base URL.")
+@click.option("--judge-api-base", default=None, help="The judge's base URL.")
 @click.option(
-    "--judge-api-key-env", default=None, metavar="VAR", help="probe-outcome: the judge's key."
+    "--judge-api-key-env", default=None, metavar="VAR", help="The judge's key variable."
 )
 @click.option("--judge-price-in", type=float, default=None, help="Judge USD per 1M input.")
 @click.option("--judge-price-out", type=float, default=None, help="Judge USD per 1M output.")
@@ -213,7 +214,8 @@ def add_command(
 
     probe-outcome: NAME answers every probe, ``--judge-model`` grades each answer (0-10),
     and NAME gets its probe readout (router_core.readout) in the router's space; the
-    judge's calls count against ``--max-spend`` too.
+    judge's calls count against ``--max-spend`` too. perplexity with ``--judge-model``:
+    the same grades refine the fingerprint (the readout with a·e_h as its prior mean).
     """
     import os
 
@@ -247,7 +249,11 @@ def add_command(
             param_hint="--judge-model",
         )
     api_key = os.environ.get(api_key_env) if api_key_env else None
-    steps = len(probes) * (2 if fingerprint in ("perplexity", "probe-outcome") else 1)
+    steps = len(probes) * (
+        1  # answers, or logits
+        + (fingerprint in ("perplexity", "probe-outcome"))  # scores, or grades
+        + (fingerprint == "perplexity" and bool(judge_model))  # grades
+    )
     bar = tqdm(total=steps, desc=f"fingerprint {name}", unit="probe")
     live = LiveAnswers(
         litellm_model,
@@ -263,6 +269,32 @@ def add_command(
     if hasattr(kind, "progress"):
         kind.progress = bar.update
     readout, judge = None, None
+
+    def graded(answers: list[str | None]) -> np.ndarray:
+        """The judge's grades of NAME's probe answers; ≥ 3/4 of the probes or an error."""
+        nonlocal judge
+        judge = LiveAnswers(
+            judge_model,
+            api_base=judge_api_base,
+            api_key=os.environ.get(judge_api_key_env) if judge_api_key_env else None,
+            price_in_per_m=judge_price_in,
+            price_out_per_m=judge_price_out,
+            max_spend_usd=max(max_spend - live.spend.usd, 0.0),
+            max_tokens=16,
+            concurrency=concurrency,
+            progress=bar.update,
+        )
+        outcomes = judge_outcomes(probes, answers, judge)
+        judged = int(np.isfinite(outcomes).sum())
+        if len(probes) - judged > len(probes) // 4:  # as for perplexity: ≥ 3/4 of them
+            errors = (live.spend.errors + judge.spend.errors)[-3:]
+            raise click.ClickException(
+                f"only {judged} of {len(probes)} probes answered and graded: "
+                + "; ".join(errors)
+            )
+        return outcomes
+
+    outcomes = None
     try:
         if fingerprint == "perplexity":
             answers = live.answers(name, probes)
@@ -273,33 +305,22 @@ def add_command(
                     + "; ".join(live.spend.errors[-3:])
                 )
             e = kind.describe({name: answers}, probes, [name])[0]
+            if judge_model:  # the graded answers refine the fingerprint (its readout prior)
+                outcomes = graded(answers)
+                readout = probe_readout(
+                    current, probes, outcomes, prior=current.calibration.a0 * e
+                )
+                if readout is not None:
+                    e = readout.descriptor
         elif fingerprint == "logit":
             e = kind.describe({name: weights or litellm_model}, probes, [name])[0]
         else:  # probe-outcome: the model's answers, graded, then its readout
-            answers = live.answers(name, probes)
-            judge = LiveAnswers(
-                judge_model,
-                api_base=judge_api_base,
-                api_key=os.environ.get(judge_api_key_env) if judge_api_key_env else None,
-                price_in_per_m=judge_price_in,
-                price_out_per_m=judge_price_out,
-                max_spend_usd=max(max_spend - live.spend.usd, 0.0),
-                max_tokens=16,
-                concurrency=concurrency,
-                progress=bar.update,
-            )
-            outcomes = judge_outcomes(probes, answers, judge)
-            judged = int(np.isfinite(outcomes).sum())
-            if len(probes) - judged > len(probes) // 4:  # as for perplexity: ≥ 3/4 of them
-                errors = (live.spend.errors + judge.spend.errors)[-3:]
-                raise click.ClickException(
-                    f"only {judged} of {len(probes)} probes answered and graded: "
-                    + "; ".join(errors)
-                )
+            outcomes = graded(live.answers(name, probes))
             readout = probe_readout(current, probes, outcomes)
             if readout is None:
                 raise click.ClickException(
-                    f"the judge graded all {judged} answers alike: no signal to place {name} by"
+                    f"the judge graded all {int(np.isfinite(outcomes).sum())} answers alike: "
+                    f"no signal to place {name} by"
                 )
             e = readout.descriptor
     except SpendCapExceeded as exc:
@@ -337,7 +358,8 @@ def add_command(
         f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
         + ("" if live.spend.priced else " (price unknown: spend not counted)")
     )
-    if judge is not None:
+    if judge is not None and outcomes is not None:
+        judged = int(np.isfinite(outcomes).sum())
         click.echo(
             f"judge {judge_model}: {judged} of {len(probes)} probe answers graded, mean "
             f"{np.nanmean(outcomes):.2f}; judge spend ${judge.spend.usd:.6f} over "
@@ -364,14 +386,17 @@ def judge_outcomes(probes: Any, answers: list[str | None], judge: Any) -> np.nda
     return out
 
 
-def probe_readout(router: Any, probes: Any, outcomes: np.ndarray) -> Any:
-    """The model's readout in ``router``'s space from its probe outcomes (or None)."""
+def probe_readout(
+    router: Any, probes: Any, outcomes: np.ndarray, prior: np.ndarray | None = None
+) -> Any:
+    """The model's readout in ``router``'s space from its probe outcomes (or None);
+    ``prior``: the readout's prior mean (a fingerprinted model's a·e)."""
     from router_core.encoder import Encoder
     from router_core.readout import fit_readout
 
     encoder = Encoder.for_router(router.config)
     Q = router.project(encoder.encode(list(probes.prompts)))
-    return fit_readout(Q, outcomes)
+    return fit_readout(Q, outcomes, prior=prior)
 
 
 @models_group.command("list")

@@ -165,3 +165,79 @@ def test_a_failing_judge_adds_nothing(
     assert "only 0 of 8 probes answered and graded" in result.output
     assert load_router(artifact).model_names == ("fake-strong", "fake-mid")  # unchanged
     assert yaml.safe_load(cfg.read_text())["model_list"] == []
+
+
+@pytest.fixture()
+def perplexity_artifact(tmp_path: Path, probes: ProbeSet, scorer) -> Path:
+    """A router whose experts are perplexity fingerprints (random head, as above)."""
+    from router_core.fingerprints.perplexity import PerplexityFingerprint
+
+    kind = PerplexityFingerprint(scorer)
+    rng = np.random.default_rng(0)
+    d = len(probes)
+    head = Head(
+        layers=(
+            (rng.normal(size=(32, 384)).astype(np.float32) / 10, np.zeros(32, np.float32)),
+            (rng.normal(size=(d, 32)).astype(np.float32) / 4, np.zeros(d, np.float32)),
+        )
+    )
+    E = rng.normal(size=(2, d))
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    router = Router(
+        version="ppl-router-1",
+        head=head,
+        experts=(
+            Expert("fake-strong", E[0].astype(np.float32), 3e-3, "perplexity"),
+            Expert("fake-mid", E[1].astype(np.float32), 3e-4, "perplexity"),
+        ),
+        calibration=Calibration(a={"fake-strong": 2.0, "fake-mid": 2.0},
+                                b={"fake-strong": 1.0, "fake-mid": 0.0}, a0=2.0, b0=0.0),
+        config={"descriptor": kind.config(), "probe_ids": list(probes.ids),
+                "encoder": Encoder(cache=False).settings()},
+    )
+    path = tmp_path / "router"
+    save_router(router, path, probes=probes.to_json())
+    return path
+
+
+def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(
+    upstream: FakeUpstream, perplexity_artifact: Path, probes: ProbeSet, scorer, tmp_path: Path,
+    monkeypatch,
+) -> None:
+    """perplexity + --judge-model: the answers are fingerprinted (SmolLM2) *and* graded, and
+    the grades refine the fingerprint: the readout with a0·e as its prior mean."""
+    from router_core.fingerprints.perplexity import PerplexityFingerprint
+    from router_core.readout import fit_readout
+
+    monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(perplexity_artifact)}))
+    before = len(upstream.requests_for("fake-judge"))
+    result = CliRunner().invoke(
+        main,
+        ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
+         "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
+         "--price-in", "0.05", "--price-out", "0.1",
+         "--fingerprint", "perplexity", "--judge-model", "openai/fake-judge",
+         "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
+         "--config", str(cfg), "--router", str(perplexity_artifact), "--max-spend", "0.01"],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    assert len(upstream.requests_for("fake-judge")) - before == len(probes)
+    assert "8 of 8 probe answers graded, mean 0.50" in result.output
+    router = load_router(perplexity_artifact)
+    new = router.experts[router.model_names.index("fake-new")]
+    assert new.kind == "perplexity"
+    # what the command computed, recomputed: the fingerprint of the same answers, the
+    # judge's grades, the readout with the fingerprint (times the pooled slope) as prior
+    answers = [new_model_reply({"messages": [{"content": p}]}) for p in probes.prompts]
+    e = PerplexityFingerprint(scorer).describe({"fake-new": answers}, probes, ["fake-new"])[0]
+    good = np.array([any(g in q for g in GOOD) for q in probes.prompts])
+    Q = router.project(Encoder(cache=False).encode(list(probes.prompts)))
+    want = fit_readout(Q, np.where(good, 0.9, 0.1), prior=2.0 * e)
+    np.testing.assert_allclose(new.descriptor, want.descriptor, atol=1e-4)
+    assert router.calibration.a["fake-new"] == pytest.approx(want.a, rel=1e-4)
+    assert float(new.descriptor @ e) < 0.999  # refined, not the bare fingerprint
+    p = router.calibration("fake-new", Q @ new.descriptor)
+    assert p[good].mean() > p[~good].mean()
