@@ -10,7 +10,8 @@ same protocol, the same metrics as ``tollgate eval``.
     python bench/router_dev.py --dataset routerbench --folds 3 \\
         --variant 'wide:{"hidden": 512}' --variant 'no-delta:{"delta": 0}'
 
-prints each router's and each variant's dev AUDC per fold and their mean.
+prints each router's and each variant's dev AUDC, overpayment rate and QNC per fold and
+their means.
 """
 
 from __future__ import annotations
@@ -95,27 +96,36 @@ def main(argv: list[str] | None = None) -> None:
         variants[name] = json.loads(raw)
     base = [b for b in args.baselines.split(",") if b]
     rows: dict[str, list[float]] = {}
+    other: dict[str, dict[str, list[float]]] = {"overpay": {}, "qnc": {}}
+
+    def keep(name: str, m) -> None:
+        rows.setdefault(name, []).append(m.audc)
+        other["overpay"].setdefault(name, []).append(m.overpay)
+        other["qnc"].setdefault(name, []).append(np.nan if m.qnc is None else m.qnc)
     for fold in range(args.folds):
         dev, idx = dev_fold(table, fold)
         Xd = X[idx]
         res = run_evaluation(dev, embeddings=Xd, routers=base, seed=args.seed, n_boot=0,
                              log=lambda _m: None)
         for name in base:
-            rows.setdefault(name, []).append(res.metrics[name].audc)
+            keep(name, res.metrics[name])
         for name, over in variants.items():
             r = run_evaluation(dev, embeddings=Xd, routers=["tollgate"], seed=args.seed,
                                n_boot=0, train_overrides=over, log=lambda _m: None,
                                descriptor=descriptor)
-            rows.setdefault(name, []).append(r.metrics["tollgate"].audc)
+            keep(name, r.metrics["tollgate"])
         print(f"fold {fold}: {res.n_test} dev-test prompts", file=sys.stderr, flush=True)
-    print(f"{args.dataset} / {args.split}: dev AUDC over {args.folds} folds of train")
-    print(f"{'router':<24}" + "".join(f"{'fold ' + str(f):>9}" for f in range(args.folds))
-          + f"{'mean':>9}")
-    for name, vals in rows.items():
-        print(f"{name:<24}" + "".join(f"{v:9.4f}" for v in vals) + f"{np.mean(vals):9.4f}")
+    for metric, table_ in (("AUDC", rows), ("overpayment", other["overpay"]),
+                           ("QNC (nan: never)", other["qnc"])):
+        print(f"{args.dataset} / {args.split}: dev {metric} over {args.folds} folds of train")
+        print(f"{'router':<24}" + "".join(f"{'fold ' + str(f):>9}" for f in range(args.folds))
+              + f"{'mean':>9}")
+        for name, vals in table_.items():
+            print(f"{name:<24}" + "".join(f"{v:9.4f}" for v in vals) + f"{np.mean(vals):9.4f}")
     if args.json:
         args.json.write_text(json.dumps({"dataset": args.dataset, "split": args.split,
-                                         "variants": variants, "audc": rows}, indent=2))
+                                         "variants": variants, "audc": rows, **other},
+                                        indent=2))
 
 
 if __name__ == "__main__":
