@@ -31,6 +31,13 @@ train categories for ood; the real test rows are dropped). With left truncation 
                  fingerprint refined by the probe outcomes (``readout_fingerprints``,
                  adopted) 0.7837 (per seed: 0.8207 → 0.8177, 0.8021 → 0.8078, 0.7110 →
                  0.7255; MLP 0.8171, 0.8021, 0.7214; UMR 0.8125, 0.7982, 0.7287).
+    δ against the overpayment rate (``router_dev.py`` prints both): RouterBench (5) AUDC /
+                 overpayment δ=0 0.8441 / 0.5180, 0.01 0.8436 / 0.5109, 0.015 0.8426 /
+                 0.5067, 0.02 0.8418 / 0.5023, 0.03 0.8386 / 0.4917 (MLP 0.8388 / 0.5169,
+                 kNN 0.8351 / 0.5037); MMLU-Pro ood (3) δ=0.01 0.6393 / 0.4596, 0.015
+                 0.6371 / 0.4567, 0.02 0.6338 / 0.4533 (MLP 0.6386 / 0.4623). δ=0.02 would
+                 put RouterBench's overpayment below kNN's but ood's AUDC below MLP's: 0.01
+                 kept; a route can ask for more (``routes.<name>.delta``).
     A shared "difficulty" coordinate in the descriptor space (e_h ← [e_h·√(1−β²), β], the
     head free to shift every model's similarity at once), code not kept: RouterBench (3)
     β=0 0.8505, 0.3 0.8487, 0.6 0.8506; MMLU-Pro (3) 0.6857, 0.6860, 0.6861 (MLP 0.6895).
