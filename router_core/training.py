@@ -30,7 +30,8 @@ train categories for ood; the real test rows are dropped). With left truncation 
                  the three: MLP 0.7802 UMR 0.7798 kNN 0.7473 | level rule 0.7779, the
                  fingerprint refined by the probe outcomes (``readout_fingerprints``,
                  adopted) 0.7837 (per seed: 0.8207 → 0.8177, 0.8021 → 0.8078, 0.7110 →
-                 0.7255; MLP 0.8171, 0.8021, 0.7214; UMR 0.8125, 0.7982, 0.7287).
+                 0.7255; MLP 0.8171, 0.8021, 0.7214; UMR 0.8125, 0.7982, 0.7287); its
+                 prior strength ``readout_c`` 0.3 0.7813, 1 0.7837 (kept), 3 0.7835.
     δ against the overpayment rate (``router_dev.py`` prints both): RouterBench (5) AUDC /
                  overpayment δ=0 0.8441 / 0.5180, 0.01 0.8436 / 0.5109, 0.015 0.8426 /
                  0.5067, 0.02 0.8418 / 0.5023, 0.03 0.8386 / 0.4917 (MLP 0.8388 / 0.5169,
