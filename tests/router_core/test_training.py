@@ -174,6 +174,37 @@ def test_fit_readout_with_a_prior_refines_it():
     assert weak.descriptor[3] > weak.descriptor[5] > 0  # the outcomes win, the prior stays
 
 
+def test_unseen_fingerprinted_models_refine_their_fingerprint(mbpp_table, mbpp_embeddings):
+    """A model described by another kind (a stand-in fingerprint here) whose probe outcomes
+    are in the table: its readout has a_h·e_h of the level rule as prior mean; with
+    ``readout_fingerprints=False`` it keeps the fingerprint and the level rule."""
+    from router_core.readout import fit_readout
+
+    class Fingerprint(ProbeOutcome):  # any non-probe-outcome kind; reversed probe order
+        name = "test-fingerprint"
+
+        def raw(self, source, probes, models):
+            return super().raw(source, probes, models)[:, ::-1]
+
+    unseen = mbpp_table.models[-3:]
+    table = dataclasses.replace(mbpp_table, unseen_models=unseen)
+    kw = {"descriptor": Fingerprint(), "embeddings": mbpp_embeddings}
+    refined = train_router(table, FAST, **kw)
+    kept = train_router(table, dataclasses.replace(FAST, readout_fingerprints=False), **kw)
+    pos = {p: i for i, p in enumerate(map(str, table.prompt_ids))}
+    rows = [pos[p] for p in refined.probes.ids]
+    Q = refined.router.project(mbpp_embeddings[rows])
+    for m in unseen:
+        e = kept.router.experts[kept.router.model_names.index(m)].descriptor
+        prior = kept.router.calibration.a[m] * e.astype(float)
+        want = fit_readout(Q, table.quality[rows, table.models.index(m)], prior=prior)
+        got = refined.router.experts[refined.router.model_names.index(m)]
+        assert got.kind == "test-fingerprint"
+        np.testing.assert_allclose(got.descriptor, want.descriptor, atol=1e-5)
+        assert refined.router.calibration.a[m] == pytest.approx(want.a, rel=1e-5)
+        assert float(got.descriptor @ e) < 0.999  # moved off the bare fingerprint
+
+
 def test_descriptor_kind_is_pluggable(mbpp_table, mbpp_embeddings):
     class Negated(ProbeOutcome):
         name = "test-negated-outcome"
