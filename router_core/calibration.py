@@ -31,7 +31,7 @@ def _logit(p: np.ndarray, eps: float = 1e-3) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
-def _fit(x: np.ndarray, u: np.ndarray, c: float) -> tuple[np.ndarray, float]:
+def fit_soft_logistic(x: np.ndarray, u: np.ndarray, c: float) -> tuple[np.ndarray, float]:
     """Weighted logistic regression on soft labels u ∈ [0, 1]; returns (coef, intercept)."""
     x = x.reshape(len(u), -1)
     xs = np.concatenate([x, x])
@@ -75,7 +75,7 @@ def fit_calibration(
         ok = np.isfinite(quality[:, i]) & np.isfinite(sim[:, i])
         if ok.sum() < 2:
             continue
-        coef, icpt = _fit(sim[ok, i], quality[ok, i], c)
+        coef, icpt = fit_soft_logistic(sim[ok, i], quality[ok, i], c)
         a[models[i]], b[models[i]] = float(coef[0]), icpt
         xs.append(sim[ok, i])
         us.append(quality[ok, i])
@@ -84,10 +84,10 @@ def fit_calibration(
     if not xs:
         return Calibration(a={}, b={}, a0=1.0, b0=0.0)
     x, u = np.concatenate(xs), np.concatenate(us)
-    coef0, b0 = _fit(x, u, c)
+    coef0, b0 = fit_soft_logistic(x, u, c)
     a0 = float(coef0[0])
     if level is not None:
-        coef, icpt = _fit(np.stack([x, np.concatenate(ls)], axis=1), u, c)
+        coef, icpt = fit_soft_logistic(np.stack([x, np.concatenate(ls)], axis=1), u, c)
         for i, m in enumerate(models):
             if m not in a:
                 a[m] = float(coef[0])

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from router_core.calibration import fit_soft_logistic
+
 
 @dataclass(frozen=True)
 class Readout:
@@ -45,27 +47,24 @@ def fit_readout(
         prior: w's prior mean w₀ (the penalty is ½‖w − w₀‖² instead of ½‖w‖²), e.g.
             a_h·e_h of a fingerprinted model: the outcomes then refine its fingerprint.
     """
-    from sklearn.linear_model import LogisticRegression
-
     u = np.asarray(outcomes, dtype=float)
     ok = np.isfinite(u)
     if ok.sum() < 2 or u[ok].min() == u[ok].max():
         return None
     X = np.asarray(Q, dtype=float)[ok]
-    if prior is not None:
-        return _fit_with_prior(X, u[ok], c, np.asarray(prior, dtype=float))
-    xs = np.concatenate([X, X])
-    ys = np.concatenate([np.ones(ok.sum()), np.zeros(ok.sum())])
-    ws = np.concatenate([u[ok], 1 - u[ok]])
-    fit = LogisticRegression(C=c, max_iter=2000).fit(xs, ys, sample_weight=ws)
-    w = fit.coef_[0]
+    if prior is None:
+        w, b = fit_soft_logistic(X, u[ok], c)
+    else:
+        w, b = _fit_with_prior(X, u[ok], c, np.asarray(prior, dtype=float))
     norm = float(np.linalg.norm(w))
     if norm < 1e-9:
         return None
-    return Readout(descriptor=(w / norm).astype(np.float32), a=norm, b=float(fit.intercept_[0]))
+    return Readout(descriptor=(w / norm).astype(np.float32), a=norm, b=b)
 
 
-def _fit_with_prior(X: np.ndarray, u: np.ndarray, c: float, w0: np.ndarray) -> Readout | None:
+def _fit_with_prior(
+    X: np.ndarray, u: np.ndarray, c: float, w0: np.ndarray
+) -> tuple[np.ndarray, float]:
     """min_w,b  C·Σ BCE(σ(w·x + b), u) + ½‖w − w₀‖²  (sklearn's scaling), by L-BFGS."""
     from scipy.optimize import minimize
 
@@ -83,8 +82,4 @@ def _fit_with_prior(X: np.ndarray, u: np.ndarray, c: float, w0: np.ndarray) -> R
     m = float(np.clip(u.mean(), 1e-3, 1 - 1e-3))
     theta0 = np.append(w0, np.log(m / (1 - m)) - float(np.mean(X @ w0)))
     res = minimize(f, theta0, jac=True, method="L-BFGS-B")
-    w, b = res.x[:d], float(res.x[d])
-    norm = float(np.linalg.norm(w))
-    if norm < 1e-9:
-        return None
-    return Readout(descriptor=(w / norm).astype(np.float32), a=norm, b=b)
+    return res.x[:d], float(res.x[d])
