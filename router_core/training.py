@@ -568,7 +568,7 @@ def _readout_on_probes(
     train_models: Sequence[str],
     c: float,
     kind_of: Callable[[str], str],
-    fingerprints: bool = False,
+    fingerprints: bool,
 ) -> tuple[np.ndarray, Calibration]:
     """For each model without training rows: a logistic readout of q over its probe outcomes.
 
@@ -580,9 +580,7 @@ def _readout_on_probes(
     unseen = [
         m
         for m in models
-        if m not in set(train_models)
-        and (fingerprints or kind_of(m) == ProbeOutcome.name)
-        and m in train.models
+        if m not in set(train_models) and (fingerprints or kind_of(m) == ProbeOutcome.name)
     ]
     if not unseen:
         return E, calibration
@@ -597,7 +595,7 @@ def _readout_on_probes(
         prior = None if own else calibration.a.get(m, calibration.a0) * E[i]
         r = fit_readout(Q, train.quality[rows, list(train.models).index(m)], c, prior=prior)
         if r is not None:  # no signal (all right or all wrong): the level rule stays
-            E[list(models).index(m)] = r.descriptor
+            E[i] = r.descriptor
             a[m], b[m] = r.a, r.b
     return E, replace(calibration, a=a, b=b)
 
