@@ -268,11 +268,11 @@ def add_command(
     )
     if hasattr(kind, "progress"):
         kind.progress = bar.update
-    readout, judge = None, None
+    readout, judge, outcomes = None, None, None
 
-    def graded(answers: list[str | None]) -> np.ndarray:
-        """The judge's grades of NAME's probe answers; ≥ 3/4 of the probes or an error."""
-        nonlocal judge
+    def graded(answers: list[str | None]) -> tuple[np.ndarray, Any]:
+        """The judge's grades of NAME's probe answers (≥ 3/4 of the probes, else an
+        error) and the judge, whose spend is reported."""
         judge = LiveAnswers(
             judge_model,
             api_base=judge_api_base,
@@ -292,9 +292,8 @@ def add_command(
                 f"only {judged} of {len(probes)} probes answered and graded: "
                 + "; ".join(errors)
             )
-        return outcomes
+        return outcomes, judge
 
-    outcomes = None
     try:
         if fingerprint == "perplexity":
             answers = live.answers(name, probes)
@@ -306,7 +305,7 @@ def add_command(
                 )
             e = kind.describe({name: answers}, probes, [name])[0]
             if judge_model:  # the graded answers refine the fingerprint (its readout prior)
-                outcomes = graded(answers)
+                outcomes, judge = graded(answers)
                 readout = probe_readout(
                     current, probes, outcomes, prior=current.calibration.a0 * e
                 )
@@ -315,7 +314,7 @@ def add_command(
         elif fingerprint == "logit":
             e = kind.describe({name: weights or litellm_model}, probes, [name])[0]
         else:  # probe-outcome: the model's answers, graded, then its readout
-            outcomes = graded(live.answers(name, probes))
+            outcomes, judge = graded(live.answers(name, probes))
             readout = probe_readout(current, probes, outcomes)
             if readout is None:
                 raise click.ClickException(
@@ -358,7 +357,7 @@ def add_command(
         f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
         + ("" if live.spend.priced else " (price unknown: spend not counted)")
     )
-    if judge is not None and outcomes is not None:
+    if judge is not None:
         judged = int(np.isfinite(outcomes).sum())
         click.echo(
             f"judge {judge_model}: {judged} of {len(probes)} probe answers graded, mean "
