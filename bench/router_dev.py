@@ -33,6 +33,7 @@ from router_core.evaluation.runner import run_evaluation
 
 BASELINES = ("best_single", "knn", "mlp", "umr")
 DEV_TEST_FRACTION = 0.2
+METRICS = (("audc", "AUDC"), ("overpay", "overpayment"), ("qnc", "QNC (nan: never)"))
 
 
 def dev_fold(table: RoutingTable, fold: int) -> tuple[RoutingTable, np.ndarray]:
@@ -95,13 +96,14 @@ def main(argv: list[str] | None = None) -> None:
         name, _, raw = item.partition(":")
         variants[name] = json.loads(raw)
     base = [b for b in args.baselines.split(",") if b]
-    rows: dict[str, list[float]] = {}
-    other: dict[str, dict[str, list[float]]] = {"overpay": {}, "qnc": {}}
+    # metric → router → one value per fold
+    scores: dict[str, dict[str, list[float]]] = {key: {} for key, _ in METRICS}
 
     def keep(name: str, m) -> None:
-        rows.setdefault(name, []).append(m.audc)
-        other["overpay"].setdefault(name, []).append(m.overpay)
-        other["qnc"].setdefault(name, []).append(np.nan if m.qnc is None else m.qnc)
+        for key, _ in METRICS:
+            value = getattr(m, key)
+            scores[key].setdefault(name, []).append(np.nan if value is None else value)
+
     for fold in range(args.folds):
         dev, idx = dev_fold(table, fold)
         Xd = X[idx]
@@ -115,17 +117,15 @@ def main(argv: list[str] | None = None) -> None:
                                descriptor=descriptor)
             keep(name, r.metrics["tollgate"])
         print(f"fold {fold}: {res.n_test} dev-test prompts", file=sys.stderr, flush=True)
-    for metric, table_ in (("AUDC", rows), ("overpayment", other["overpay"]),
-                           ("QNC (nan: never)", other["qnc"])):
-        print(f"{args.dataset} / {args.split}: dev {metric} over {args.folds} folds of train")
+    for key, label in METRICS:
+        print(f"{args.dataset} / {args.split}: dev {label} over {args.folds} folds of train")
         print(f"{'router':<24}" + "".join(f"{'fold ' + str(f):>9}" for f in range(args.folds))
               + f"{'mean':>9}")
-        for name, vals in table_.items():
+        for name, vals in scores[key].items():
             print(f"{name:<24}" + "".join(f"{v:9.4f}" for v in vals) + f"{np.mean(vals):9.4f}")
     if args.json:
         args.json.write_text(json.dumps({"dataset": args.dataset, "split": args.split,
-                                         "variants": variants, "audc": rows, **other},
-                                        indent=2))
+                                         "variants": variants, **scores}, indent=2))
 
 
 if __name__ == "__main__":
