@@ -51,9 +51,9 @@ def upstream() -> Iterator[FakeUpstream]:
         yield up
 
 
-@pytest.fixture()
-def artifact(tmp_path: Path, probes: ProbeSet) -> Path:
-    """A router trained on probe-outcome descriptors (random head: its space is what counts)."""
+def _save_router(path: Path, probes: ProbeSet, version: str, descriptor: dict, a0: float) -> Path:
+    """A two-expert router of the given descriptor kind (random head and descriptors: its
+    space is what counts), saved with its probes."""
     rng = np.random.default_rng(0)
     d = len(probes)
     head = Head(
@@ -65,20 +65,26 @@ def artifact(tmp_path: Path, probes: ProbeSet) -> Path:
     E = rng.normal(size=(2, d))
     E /= np.linalg.norm(E, axis=1, keepdims=True)
     router = Router(
-        version="probe-router-1",
+        version=version,
         head=head,
         experts=(
-            Expert("fake-strong", E[0].astype(np.float32), 3e-3, "probe-outcome"),
-            Expert("fake-mid", E[1].astype(np.float32), 3e-4, "probe-outcome"),
+            Expert("fake-strong", E[0].astype(np.float32), 3e-3, descriptor["name"]),
+            Expert("fake-mid", E[1].astype(np.float32), 3e-4, descriptor["name"]),
         ),
         calibration=Calibration(a={"fake-strong": 2.0, "fake-mid": 2.0},
-                                b={"fake-strong": 1.0, "fake-mid": 0.0}, a0=1.0, b0=0.0),
-        config={"descriptor": {"name": "probe-outcome"}, "probe_ids": list(probes.ids),
+                                b={"fake-strong": 1.0, "fake-mid": 0.0}, a0=a0, b0=0.0),
+        config={"descriptor": descriptor, "probe_ids": list(probes.ids),
                 "encoder": Encoder(cache=False).settings()},
     )
-    path = tmp_path / "router"
     save_router(router, path, probes=probes.to_json())
     return path
+
+
+@pytest.fixture()
+def artifact(tmp_path: Path, probes: ProbeSet) -> Path:
+    """A router trained on probe-outcome descriptors."""
+    return _save_router(tmp_path / "router", probes, "probe-router-1",
+                        {"name": "probe-outcome"}, a0=1.0)
 
 
 def test_models_add_probe_outcome_grades_answers_and_fits_a_readout(
@@ -169,35 +175,11 @@ def test_a_failing_judge_adds_nothing(
 
 @pytest.fixture()
 def perplexity_artifact(tmp_path: Path, probes: ProbeSet, scorer) -> Path:
-    """A router whose experts are perplexity fingerprints (random head, as above)."""
+    """A router whose experts are perplexity fingerprints (scored by SmolLM2)."""
     from router_core.fingerprints.perplexity import PerplexityFingerprint
 
-    kind = PerplexityFingerprint(scorer)
-    rng = np.random.default_rng(0)
-    d = len(probes)
-    head = Head(
-        layers=(
-            (rng.normal(size=(32, 384)).astype(np.float32) / 10, np.zeros(32, np.float32)),
-            (rng.normal(size=(d, 32)).astype(np.float32) / 4, np.zeros(d, np.float32)),
-        )
-    )
-    E = rng.normal(size=(2, d))
-    E /= np.linalg.norm(E, axis=1, keepdims=True)
-    router = Router(
-        version="ppl-router-1",
-        head=head,
-        experts=(
-            Expert("fake-strong", E[0].astype(np.float32), 3e-3, "perplexity"),
-            Expert("fake-mid", E[1].astype(np.float32), 3e-4, "perplexity"),
-        ),
-        calibration=Calibration(a={"fake-strong": 2.0, "fake-mid": 2.0},
-                                b={"fake-strong": 1.0, "fake-mid": 0.0}, a0=2.0, b0=0.0),
-        config={"descriptor": kind.config(), "probe_ids": list(probes.ids),
-                "encoder": Encoder(cache=False).settings()},
-    )
-    path = tmp_path / "router"
-    save_router(router, path, probes=probes.to_json())
-    return path
+    return _save_router(tmp_path / "router", probes, "ppl-router-1",
+                        PerplexityFingerprint(scorer).config(), a0=2.0)
 
 
 def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(

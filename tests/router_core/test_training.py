@@ -135,15 +135,19 @@ def test_unseen_models_get_their_probe_readout(mbpp_table, mbpp_embeddings):
         assert float(e.descriptor @ footprint) < 0.999  # its own direction
 
 
+def _probe_outcomes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n unit query vectors in 16 dimensions and 0/1 outcomes drawn from σ(8·q₃ − 0.5)."""
+    rng = np.random.default_rng(seed)
+    Q = rng.normal(size=(n, 16))
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    u = (rng.random(n) < 1 / (1 + np.exp(-(8.0 * Q[:, 3] - 0.5)))).astype(float)
+    return Q, u
+
+
 def test_fit_readout_recovers_a_direction_and_refuses_no_signal():
     from router_core.readout import fit_readout
 
-    rng = np.random.default_rng(0)
-    Q = rng.normal(size=(400, 16))
-    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
-    w = np.zeros(16)
-    w[3] = 8.0
-    u = (rng.random(400) < 1 / (1 + np.exp(-(Q @ w - 0.5)))).astype(float)
+    Q, u = _probe_outcomes(400, seed=0)
     r = fit_readout(Q, u, c=10.0)
     assert r is not None and abs(float(np.linalg.norm(r.descriptor)) - 1) < 1e-5
     assert r.descriptor[3] > 0.9 and r.a > 2
@@ -156,12 +160,7 @@ def test_fit_readout_with_a_prior_refines_it():
     direction; a weak one moves it toward the outcomes' direction."""
     from router_core.readout import fit_readout
 
-    rng = np.random.default_rng(1)
-    Q = rng.normal(size=(192, 16))
-    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
-    w = np.zeros(16)
-    w[3] = 8.0
-    u = (rng.random(192) < 1 / (1 + np.exp(-(Q @ w - 0.5)))).astype(float)
+    Q, u = _probe_outcomes(192, seed=1)
     plain = fit_readout(Q, u)
     zero = fit_readout(Q, u, prior=np.zeros(16))
     np.testing.assert_allclose(zero.descriptor, plain.descriptor, atol=1e-3)
