@@ -87,6 +87,20 @@ def artifact(tmp_path: Path, probes: ProbeSet) -> Path:
                         {"name": "probe-outcome"}, a0=1.0)
 
 
+def _add_judged(upstream: FakeUpstream, artifact: Path, cfg: Path, fingerprint: str,
+                *extra: str, catch: bool = False):
+    """`tollgate models add fake-new` with fake-judge grading, both over the fake upstream."""
+    return CliRunner().invoke(
+        main,
+        ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
+         "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
+         "--fingerprint", fingerprint, "--judge-model", "openai/fake-judge",
+         "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
+         "--config", str(cfg), "--router", str(artifact), "--max-spend", "0.01", *extra],
+        catch_exceptions=catch,
+    )
+
+
 def test_models_add_probe_outcome_grades_answers_and_fits_a_readout(
     upstream: FakeUpstream, artifact: Path, probes: ProbeSet, tmp_path: Path, monkeypatch
 ) -> None:
@@ -95,18 +109,9 @@ def test_models_add_probe_outcome_grades_answers_and_fits_a_readout(
     cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(artifact)}))
     db_url = f"sqlite:///{tmp_path / 'tollgate.db'}"
     upgrade(db_url)  # the gateway's database, as a gateway starting on it leaves it
-    result = CliRunner().invoke(
-        main,
-        ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
-         "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
-         "--price-in", "0.05", "--price-out", "0.1",
-         "--fingerprint", "probe-outcome", "--judge-model", "openai/fake-judge",
-         "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
-         "--judge-price-in", "0.1",
-         "--judge-price-out", "0.2", "--config", str(cfg), "--router", str(artifact),
-         "--database-url", db_url, "--max-spend", "0.01"],
-        catch_exceptions=False,
-    )
+    result = _add_judged(upstream, artifact, cfg, "probe-outcome",
+                         "--price-in", "0.05", "--price-out", "0.1", "--judge-price-in", "0.1",
+                         "--judge-price-out", "0.2", "--database-url", db_url)
     assert result.exit_code == 0, result.output
     # every probe answered by the model, every answer graded by the judge, over HTTP
     asked = upstream.requests_for("fake-new")
@@ -157,14 +162,7 @@ def test_a_failing_judge_adds_nothing(
     cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(artifact)}))
     upstream.set_mode("fake-judge", "error_500")
     try:
-        result = CliRunner().invoke(
-            main,
-            ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
-             "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
-             "--fingerprint", "probe-outcome", "--judge-model", "openai/fake-judge",
-             "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
-             "--config", str(cfg), "--router", str(artifact), "--max-spend", "0.01"],
-        )
+        result = _add_judged(upstream, artifact, cfg, "probe-outcome", catch=True)
     finally:
         upstream.reset()
     assert result.exit_code != 0
@@ -195,16 +193,8 @@ def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(perplexity_artifact)}))
     before = len(upstream.requests_for("fake-judge"))
-    result = CliRunner().invoke(
-        main,
-        ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
-         "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
-         "--price-in", "0.05", "--price-out", "0.1",
-         "--fingerprint", "perplexity", "--judge-model", "openai/fake-judge",
-         "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
-         "--config", str(cfg), "--router", str(perplexity_artifact), "--max-spend", "0.01"],
-        catch_exceptions=False,
-    )
+    result = _add_judged(upstream, perplexity_artifact, cfg, "perplexity",
+                         "--price-in", "0.05", "--price-out", "0.1")
     assert result.exit_code == 0, result.output
     assert len(upstream.requests_for("fake-judge")) - before == len(probes)
     assert "8 of 8 probe answers graded, mean 0.50" in result.output
