@@ -311,6 +311,12 @@ def add_command(
                 )
                 if readout is not None:
                     e = readout.descriptor
+                else:  # nothing to refine by: say so rather than pass it off as refined
+                    click.echo(
+                        f"the judge graded all {int(np.isfinite(outcomes).sum())} answers "
+                        f"alike: {name} keeps its bare fingerprint and the pooled calibration",
+                        err=True,
+                    )
         elif fingerprint == "logit":
             e = kind.describe({name: weights or litellm_model}, probes, [name])[0]
         else:  # probe-outcome: the model's answers, graded, then its readout

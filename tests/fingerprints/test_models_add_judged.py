@@ -46,6 +46,7 @@ def upstream() -> Iterator[FakeUpstream]:
     backends = [
         FakeBackend("fake-new", reply=new_model_reply, input_per_m=0.05, output_per_m=0.1),
         FakeBackend("fake-judge", reply=judge_reply, input_per_m=0.1, output_per_m=0.2),
+        FakeBackend("fake-lenient-judge", reply="Score: 7", input_per_m=0.1, output_per_m=0.2),
     ]
     with FakeUpstream(backends) as up:
         yield up
@@ -88,13 +89,13 @@ def artifact(tmp_path: Path, probes: ProbeSet) -> Path:
 
 
 def _add_judged(upstream: FakeUpstream, artifact: Path, cfg: Path, fingerprint: str,
-                *extra: str, catch: bool = False):
-    """`tollgate models add fake-new` with fake-judge grading, both over the fake upstream."""
+                *extra: str, catch: bool = False, judge: str = "fake-judge"):
+    """`tollgate models add fake-new` with ``judge`` grading, both over the fake upstream."""
     return CliRunner().invoke(
         main,
         ["models", "add", "fake-new", "--litellm-model", "openai/fake-new",
          "--api-base", upstream.base_url, "--api-key-env", "FAKE_UPSTREAM_KEY",
-         "--fingerprint", fingerprint, "--judge-model", "openai/fake-judge",
+         "--fingerprint", fingerprint, "--judge-model", f"openai/{judge}",
          "--judge-api-base", upstream.base_url, "--judge-api-key-env", "FAKE_UPSTREAM_KEY",
          "--config", str(cfg), "--router", str(artifact), "--max-spend", "0.01", *extra],
         catch_exceptions=catch,
@@ -213,3 +214,28 @@ def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(
     assert float(new.descriptor @ e) < 0.999  # refined, not the bare fingerprint
     p = router.calibration("fake-new", Q @ new.descriptor)
     assert p[good].mean() > p[~good].mean()
+
+
+def test_a_judge_grading_all_alike_keeps_the_fingerprint_and_says_so(
+    upstream: FakeUpstream, perplexity_artifact: Path, probes: ProbeSet, scorer, tmp_path: Path,
+    monkeypatch,
+) -> None:
+    """Every answer graded 7/10: no signal to refine by. The model still joins with its
+    bare fingerprint, and the command says why its grades were not used."""
+    from router_core.fingerprints.perplexity import PerplexityFingerprint
+
+    monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(perplexity_artifact)}))
+    result = _add_judged(upstream, perplexity_artifact, cfg, "perplexity",
+                         judge="fake-lenient-judge")
+    assert result.exit_code == 0, result.output
+    assert "the judge graded all 8 answers alike: fake-new keeps its bare fingerprint" in (
+        result.output
+    )
+    router = load_router(perplexity_artifact)
+    new = router.experts[router.model_names.index("fake-new")]
+    answers = [new_model_reply({"messages": [{"content": p}]}) for p in probes.prompts]
+    e = PerplexityFingerprint(scorer).describe({"fake-new": answers}, probes, ["fake-new"])[0]
+    np.testing.assert_allclose(new.descriptor, e, atol=1e-5)
+    assert "fake-new" not in router.calibration.a  # the pooled (a0, b0) place it
