@@ -17,11 +17,11 @@ never 401.
 
 Reconciliation: every request served on an outage reservation is written to a journal
 (``gateway.spool.Spool`` named ``outage``, a local file) with its actual cost. When the
-database answers again each entry is charged exactly as a normal request would have been:
-booked as a reservation with the entry's id (``INSERT``; a duplicate id means it was already
-booked) and settled through ``Store.settle`` (which deletes that reservation and adds the
-cost to ``spent`` in one transaction, so a retry charges nothing twice). The allowance of a
-tenant is restored once its journal entries are charged.
+database answers again each entry's cost is added to ``spent`` (``ledger.charge_once``) in
+the transaction that records the entry's id in ``outage_charges``; an id already there means
+the entry was charged, so a replay after a crash, or after the database failed again part-way
+through the journal, charges nothing twice. The allowance of a tenant is restored once its
+journal entries are charged.
 
 Log rows the database cannot take go to the log spool (``Spool`` named ``requestlog``) through
 the log writer's ``overflow`` hook; both spools are replayed in the background.
@@ -40,13 +40,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
-from sqlalchemy import Engine, insert, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine
 
 from gateway.spool import Spool, log_rows_sink
 from gateway.store import ledger
 from gateway.store.errors import StoreUnavailable
-from gateway.store.models import reservations, tenants
 from gateway.store.records import SettleResult, usd_to_nusd
 
 log = logging.getLogger(__name__)
@@ -77,21 +75,12 @@ class _Allowance:
 
 
 def charges_sink(engine: Engine) -> Callable[[list[dict[str, Any]]], None]:
-    """Book each journal entry as a reservation with its own id, then settle it in full."""
+    """Charge each journal entry in full, once per entry id (``ledger.charge_once``)."""
 
     def sink(rows: list[dict[str, Any]]) -> None:
         for row in rows:
-            rid, nusd = str(row["id"]), int(row["nusd"])
-            try:
-                with engine.begin() as conn:
-                    conn.execute(insert(reservations).values(
-                        id=rid, tenant_id=row["tenant_id"], request_id=row.get("request_id"),
-                        amount_nusd=nusd, created_at_s=int(row["at_s"])))
-                    conn.execute(update(tenants).where(tenants.c.id == row["tenant_id"])
-                                 .values(reserved_nusd=tenants.c.reserved_nusd + nusd))
-            except IntegrityError:
-                pass  # booked by an earlier replay; if already settled, settle is a no-op
-            ledger.settle(engine, rid, nusd, nusd, datetime.now(UTC))
+            ledger.charge_once(engine, str(row["id"]), row["tenant_id"], int(row["nusd"]),
+                               datetime.now(UTC))
 
     return sink
 

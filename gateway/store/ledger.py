@@ -36,9 +36,10 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.exc import IntegrityError
 
 from gateway.store.errors import BudgetExceeded, NotFound
-from gateway.store.models import reservations, tenants
+from gateway.store.models import outage_charges, reservations, tenants
 from gateway.store.periods import period_start_s, validate_period
 from gateway.store.records import Reservation, SettleResult, nusd_to_usd
 
@@ -175,6 +176,32 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
         log.warning("settlement %s overran its reservation: actual %d > reserved %d nUSD",
                     reservation_id, actual_nusd, row.amount_nusd)
     return SettleResult(reservation_id, row.amount_nusd / 1e9, actual_nusd / 1e9, applied=True)
+
+
+def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int,
+                now: datetime) -> bool:
+    """Add a cost incurred without a reservation to ``spent``, once per ``charge_id``.
+
+    For requests served during a database outage (gateway/outage.py): the id is inserted into
+    ``outage_charges`` in the same transaction as the charge, so a journal replayed again, after
+    a crash or a database failure part-way through, finds the id and charges nothing. Returns
+    whether this call charged. The charge lands in the current period, as a settlement does.
+    """
+    if amount_nusd < 0:
+        raise ValueError("a charge cannot be negative")
+    start = _current_start(now)
+    spent_after = case((tenants.c.period_start_s < start, _big(amount_nusd)),
+                       else_=tenants.c.spent_nusd + amount_nusd)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(outage_charges).values(
+                id=charge_id, tenant_id=tenant_id, amount_nusd=amount_nusd,
+                charged_at_s=int(now.timestamp())))
+            conn.execute(update(tenants).where(tenants.c.id == tenant_id)
+                         .values(**_rollover_values(now, spent_after)))
+    except IntegrityError:
+        return False  # charged by an earlier replay
+    return True
 
 
 def expire_reservations(engine: Engine, older_than_s: int, now: datetime,

@@ -68,6 +68,18 @@ class ReservationRow(Base):
     created_at_s: Mapped[int] = mapped_column(BigInteger, index=True)
 
 
+class OutageChargeRow(Base):
+    """A journal entry of the outage spool that has been charged (gateway/outage.py): its id,
+    written in the transaction that adds its cost to ``spent``, so a replay charges it once."""
+
+    __tablename__ = "outage_charges"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(String(36), index=True)
+    amount_nusd: Mapped[int] = mapped_column(BigInteger)
+    charged_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
 class SettingRow(Base):
     """Server-wide settings, e.g. the generated key-hashing secret."""
 
@@ -109,5 +121,6 @@ class RequestLogRow(Base):
 tenants = TenantRow.__table__
 api_keys = ApiKeyRow.__table__
 reservations = ReservationRow.__table__
+outage_charges = OutageChargeRow.__table__
 settings = SettingRow.__table__
 request_logs = RequestLogRow.__table__

@@ -409,3 +409,40 @@ async def test_in_memory_sqlite_is_one_shared_database() -> None:
         assert len(booked) == 10
         assert all(isinstance(r, BudgetExceeded) for r in results if r not in booked)
         assert (await store.get_tenant(t.id)).reserved_usd == pytest.approx(1.0)
+
+
+async def test_an_outage_journal_replayed_after_a_failure_part_way_charges_each_entry_once(
+    db_url: str, tmp_path
+) -> None:
+    """The outage journal (gateway/outage.py) is replayed whole until every entry is in; when
+    the database fails after the first entry was charged, the next replay must not charge it
+    again. The failure is injected by a wrapper around the real sink (a real database cannot
+    be made to fail between two given statements); every charge goes to the real database."""
+    from gateway.outage import charges_sink
+    from gateway.spool import Spool
+
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=1.0)
+        real = charges_sink(store.engine)
+        failures = [1]
+
+        def sink(rows: list[dict]) -> None:
+            if failures:  # the database goes away after the first entry
+                failures.pop()
+                real(rows[:1])
+                raise StoreUnavailable("database lost mid-replay")
+            real(rows)
+
+        journal = Spool(tmp_path, sink, name="outage")
+        costs = [0.003, 0.002, 0.004]
+        journal.accept([{"id": f"entry-{i}", "tenant_id": t.id, "request_id": f"r{i}",
+                         "nusd": round(c * 1e9), "at_s": 0} for i, c in enumerate(costs)])
+        with pytest.raises(StoreUnavailable):
+            journal.replay_sync()
+        assert (await store.get_tenant("acme")).spent_usd == pytest.approx(costs[0])
+        assert journal.replay_sync() == 3  # the whole file again, now that the database is up
+        assert (await store.get_tenant("acme")).spent_usd == pytest.approx(sum(costs))
+        real([{"id": "entry-1", "tenant_id": t.id, "nusd": 2_000_000, "at_s": 0}])  # again
+        assert (await store.get_tenant("acme")).spent_usd == pytest.approx(sum(costs))
+        assert _open_reservations(store) == 0
+        journal.close()

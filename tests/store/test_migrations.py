@@ -27,8 +27,8 @@ from gateway.store.migrate import (
     upgrade,
 )
 
-TABLES = {"tenants", "api_keys", "budget_reservations", "settings", "request_logs",
-          "alembic_version"}
+TABLES = {"tenants", "api_keys", "budget_reservations", "outage_charges", "settings",
+          "request_logs", "alembic_version"}
 
 
 def test_revisions_form_one_linear_chain() -> None:
