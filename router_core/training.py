@@ -60,7 +60,11 @@ train categories for ood; the real test rows are dropped). With left truncation 
     ones (median 3.2 vs 5.4), and a temperature fitted on val does not flatten them: the
     flatter val fit is not a mere hedge either: a stronger L2 penalty on the train+val fit
     (``calib_c`` 0.01, 0.001) loses everywhere, 0.8369 / 0.6828 / 0.6345 and 0.8339 /
-    0.6801 / 0.6275. What the val rows carry that train rows do not is left open.
+    0.6801 / 0.6275. Nor does a refit of each seen model's (a_h, b_h) on val with the
+    train+val fit as its prior mean, penalty ½‖(a, b) − (a₀, b₀)‖² beside C·Σ BCE (code not
+    kept): C=1 0.8440 / 0.6870 / 0.6420, C=0.1 0.8469 / 0.6860 / 0.6430 (the prior on a_h
+    alone: 0.8439 / 0.6871 / 0.6422 and 0.8463 / 0.6859 / 0.6433). It gains on ood and
+    MMLU-Pro but every val refit costs RouterBench 0.004-0.009, so train+val stays.
     Also tried in code that was not kept (none beat the adopted settings on dev, no figures
     claimed): a 5-seed ensemble of heads; refitting only (a_h, b_h) of unseen models on their
     probes; the footprint as a prior of the readout; readouts for the seen models too.
