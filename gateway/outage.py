@@ -78,9 +78,13 @@ def charges_sink(engine: Engine) -> Callable[[list[dict[str, Any]]], None]:
     """Charge each journal entry in full, once per entry id (``ledger.charge_once``)."""
 
     def sink(rows: list[dict[str, Any]]) -> None:
-        for row in rows:
-            ledger.charge_once(engine, str(row["id"]), row["tenant_id"], int(row["nusd"]),
-                               datetime.now(UTC))
+        again = sum(
+            not ledger.charge_once(engine, str(row["id"]), row["tenant_id"], int(row["nusd"]),
+                                   datetime.now(UTC))
+            for row in rows
+        )
+        if again:  # a replay after a failure part-way: those entries were charged before
+            log.info("outage journal: %d of %d entries were already charged", again, len(rows))
 
     return sink
 

@@ -73,6 +73,12 @@ def _rollover_values(now: datetime, spent_after: ColumnElement[int]) -> dict:
     }
 
 
+def _spent_plus(now: datetime, amount_nusd: int) -> ColumnElement[int]:
+    """SQL: spent' + amount, i.e. the amount alone when the stored period has ended."""
+    return case((tenants.c.period_start_s < _current_start(now), _big(amount_nusd)),
+                else_=tenants.c.spent_nusd + amount_nusd)
+
+
 def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime) -> int:
     """Python mirror of spent' for reporting."""
     return 0 if stored_start_s < period_start_s(period, now) else spent
@@ -146,9 +152,7 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
     """
     if actual_nusd < 0:
         raise ValueError("a settlement cannot be negative")
-    start = _current_start(now)
-    spent_after = case((tenants.c.period_start_s < start, _big(actual_nusd)),
-                       else_=tenants.c.spent_nusd + actual_nusd)
+    spent_after = _spent_plus(now, actual_nusd)
     released = (delete(reservations).where(reservations.c.id == reservation_id)
                 .returning(reservations.c.tenant_id, reservations.c.amount_nusd))
     if engine.dialect.name == "postgresql":
@@ -189,9 +193,7 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
     """
     if amount_nusd < 0:
         raise ValueError("a charge cannot be negative")
-    start = _current_start(now)
-    spent_after = case((tenants.c.period_start_s < start, _big(amount_nusd)),
-                       else_=tenants.c.spent_nusd + amount_nusd)
+    spent_after = _spent_plus(now, amount_nusd)
     try:
         with engine.begin() as conn:
             conn.execute(insert(outage_charges).values(

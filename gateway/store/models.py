@@ -75,7 +75,7 @@ class OutageChargeRow(Base):
     __tablename__ = "outage_charges"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    tenant_id: Mapped[str] = mapped_column(String(36), index=True)
+    tenant_id: Mapped[str] = mapped_column(String(36))
     amount_nusd: Mapped[int] = mapped_column(BigInteger)
     charged_at_s: Mapped[int] = mapped_column(BigInteger)
 

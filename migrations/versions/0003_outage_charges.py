@@ -27,9 +27,7 @@ def upgrade() -> None:
         sa.Column("amount_nusd", sa.BigInteger(), nullable=False),
         sa.Column("charged_at_s", sa.BigInteger(), nullable=False),
     )
-    op.create_index("ix_outage_charges_tenant_id", "outage_charges", ["tenant_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_outage_charges_tenant_id", "outage_charges")
     op.drop_table("outage_charges")

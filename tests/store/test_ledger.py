@@ -412,7 +412,7 @@ async def test_in_memory_sqlite_is_one_shared_database() -> None:
 
 
 async def test_an_outage_journal_replayed_after_a_failure_part_way_charges_each_entry_once(
-    db_url: str, tmp_path
+    db_url: str, tmp_path, caplog
 ) -> None:
     """The outage journal (gateway/outage.py) is replayed whole until every entry is in; when
     the database fails after the first entry was charged, the next replay must not charge it
@@ -440,7 +440,9 @@ async def test_an_outage_journal_replayed_after_a_failure_part_way_charges_each_
         with pytest.raises(StoreUnavailable):
             journal.replay_sync()
         assert (await store.get_tenant("acme")).spent_usd == pytest.approx(costs[0])
-        assert journal.replay_sync() == 3  # the whole file again, now that the database is up
+        with caplog.at_level("INFO", logger="gateway.outage"):
+            assert journal.replay_sync() == 3  # the whole file again, the database up
+        assert "1 of 3 entries were already charged" in caplog.text
         assert (await store.get_tenant("acme")).spent_usd == pytest.approx(sum(costs))
         real([{"id": "entry-1", "tenant_id": t.id, "nusd": 2_000_000, "at_s": 0}])  # again
         assert (await store.get_tenant("acme")).spent_usd == pytest.approx(sum(costs))
