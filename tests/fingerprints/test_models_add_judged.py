@@ -181,13 +181,20 @@ def perplexity_artifact(tmp_path: Path, probes: ProbeSet, scorer) -> Path:
                         PerplexityFingerprint(scorer).config(), a0=2.0)
 
 
+def _bare_fingerprint(scorer, probes: ProbeSet) -> np.ndarray:
+    """fake-new's perplexity fingerprint, from the answers the fake upstream gives it."""
+    from router_core.fingerprints.perplexity import PerplexityFingerprint
+
+    answers = [new_model_reply({"messages": [{"content": p}]}) for p in probes.prompts]
+    return PerplexityFingerprint(scorer).describe({"fake-new": answers}, probes, ["fake-new"])[0]
+
+
 def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(
     upstream: FakeUpstream, perplexity_artifact: Path, probes: ProbeSet, scorer, tmp_path: Path,
     monkeypatch,
 ) -> None:
     """perplexity + --judge-model: the answers are fingerprinted (SmolLM2) *and* graded, and
     the grades refine the fingerprint: the readout with a0·e as its prior mean."""
-    from router_core.fingerprints.perplexity import PerplexityFingerprint
     from router_core.readout import fit_readout
 
     monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
@@ -204,8 +211,7 @@ def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(
     assert new.kind == "perplexity"
     # what the command computed, recomputed: the fingerprint of the same answers, the
     # judge's grades, the readout with the fingerprint (times the pooled slope) as prior
-    answers = [new_model_reply({"messages": [{"content": p}]}) for p in probes.prompts]
-    e = PerplexityFingerprint(scorer).describe({"fake-new": answers}, probes, ["fake-new"])[0]
+    e = _bare_fingerprint(scorer, probes)
     good = np.array([any(g in q for g in GOOD) for q in probes.prompts])
     Q = router.project(Encoder(cache=False).encode(list(probes.prompts)))
     want = fit_readout(Q, np.where(good, 0.9, 0.1), prior=2.0 * e)
@@ -222,8 +228,6 @@ def test_a_judge_grading_all_alike_keeps_the_fingerprint_and_says_so(
 ) -> None:
     """Every answer graded 7/10: no signal to refine by. The model still joins with its
     bare fingerprint, and the command says why its grades were not used."""
-    from router_core.fingerprints.perplexity import PerplexityFingerprint
-
     monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"model_list": [], "router_path": str(perplexity_artifact)}))
@@ -235,7 +239,6 @@ def test_a_judge_grading_all_alike_keeps_the_fingerprint_and_says_so(
     )
     router = load_router(perplexity_artifact)
     new = router.experts[router.model_names.index("fake-new")]
-    answers = [new_model_reply({"messages": [{"content": p}]}) for p in probes.prompts]
-    e = PerplexityFingerprint(scorer).describe({"fake-new": answers}, probes, ["fake-new"])[0]
+    e = _bare_fingerprint(scorer, probes)
     np.testing.assert_allclose(new.descriptor, e, atol=1e-5)
     assert "fake-new" not in router.calibration.a  # the pooled (a0, b0) place it
