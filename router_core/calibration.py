@@ -1,7 +1,7 @@
 """Calibration: similarity s = q·e_h → p̂_h = σ(a_h·s + b_h), an estimate of quality.
 
 Raw similarities are not on the scale of quality, so λ would trade them against cost badly
-(DESIGN.md, "Measured before building"). We fit, on held-out rows, one logistic per model
+(docs/evaluation.md, "Why calibration"). We fit, on held-out rows, one logistic per model
 plus a pooled (a0, b0) for models added later without data. Quality may be fractional
 (scores in [0, 1]): each cell enters as a positive with weight u and a negative with
 weight 1 − u, which is the Bernoulli log-likelihood of a soft label.

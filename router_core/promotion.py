@@ -5,7 +5,7 @@ was not trained on, see ``supervision.holdout_mask``) with the standard metrics:
 of a grid, every held-out prompt is routed by ``Router.route`` exactly as the gateway does,
 restricted to the models observed on that prompt (the only ones whose outcome is known), and
 the point (mean observed cost, mean observed quality) is recorded; the points give the
-deferral curve, AUDC and QNC (DESIGN.md, "Evaluation"). The candidate is promoted iff
+deferral curve, AUDC and QNC (docs/evaluation.md). The candidate is promoted iff
 
     AUDC(candidate) ≥ AUDC(current) − margin.
 """

@@ -6,7 +6,7 @@ distribution on that prompt, so labels are built from the per-(prompt, model) ag
 
     q̄(x, m) = mean quality,   σ(x, m) = std of quality (ddof=0),   c̄(x, m) = mean cost,
 
-and the risk-aware utility (DARS §4.2, with DESIGN.md's cost normalisation)
+and the risk-aware utility (DARS §4.2, with costs normalised by the dearest model's mean cost)
 
     U(x, m) = q̄(x, m) − λ·c̃(x, m) − β·σ(x, m),   c̃ = c̄ / max_m' mean-cost(m'),  β = 0.2.
 

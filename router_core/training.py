@@ -11,56 +11,8 @@ Objective per batch (CSCR §3.4 with EquiRouter's ranking term and a learned sca
       + w_cal  · BCE(σ(a_h s_ih + b_h), u_ih)          (puts s on the scale of quality)
 with s_ih = q_i·e_h, q_i = g_θ(Φ(x_i))/‖·‖, e_h the descriptors (frozen).
 
-Validation record: ``python bench/router_dev.py --dataset D [--split S] --folds F --variant
-...`` (dev AUDC; each fold's test rows are a seeded 20% of the *train* prompts, or two held-out
-train categories for ood; the real test rows are dropped). With left truncation (encoder.py):
-    RouterBench (5 folds) MLP 0.8388 kNN –  | previous defaults (minibatch 512, lr 2e-3,
-                 patience 5, δ=0.02) 0.8370; δ=0 0.8408; full batch, lr 1e-3, 300 epochs,
-                 patience 20 ("fb") δ=0 0.8442, δ=0.01 0.8436 (adopted); fb without Eq. 8
-                 and CARO 0.8417; fb + CARO weight 0.3 0.8410; fb hidden 128 0.8421.
-    MMLU-Pro (3) MLP 0.6898 UMR 0.6887 kNN 0.6819 | old 0.6820, fb δ=0 0.6874, δ=0.01 0.6856,
-                 fb without Eq. 8 and CARO 0.6863.
-    MMLU-Pro ood (3) MLP 0.6379 kNN 0.6364 UMR 0.6296 | old 0.6325, fb δ=0 0.6409, δ=0.01 0.6393.
-    MMLU-Pro unseen-models (3) MLP-on-probes 0.6125 UMR 0.5967 kNN 0.5758 | old 0.5738, fb
-                 with the level rule (``calibrate_unseen="level"``) 0.5851, fb + probe readout
-                 C=1 (adopted) 0.6082, C=0.1 0.6065, C=10 0.5921 (``readout_c``).
-    RouterBench unseen-models with perplexity fingerprints (2 folds, ``--descriptor
-                 perplexity``) MLP-on-probes 0.8171 UMR 0.8125 kNN 0.7832 | level rule 0.8207.
-                 Over three held-out model sets (``--seed 0|1|2``, 2 folds each), mean of
-                 the three: MLP 0.7802 UMR 0.7798 kNN 0.7473 | level rule 0.7779, the
-                 fingerprint refined by the probe outcomes (``readout_fingerprints``,
-                 adopted) 0.7837 (per seed: 0.8207 → 0.8177, 0.8021 → 0.8078, 0.7110 →
-                 0.7255; MLP 0.8171, 0.8021, 0.7214; UMR 0.8125, 0.7982, 0.7287); its
-                 prior strength ``readout_c`` 0.3 0.7813, 1 0.7837 (kept), 3 0.7835.
-    δ against the overpayment rate (``router_dev.py`` prints both): RouterBench (5) AUDC /
-                 overpayment δ=0 0.8441 / 0.5180, 0.01 0.8436 / 0.5109, 0.015 0.8426 /
-                 0.5067, 0.02 0.8418 / 0.5023, 0.03 0.8386 / 0.4917 (MLP 0.8388 / 0.5169,
-                 kNN 0.8351 / 0.5037); MMLU-Pro ood (3) δ=0.01 0.6393 / 0.4596, 0.015
-                 0.6371 / 0.4567, 0.02 0.6338 / 0.4533 (MLP 0.6386 / 0.4623). δ=0.02 would
-                 put RouterBench's overpayment below kNN's but ood's AUDC below MLP's: 0.01
-                 kept; a route can ask for more (``routes.<name>.delta``).
-    Where p̂'s (a_h, b_h) are fitted (``calibrate``), RouterBench (3) / MMLU-Pro (3) /
-    MMLU-Pro ood (3): train+val (kept) 0.8505 / 0.6857 / 0.6392, val 0.8417 / 0.6864 /
-    0.6437, learned 0.8468 / 0.6837 / 0.6301 (LLMRouter (3): train+val 0.6249, val 0.6255,
-    MLP 0.6276); a stronger L2 on the train+val fit, ``calib_c`` 0.01 / 0.001: 0.8369 /
-    0.6828 / 0.6345 and 0.8339 / 0.6801 / 0.6275 (MLP 0.8464 / 0.6896 / 0.6383).
-    Calibrating on val gains on ood and costs RouterBench (220 val prompts) 0.009.
-    Also tried in code that was not kept (none beat the adopted settings on dev on all of
-    RouterBench, MMLU-Pro and ood; no figures claimed, as the code is gone): a 5-seed
-    ensemble of heads; refitting only (a_h, b_h) of unseen models on their probes; the
-    footprint as a prior of the readout; readouts for the seen models too; a shared
-    "difficulty" coordinate in the descriptor space; a soft norm q = g/√(‖g‖² + 1); the
-    seen models' descriptors tuned with the head (e_h + Δ_h, penalised); one shared
-    temperature on val over the train+val logits; choosing val or train+val per router by
-    cross-fitting on val (it cannot see the ood shift: val comes from the training
-    categories); refitting each seen model's (a_h, b_h) on val with the train+val fit as
-    prior mean (gains on ood and MMLU-Pro, loses RouterBench).
-    LLMRouter (5) kNN 0.6295 MLP 0.6271 UMR 0.6249 | old 0.6245, δ=0 0.6260, fb 0.6239-0.6245
-                 (all within fold noise).
-Earlier, with right truncation (the record as of commit 90a81a7, 3 RouterBench folds): paper defaults, k=4, post-hoc logistic
-0.807 → k=all 0.814 → jointly learned BCE scale + train+val calibration 0.846 → Eq. 8 weight
-0.02, CARO on the logit 0.854; probe-kernel init, N=64 probes and excluding the probes from
-training gave nothing (kept as options).
+What was measured on dev folds to choose these settings, and what was tried and not
+kept, is in docs/training-record.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The deferral curve of a version is drawn by ``router_core.evaluation.plot`` (mat
 server side) from the λ-sweep points its evaluation stored: ``metrics.candidate.points``
 (and ``metrics.current.points`` for the router it was compared against), each a list of
 (mean cost, mean quality); the curve is the upper Pareto frontier of those points anchored
-at the cheapest one (DESIGN.md, "Evaluation").
+at the cheapest one (docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The evaluation numbers, exactly as DESIGN.md ("Evaluation: one definition everywhere").
+"""The evaluation numbers, exactly as docs/evaluation.md defines them.
 
 A router evaluated on a λ grid gives points (mean cost per query, mean quality) on the test
 set. From those points:

@@ -1,4 +1,4 @@
-"""Metrics match values computed by hand on small curves (DESIGN.md definitions)."""
+"""Metrics match values computed by hand on small curves (docs/evaluation.md definitions)."""
 
 from __future__ import annotations
 
