@@ -13,7 +13,8 @@ import click
 @click.option(
     "--dataset",
     required=True,
-    help="routerbench | mmlu-pro | llmrouter, or a CSV/JSONL/Parquet long-format file.",
+    help="routerbench | mmlu-pro | llmrouter | all (the three in one router, experts named by "
+    "canonical id), or a CSV/JSONL/Parquet long-format file.",
 )
 @click.option(
     "--split", default="standard", show_default=True, help="standard | ood | unseen-models"
@@ -66,7 +67,7 @@ def train_command(
     quiet: bool,
 ) -> None:
     """Train a Tollgate router (CSCR head + calibration) and save it to OUT."""
-    from router_core.data import load_dataset
+    from router_core.data import ALL, load_dataset
     from router_core.descriptors import get_kind
     from router_core.training import TrainConfig, train_router
 
@@ -78,7 +79,13 @@ def train_command(
             raise click.BadParameter(f"unknown TrainConfig field {key!r}", param_hint="--set")
         values[key] = json.loads(raw) if raw not in ("cscr", "vanilla") else raw
     table = load_dataset(dataset, split=split, data_dir=data_dir)
-    result = train_router(table, TrainConfig(**values), descriptor=get_kind(descriptor)())
+    config, kind = TrainConfig(**values), get_kind(descriptor)()
+    if table.name == ALL:  # n_probes from each dataset's training prompts
+        from router_core.evaluation.combined import train_combined
+
+        result = train_combined(table, config, descriptor=kind)
+    else:
+        result = train_router(table, config, descriptor=kind)
     path = result.save(out)
     m = result.metrics
     click.echo(

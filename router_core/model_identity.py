@@ -46,6 +46,7 @@ class Identity:
     params_b: float | None = None  # total parameters, billions
     active_b: float | None = None  # active per token (mixture of experts), billions
     tuned: bool | None = None  # instruction/chat tuned
+    usd_per_mtok_out: float | None = None  # list output price, for models without a size
     columns: Mapping[str, str] = field(default_factory=dict)  # dataset -> column name
     aliases: tuple[str, ...] = ()
 
@@ -137,6 +138,7 @@ def load_identity_table(path: str | Path = IDENTITY_FILE) -> IdentityTable:
                 params_b=_float(item.get("params_b")),
                 active_b=_float(item.get("active_b")),
                 tuned=item.get("tuned"),
+                usd_per_mtok_out=_float(item.get("usd_per_mtok_out")),
                 columns={str(k): str(v) for k, v in (item.get("columns") or {}).items()},
                 aliases=tuple(str(a) for a in item.get("aliases") or ()),
             )

@@ -242,6 +242,7 @@ def train_router(
     train_models: Sequence[str] | None = None,
     encoder: Any = None,
     embeddings: np.ndarray | None = None,
+    probes: ProbeSet | None = None,
 ) -> TrainResult:
     """Train g_θ and calibrate it; return the runtime ``Router`` and training metrics.
 
@@ -257,6 +258,8 @@ def train_router(
             ``table.train_models``, i.e. the seen ones).
         encoder: Φ (default: ``router_core.encoder.Encoder()`` with its disk cache).
         embeddings: precomputed Φ(x) for every row of ``table`` (skips the encoder).
+        probes: the probe set (training prompts of ``table``) to describe the experts on;
+            default: a seeded sample of ``config.n_probes`` training prompts (or ``init``'s).
     """
     cfg = config or TrainConfig()
     kind = descriptor or ProbeOutcome()
@@ -266,7 +269,9 @@ def train_router(
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        return _train(table, cfg, kind, init, models, train_models, encoder, embeddings, t0)
+        return _train(
+            table, cfg, kind, init, models, train_models, encoder, embeddings, t0, probes
+        )
     finally:
         torch.set_num_threads(threads)
 
@@ -281,6 +286,7 @@ def _train(
     encoder: Any,
     embeddings: np.ndarray | None,
     t0: float,
+    probes: ProbeSet | None = None,
 ) -> TrainResult:
     torch.manual_seed(cfg.seed)
     keep = np.isin(np.asarray(table.split), ["train", "val"])
@@ -303,8 +309,9 @@ def _train(
     val, phi_val = parts["val"]
 
     # probe set and descriptors (from train rows; a warm start keeps its probes)
-    probes = None
-    if init is not None and init.config.get("probe_ids"):
+    if probes is not None and not set(probes.ids) <= set(map(str, train.prompt_ids)):
+        raise ValueError("every probe must be a training prompt of the table")
+    if probes is None and init is not None and init.config.get("probe_ids"):
         ids = list(init.config["probe_ids"])
         if set(ids) <= set(map(str, train.prompt_ids)):
             pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
@@ -369,19 +376,21 @@ def _train(
     X_t = torch.as_tensor(X)
     U_t = torch.as_tensor(np.nan_to_num(U, nan=np.nan), dtype=torch.float32)
     P_t = torch.as_tensor(_positives(U, cfg.positive_tolerance))
+    A_t = torch.as_tensor(np.isfinite(U))  # observed cells: the rest are no negatives
     C_t = torch.as_tensor(C_rows, dtype=torch.float32)
     Xv = torch.as_tensor(phi_val)
     Uv = torch.as_tensor(val.quality[:, cols], dtype=torch.float32)
     Pv = torch.as_tensor(_positives(val.quality[:, cols], cfg.positive_tolerance))
+    Av = torch.as_tensor(np.isfinite(val.quality[:, cols]))
     Cv = torch.as_tensor(
         np.where(np.isfinite(val.cost[:, cols]), val.cost[:, cols], mean_cost[cols]) / top,
         dtype=torch.float32,
     )
 
-    def objective(x, u, pos, c, train_mode: bool) -> tuple[torch.Tensor, dict[str, float]]:
+    def objective(x, u, pos, avail, c, train_mode) -> tuple[torch.Tensor, dict[str, float]]:
         head.train(train_mode)
         s = head(x) @ E_t.T
-        parts = {"cs": cfg.cs_weight * cs_loss(s, pos, c_t)}
+        parts = {"cs": cfg.cs_weight * cs_loss(s, pos, c_t, avail)}
         if cfg.use_caro and cfg.caro_weight > 0:
             # rank on the routing score itself (calibrated logit) or on the raw similarity
             z = a_param * s + b_param if cfg.caro_on == "logit" else s
@@ -404,13 +413,15 @@ def _train(
         step = cfg.batch_size or len(perm)
         for start in range(0, len(perm), step):
             idx = perm[start : start + step]
-            loss, _ = objective(X_t[idx], U_t[idx], P_t[idx], C_t[idx], True)
+            loss, _ = objective(X_t[idx], U_t[idx], P_t[idx], A_t[idx], C_t[idx], True)
             opt.zero_grad()
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
         with torch.no_grad():
-            vloss, vparts = objective(Xv, Uv, Pv, Cv, False) if len(Xv) else (torch.tensor(0.0), {})
+            vloss, vparts = (
+                objective(Xv, Uv, Pv, Av, Cv, False) if len(Xv) else (torch.tensor(0.0), {})
+            )
         history.append(
             {
                 "epoch": epoch + 1,

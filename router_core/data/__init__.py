@@ -28,6 +28,7 @@ from router_core.data.splits import (
 from router_core.data.table import SPLITS, RoutingTable
 
 DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
+ALL = "all"  # the three combined over canonical expert ids (router_core.data.combined)
 _ALIASES = {"mmlu_pro": "mmlu-pro", "mmlupro": "mmlu-pro", "routerbench_subset": "routerbench"}
 
 
@@ -61,7 +62,8 @@ def load_dataset(
     """Load a benchmark or a long-format file with the given split recipe.
 
     Args:
-        name_or_path: ``routerbench``, ``mmlu-pro``, ``llmrouter`` or a file path.
+        name_or_path: ``routerbench``, ``mmlu-pro``, ``llmrouter``, ``all`` (the three
+            combined, standard split only) or a file path.
         split: ``standard``; ``ood`` (MMLU-Pro: train on STEM categories, test on the
             others); ``unseen-models`` (standard rows, a third of the models held out as
             ``table.unseen_models``).
@@ -73,6 +75,12 @@ def load_dataset(
         raise ValueError(f"unknown split {split!r}; use one of {SPLIT_NAMES}")
     raw = str(name_or_path)
     name = _ALIASES.get(raw.lower(), raw.lower())
+    if name == ALL:
+        if split != "standard":
+            raise ValueError(f"dataset {ALL!r} has the standard split only")
+        from router_core.data.combined import load_all
+
+        return load_all(data_dir, seed)
     if name not in DATASETS:
         if not is_long_format_path(raw):
             raise ValueError(
@@ -93,6 +101,7 @@ def load_dataset(
 
 
 __all__ = [
+    "ALL",
     "DATASETS",
     "SPLITS",
     "SPLIT_NAMES",

@@ -12,7 +12,8 @@ import click
 @click.option(
     "--dataset",
     required=True,
-    help="routerbench | mmlu-pro | llmrouter, or a CSV/JSONL/Parquet long-format file.",
+    help="routerbench | mmlu-pro | llmrouter, or a CSV/JSONL/Parquet long-format file; all: "
+    "train one router on the three together and score it on each beside the others.",
 )
 @click.option(
     "--split",
@@ -81,7 +82,7 @@ def eval_command(
     quiet: bool,
 ) -> None:
     """Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."""
-    from router_core.data import load_dataset
+    from router_core.data import ALL, load_dataset
     from router_core.evaluation.runner import run_evaluation
 
     train_overrides = {}
@@ -93,6 +94,15 @@ def eval_command(
             train_overrides[key] = json.loads(raw)
         except json.JSONDecodeError:
             train_overrides[key] = raw  # a bare string such as a loss name
+    names = [r.strip() for r in routers.split(",") if r.strip()]
+    if dataset.lower() == ALL:
+        if split != "standard" or models or descriptor != "probe-outcome" or plot_path:
+            raise click.UsageError(
+                "--dataset all takes the standard split, every model, probe-outcome "
+                "descriptors and no --plot"
+            )
+        _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path)
+        return
     try:
         table = load_dataset(dataset, split=split, data_dir=data_dir, seed=seed)
     except (ValueError, FileNotFoundError) as exc:
@@ -103,7 +113,6 @@ def eval_command(
         if unknown:
             raise click.BadParameter(f"unknown models {unknown}", param_hint="--models")
         table = table.with_models(keep)
-    names = [r.strip() for r in routers.split(",") if r.strip()]
     try:
         result = run_evaluation(
             table,
@@ -136,6 +145,36 @@ def eval_command(
             audc={k: v.audc for k, v in m.items()},
         )
         click.echo(f"wrote {plot_path}")
+
+
+def _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path) -> None:
+    """The combined router beside every router of each dataset (evaluation/combined.py)."""
+    from router_core.evaluation.combined import COMBINED, evaluate_combined
+
+    try:
+        ev = evaluate_combined(
+            routers=names,
+            seed=seed,
+            data_dir=data_dir,
+            n_boot=bootstrap,
+            train_overrides=train_overrides,
+            progress=not quiet,
+            log=(lambda _msg: None) if quiet else None,
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    for result in ev.results.values():
+        click.echo(result.table() + "\n")
+    click.echo(f"{'dataset':<12} {'tollgate':>9} {COMBINED:>13} {'delta':>8}")
+    for name, single, combined in ev.rows():
+        s = "-" if single is None else f"{single:.4f}"
+        d = "-" if single is None else f"{combined - single:+.4f}"
+        click.echo(f"{name:<12} {s:>9} {combined:13.4f} {d:>8}")
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        body = {name: r.to_json() for name, r in ev.results.items()}
+        json_path.write_text(json.dumps(body, indent=2) + "\n")
+        click.echo(f"wrote {json_path}")
 
 
 def _descriptor(name: str, scorer: str | None):

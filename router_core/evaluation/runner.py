@@ -171,8 +171,13 @@ def run_evaluation(
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     descriptor: Any = None,
+    extra: Mapping[str, Callable[[np.ndarray, tuple[str, ...], np.ndarray], np.ndarray]]
+    | None = None,
 ) -> EvalResult:
     """Evaluate ``routers`` on ``table``'s test rows (see the module docstring).
+
+    ``extra``: more routers scored on the same rows, name -> ``choose(X_test, pool, lams)``
+    returning (L, n) pool indices (e.g. a router trained elsewhere).
 
     ``descriptor``: the ``DescriptorKind`` Tollgate's experts are described by (default:
     probe outcomes), e.g. ``router_core.fingerprints.make_descriptor("perplexity")``.
@@ -300,9 +305,11 @@ def run_evaluation(
             notes["umr_k"], notes["umr_val_audc"] = kk, scores
         choices["umr"] = choose(umr.predict(X[te]), c_norm, lams)
 
+    for name, choose_fn in (extra or {}).items():
+        choices[name] = choose_fn(X[te], pool, lams)
     metrics = {
         name: evaluate_choices(choices[name], Q_te, C_te, ref)
-        for name in ROUTER_NAMES
+        for name in (*ROUTER_NAMES, *(extra or {}))
         if name in choices
     }
     base = [b for b in BASELINES if b in metrics]

@@ -4,6 +4,9 @@ Expects:
     sim        (B, M) cosine similarities q_i·e_m (q and e unit vectors)
     positives  (B, M) bool, P(i): the experts that answered query i correctly
     cost       (M,) normalised costs c̃_m ∈ [0, 1]
+    available  (B, M) bool, optional: the experts observed on query i (default: all). An
+               expert not observed on a query (another dataset's model, a missing cell) is
+               left out of its denominator: unobserved is not wrong.
 
 Idea: plain InfoNCE (Eq. 6) lets the cheap, plentiful correct experts absorb all the pull, so
 the router never learns where the pricier but needed experts live ("cost collapse"). Eq. 8
@@ -55,11 +58,17 @@ class CostSpectrumInfoNCE(nn.Module):
         return self.tau_min + self.alpha * mean
 
     def forward(
-        self, sim: torch.Tensor, positives: torch.Tensor, cost: torch.Tensor
+        self,
+        sim: torch.Tensor,
+        positives: torch.Tensor,
+        cost: torch.Tensor,
+        available: torch.Tensor | None = None,
     ) -> torch.Tensor:
         bands = torch.as_tensor(cost_bands(cost.detach().cpu().numpy(), self.n_bands))
         taus = self.temperatures(cost, bands)
         penalised = sim - self.gamma * cost  # (B, M), the denominator's logits
+        if available is not None:
+            penalised = penalised.masked_fill(~available, float("-inf"))
         total = torch.zeros(sim.shape[0], dtype=sim.dtype)
         count = torch.zeros(sim.shape[0], dtype=sim.dtype)
         for k, tau in enumerate(taus):

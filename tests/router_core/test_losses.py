@@ -105,3 +105,19 @@ def test_gradient_step_moves_cheap_correct_above_expensive_wrong():
     opt.step()
     after = F.normalize(raw, dim=1) @ e.T
     assert after[0, 0] > after[0, 1]
+
+
+def test_an_unobserved_expert_is_no_negative():
+    """With ``available``, an expert not observed on a query leaves its denominator: its
+    similarity does not change that query's loss (another dataset's model is not wrong)."""
+    q, e, pos, cost = _toy(3)
+    sim = (q @ e.T).clone()
+    avail = torch.ones_like(pos)
+    avail[:, -1] = False
+    pos = pos & avail
+    fn = CostSpectrumInfoNCE(n_bands=3)
+    base = fn(sim, pos, cost, avail)
+    moved = sim.clone()
+    moved[:, -1] = 1.0  # the unobserved expert looks perfect for every query
+    assert torch.allclose(fn(moved, pos, cost, avail), base)
+    assert fn(moved, pos, cost) > base  # without the mask it would be pushed away
