@@ -1,5 +1,6 @@
 """Baseline routers evaluated beside Tollgate on the same split, in the same run."""
 
+from router_core.baselines.category import category_router
 from router_core.baselines.choice import DEFAULT_LAMBDAS, choose, normalised
 from router_core.baselines.knn import KNNRouter
 from router_core.baselines.mlp import MLPRouter
@@ -9,6 +10,7 @@ from router_core.baselines.simple import (
     mean_cost_norm,
     oracle,
     random_router,
+    single_frontier,
 )
 from router_core.baselines.umr import UMRRouter
 
@@ -18,10 +20,12 @@ __all__ = [
     "MLPRouter",
     "UMRRouter",
     "best_single",
+    "category_router",
     "cheapest",
     "choose",
     "mean_cost_norm",
     "normalised",
     "oracle",
     "random_router",
+    "single_frontier",
 ]

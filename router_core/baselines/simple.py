@@ -43,3 +43,15 @@ def mean_cost_norm(train_cost: np.ndarray) -> np.ndarray:
     mc = np.nanmean(train_cost, axis=0)
     mc = np.where(np.isfinite(mc), mc, np.nanmean(mc))
     return normalised(mc)
+
+
+def single_frontier(
+    train_quality: np.ndarray, c_norm: np.ndarray, n: int, lams: Sequence[float]
+) -> np.ndarray:
+    """(L, n): at each λ one model for every query, argmax_h (mean q_h − λ·c̃_h) on train.
+
+    The λ sweep walks the single-model frontier estimated on training rows: a router that
+    does not beat it gains nothing from reading the prompt.
+    """
+    mq = np.nan_to_num(np.nanmean(train_quality, axis=0), nan=0.0)
+    return choose(np.broadcast_to(mq, (n, len(mq))), c_norm, lams)

@@ -33,7 +33,8 @@ import click
 @click.option(
     "--routers",
     default=",".join(
-        ("oracle", "random", "cheapest", "best_single", "knn", "mlp", "umr")
+        ("oracle", "random", "cheapest", "best_single", "single_frontier", "category")
+        + ("knn", "mlp", "umr")
         + ("vanilla", "no_caro", "tollgate")
     ),
     show_default=True,

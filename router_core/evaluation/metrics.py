@@ -213,3 +213,24 @@ def bootstrap_delta_audc(
     tail = (1.0 - level) / 2.0 * 100.0
     lo_q, hi_q = np.percentile(deltas, [tail, 100.0 - tail])
     return float(lo_q), float(hi_q)
+
+
+def within_category_audc(
+    chosen: np.ndarray, quality: np.ndarray, cost: np.ndarray, category: np.ndarray
+) -> tuple[float, dict[str, float]]:
+    """AUDC inside each category, averaged weighted by its number of test prompts.
+
+    Each category's deferral curve is built from the router's choices on that category's
+    prompts alone, with that category's own single-model anchors (C_min, C_max, cheapest
+    point): a router that only tells categories apart scores the single-model line here,
+    however well its pooled curve does. Returns (weighted mean, category → AUDC).
+    """
+    chosen = np.atleast_2d(chosen)
+    cats = np.asarray(category, dtype=str)
+    per: dict[str, float] = {}
+    total = 0.0
+    for g in np.unique(cats):
+        rows = np.flatnonzero(cats == g)
+        per[str(g)] = evaluate_choices(chosen[:, rows], quality[rows], cost[rows]).audc
+        total += per[str(g)] * len(rows)
+    return total / max(len(cats), 1), per

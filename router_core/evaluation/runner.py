@@ -1,9 +1,12 @@
 """One evaluation run: every router on the same split and test rows, swept over one λ grid.
 
-Routers: oracle, random, cheapest, best_single, knn, mlp, umr (router_core.baselines) and
-vanilla, no_caro, tollgate (router_core.training: plain InfoNCE; Eq. 8 without CARO; Eq. 8
-with CARO). Each gives a (λ, query) → model choice; each choice is scored with that query's
-recorded quality and cost of the chosen model (metrics.py).
+Routers: oracle, random, cheapest, best_single, single_frontier, category, knn, mlp, umr
+(router_core.baselines) and vanilla, no_caro, tollgate (router_core.training: plain InfoNCE;
+Eq. 8 without CARO; Eq. 8 with CARO). Each gives a (λ, query) → model choice; each choice is
+scored with that query's recorded quality and cost of the chosen model (metrics.py), over all
+test prompts (pooled AUDC) and inside each category (within-category AUDC, averaged by
+prompt count). ``category`` is a diagnostic told the test prompt's category; a learned router
+that does not beat it, or ``single_frontier``, reads nothing from the prompt past its task.
 
 Protocol, so that no number is tuned on the test rows:
 - learned routers fit on ``train`` rows only; ``val`` rows pick the kNN k and UMR K (by
@@ -32,11 +35,13 @@ from router_core.baselines import (
     MLPRouter,
     UMRRouter,
     best_single,
+    category_router,
     cheapest,
     choose,
     mean_cost_norm,
     oracle,
     random_router,
+    single_frontier,
 )
 from router_core.data.table import RoutingTable
 from router_core.evaluation.metrics import (
@@ -44,6 +49,7 @@ from router_core.evaluation.metrics import (
     Reference,
     bootstrap_delta_audc,
     evaluate_choices,
+    within_category_audc,
 )
 
 ROUTER_NAMES = (
@@ -51,6 +57,8 @@ ROUTER_NAMES = (
     "random",
     "cheapest",
     "best_single",
+    "single_frontier",
+    "category",
     "knn",
     "mlp",
     "umr",
@@ -58,7 +66,9 @@ ROUTER_NAMES = (
     "no_caro",
     "tollgate",
 )
-BASELINES = ("random", "cheapest", "best_single", "knn", "mlp", "umr")  # non-oracle
+BASELINES = ("random", "cheapest", "best_single", "single_frontier", "knn", "mlp", "umr")
+DIAGNOSTICS = ("category", "single_frontier")  # what a learned router must beat
+PROMPTLESS = ("oracle", "random", "cheapest", "best_single", "single_frontier", "category")
 TRAINED = {  # name -> TrainConfig fields
     "vanilla": {"loss": "vanilla", "use_caro": False},
     "no_caro": {"loss": "cscr", "use_caro": False},
@@ -81,6 +91,22 @@ class EvalResult:
     best_baseline: str
     lams: np.ndarray
     notes: dict[str, Any] = field(default_factory=dict)
+    audc_within: dict[str, float] = field(default_factory=dict)  # empty: no categories
+
+    def below_diagnostics(self, name: str) -> list[str]:
+        """The diagnostics (pooled or within-category AUDC) a learned router does not beat."""
+        if name in PROMPTLESS:
+            return []
+        out = []
+        for diag in DIAGNOSTICS:
+            if diag not in self.metrics:
+                continue
+            if self.metrics[name].audc <= self.metrics[diag].audc:
+                out.append(diag)
+            w = self.audc_within
+            if name in w and diag in w and w[name] <= w[diag]:
+                out.append(f"{diag}(within)")
+        return out
 
     def to_json(self) -> dict:
         """The documented JSON shape of ``tollgate eval --json``."""
@@ -88,17 +114,38 @@ class EvalResult:
             "dataset": self.dataset,
             "split": self.split,
             "n_test": self.n_test,
-            "routers": {name: m.to_dict() for name, m in self.metrics.items()},
+            "routers": {
+                name: {
+                    **m.to_dict(),
+                    "audc_within": self.audc_within.get(name),
+                    "below": self.below_diagnostics(name),
+                }
+                for name, m in self.metrics.items()
+            },
             "delta_audc_ci": None if self.delta_audc_ci is None else list(self.delta_audc_ci),
         }
 
     def table(self) -> str:
         """A fixed-width text table of every router's numbers."""
-        head = f"{'router':<12} {'AUDC':>7} {'QNC':>7} {'peak':>7} {'overpay':>8}"
+        head = (
+            f"{'router':<16} {'AUDC':>7} {'within':>7} {'QNC':>7} {'peak':>7} {'overpay':>8}"
+            "  not above"
+        )
         lines = [f"{self.dataset} / {self.split}: {self.n_test} test prompts", head]
         for name, m in self.metrics.items():
             q = "never" if m.qnc is None else f"{m.qnc:.3f}"
-            lines.append(f"{name:<12} {m.audc:7.4f} {q:>7} {m.peak:7.4f} {m.overpay:8.4f}")
+            w = self.audc_within.get(name)
+            ws = "-" if w is None else f"{w:.4f}"
+            below = ", ".join(self.below_diagnostics(name))
+            lines.append(
+                f"{name:<16} {m.audc:7.4f} {ws:>7} {q:>7} {m.peak:7.4f} {m.overpay:8.4f}"
+                f"  {below}".rstrip()
+            )
+        lines.append(
+            "within = AUDC inside each category, weighted by prompts; not above = the "
+            "diagnostics (category: told the task; single_frontier: one model per λ) this "
+            "router does not beat"
+        )
         if self.delta_audc_ci is not None:
             lo, hi = self.delta_audc_ci
             lines.append(
@@ -264,6 +311,16 @@ def run_evaluation(
         choices["cheapest"] = cheapest(tp.cost[tr], n)
     if "best_single" in names:
         choices["best_single"] = best_single(Q_fit, tp.cost[tr], n)
+    if "single_frontier" in names:
+        choices["single_frontier"] = single_frontier(Q_fit, c_norm, n, lams)
+    if "category" in names:
+        if tp.category is None:
+            notes["category"] = "the table has no categories"
+        else:
+            cat_fit = np.asarray(tp.category[fit_rows], dtype=str)
+            cat_te = np.asarray(tp.category[te], dtype=str)
+            notes["category_unseen_test_share"] = float(np.mean(~np.isin(cat_te, cat_fit)))
+            choices["category"] = category_router(Q_fit, cat_fit, cat_te, c_norm, lams)
     if "knn" in names:
         if unseen:
             knn, k = KNNRouter(UNSEEN_KNN_K).fit(X_fit, Q_fit), UNSEEN_KNN_K
@@ -312,6 +369,12 @@ def run_evaluation(
         for name in (*ROUTER_NAMES, *(extra or {}))
         if name in choices
     }
+    within: dict[str, float] = {}
+    if tp.category is not None:
+        cat_te = np.asarray(tp.category[te], dtype=str)
+        for name in metrics:
+            within[name], per = within_category_audc(choices[name], Q_te, C_te, cat_te)
+            notes[f"{name}_audc_by_category"] = per
     base = [b for b in BASELINES if b in metrics]
     best_base = max(base, key=lambda b: metrics[b].audc) if base else ""
     ci = None
@@ -329,4 +392,5 @@ def run_evaluation(
         best_baseline=best_base,
         lams=lams,
         notes=notes,
+        audc_within=within,
     )

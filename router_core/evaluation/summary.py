@@ -27,13 +27,15 @@ def combined_table(docs: Sequence[dict]) -> str:
         routers += [r for r in d["routers"] if r not in routers]
     width = max(22, *(len(r) + 2 for r in runs))
     out = []
-    for metric, digits in (("audc", 4), ("qnc", 3), ("peak", 4), ("overpay", 3)):
+    metrics = (("audc", 4), ("audc_within", 4), ("qnc", 3), ("peak", 4), ("overpay", 3))
+    for metric, digits in metrics:
         out.append(f"{metric.upper()}".ljust(12) + "".join(r.rjust(width) for r in runs))
         for name in routers:
             cells = []
             for d in docs:
                 m = d["routers"].get(name)
-                cells.append("-" if m is None else _fmt(m[metric], digits))
+                absent = m is None or (metric == "audc_within" and m.get(metric) is None)
+                cells.append("-" if absent else _fmt(m[metric], digits))
             out.append(name.ljust(12) + "".join(c.rjust(width) for c in cells))
         out.append("")
     out.append("n_test".ljust(12) + "".join(str(d["n_test"]).rjust(width) for d in docs))

@@ -43,7 +43,14 @@ def test_every_router_evaluated_with_sane_numbers(rb_result, rb_slice):
         assert r.metrics[name].audc > r.metrics["random"].audc, name
     lo, hi = r.delta_audc_ci
     assert lo <= hi
-    assert r.best_baseline in ("random", "cheapest", "best_single", "knn", "mlp", "umr")
+    assert r.best_baseline in (
+        "random", "cheapest", "best_single", "single_frontier", "knn", "mlp", "umr"
+    )
+    # within-category AUDC for every router; the oracle stays on top inside categories too
+    assert set(r.audc_within) == set(r.metrics)
+    assert r.audc_within["oracle"] >= max(r.audc_within.values()) - 1e-12
+    # the single-model frontier is at least as good as always taking the best single model
+    assert r.metrics["single_frontier"].audc >= r.metrics["best_single"].audc - 1e-12
     assert r.notes["tollgate_train"]["n_probes"] == 32
 
 
@@ -53,7 +60,8 @@ def test_json_has_exactly_the_documented_shape(rb_result):
     assert doc["dataset"] == "routerbench" and doc["split"] == "standard"
     assert list(doc["routers"]) == list(ROUTER_NAMES)
     for metrics in doc["routers"].values():
-        assert set(metrics) == {"audc", "qnc", "peak", "overpay"}
+        assert set(metrics) == {"audc", "qnc", "peak", "overpay", "audc_within", "below"}
+        assert isinstance(metrics["audc_within"], float)  # RouterBench has tasks
         assert isinstance(metrics["audc"], float)
         assert metrics["qnc"] is None or isinstance(metrics["qnc"], float)
     assert len(doc["delta_audc_ci"]) == 2
@@ -115,11 +123,14 @@ def test_eval_command_prints_table_and_writes_json_and_plot(tmp_path, rb_slice):
     args += ["--bootstrap", "100", "--set", "epochs=3", "--set", "n_probes=32"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    for name in ROUTER_NAMES:
+    # a long-format file without categories has no category router and no within AUDC
+    names = [r for r in ROUTER_NAMES if r != "category"]
+    for name in names:
         assert name in res.output
     doc = json.loads(out.read_text())
     assert doc["dataset"] == "slice" and doc["n_test"] == 80
-    assert list(doc["routers"]) == list(ROUTER_NAMES)
+    assert list(doc["routers"]) == names
+    assert doc["routers"]["tollgate"]["audc_within"] is None
     img = image.imread(png)
     assert img.shape[0] > 300 and img.shape[1] > 500
     assert img[..., :3].std() > 0.05  # something was drawn
