@@ -1,0 +1,169 @@
+"""Cold start, measured: leave one model out, then bring it back on a prior and on outcomes.
+
+For held-out models drawn by a seed from RouterBench and MMLU-Pro (always the strongest
+model of one and the cheapest of the other, plus random others), on each dataset's
+standard split, the pool's test AUDC when the held-out model is
+
+  (a) excluded:   a router trained without it, routing among the others;
+  (b) prior:      the same router with the model added on its cold-start prior
+                  (router_core.cold_start: placed among its size and family peers from the
+                  identity table, at its own mean training cost), no outcome seen;
+  (c) refined:    the prior refined by the readout from n = 25, 100, 400 outcomes of the
+                  model on training prompts picked by the exploration policy (the gateway's
+                  shadow exploration samples requests uniformly, so: a seeded uniform
+                  sample of training prompts);
+  (d) fingerprint: not measured here (MMLU-Pro records no answers to fingerprint; see the
+                  closing line of the report);
+  (e) trained:    the router trained with the model.
+
+Every variant is scored on the same test rows against the full pool's reference (C_min,
+C_max), so the AUDCs compare directly. Writes a plot (``--plot``) and prints a table; the
+last line is ``prior_minus_excluded=… gap_at_100=… gap_at_400=…`` (means over the held-out
+models; gaps are (e) minus (c)).
+
+    python bench/cold_start.py --seed 0 --models 5 --plot cold_start.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from router_core.baselines import DEFAULT_LAMBDAS
+from router_core.cold_start import identity_traits, place_prior, refine
+from router_core.data import load_dataset
+from router_core.data.combined import canonical_table
+from router_core.evaluation.metrics import Reference, evaluate_choices
+from router_core.evaluation.runner import _complete, _trained_choices
+from router_core.model_identity import identity_table
+from router_core.training import TrainConfig, train_router
+
+DATASETS = ("routerbench", "mmlu-pro")
+COUNTS = (25, 100, 400)
+
+
+def pick_models(tables: dict, n: int, seed: int) -> list[tuple[str, str]]:
+    """(dataset, model): the strongest of one dataset, the cheapest of the other, and
+    random others, all drawn by ``seed``."""
+    rng = np.random.default_rng(seed)
+    strong_ds, cheap_ds = rng.permutation(list(tables))[:2]
+    out = []
+    t = tables[strong_ds]
+    out.append((strong_ds, t.models[int(np.nanargmax(t.mean_quality()))]))
+    t = tables[cheap_ds]
+    out.append((cheap_ds, t.models[int(np.nanargmin(t.mean_cost()))]))
+    rest = [(d, m) for d, t in tables.items() for m in t.models if (d, m) not in out]
+    for i in rng.permutation(len(rest))[: max(0, n - 2)]:
+        out.append(rest[int(i)])
+    return out
+
+
+class Pool:
+    """One dataset: its table over canonical ids, embeddings, test rows and reference."""
+
+    def __init__(self, name: str, seed: int, encoder) -> None:
+        self.table = canonical_table(load_dataset(name, "standard", seed=seed))
+        self.X = encoder.encode(list(map(str, self.table.prompts)))
+        split = np.asarray(self.table.split)
+        self.train_rows = np.flatnonzero(split == "train")
+        self.test = _complete(self.table, np.flatnonzero(split == "test"))
+        self.ref = Reference.from_matrices(self.table.quality[self.test], self.table.cost[self.test])
+        self.seed = seed
+        self.full = None
+
+    def train(self, models: tuple[str, ...]):
+        cfg = TrainConfig(seed=self.seed, progress=False)
+        return train_router(self.table, cfg, embeddings=self.X, models=models, train_models=models)
+
+    def audc(self, router) -> float:
+        pool = self.table.models
+        ch = _trained_choices(router, self.X[self.test], pool, DEFAULT_LAMBDAS)
+        q, c = self.table.quality[self.test], self.table.cost[self.test]
+        return float(evaluate_choices(ch, q, c, self.ref).audc)
+
+
+def run_model(pool: Pool, model: str, rng: np.random.Generator) -> dict[str, float]:
+    """(a), (b), (c) at each count and (e) for one held-out model."""
+    t = pool.table
+    others = tuple(m for m in t.models if m != model)
+    excluded = pool.train(others).router
+    known = identity_traits(identity_table())
+    j = t.models.index(model)
+    cost = float(np.nanmean(t.cost[pool.train_rows, j]))
+    prior = place_prior(excluded, known[model], known)
+    out = {"excluded": pool.audc(excluded)}
+    with_prior = excluded.with_expert(prior.expert(model, cost), a=prior.a, b=prior.b)
+    out["prior"] = pool.audc(with_prior)
+    order = rng.permutation(pool.train_rows)
+    Q_all = excluded.project(pool.X[order[: max(COUNTS)]])
+    u_all = t.quality[order[: max(COUNTS)], j]
+    for n in COUNTS:
+        r = refine(prior, Q_all[:n], u_all[:n])
+        out[f"refined_{n}"] = pool.audc(excluded.with_expert(r.expert(model, cost), a=r.a, b=r.b))
+    if pool.full is None:
+        pool.full = pool.train(t.models).router
+    out["trained"] = pool.audc(pool.full)
+    return out
+
+
+def plot(rows: list[tuple[str, str, dict]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [0, *COUNTS]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for ds, model, r in rows:
+        ys = [r["prior"] - r["excluded"]] + [r[f"refined_{n}"] - r["excluded"] for n in COUNTS]
+        line = ax.plot(xs, ys, marker="o", label=f"{model} ({ds})")[0]
+        ax.axhline(r["trained"] - r["excluded"], color=line.get_color(), ls=":", lw=1)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xscale("symlog", linthresh=25)
+    ax.set_xticks(xs, ["prior", *map(str, COUNTS)])
+    ax.set_xlabel("observed outcomes of the held-out model")
+    ax.set_ylabel("test AUDC − AUDC without the model (dotted: trained with it)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--models", type=int, default=5)
+    ap.add_argument("--plot", type=Path, default=Path("cold_start.png"))
+    args = ap.parse_args()
+    from router_core.encoder import Encoder
+
+    encoder = Encoder()
+    pools = {d: Pool(d, args.seed, encoder) for d in DATASETS}
+    chosen = pick_models({d: p.table for d, p in pools.items()}, args.models, args.seed)
+    rng = np.random.default_rng(args.seed + 1)
+    rows = []
+    cols = ["excluded", "prior", *(f"refined_{n}" for n in COUNTS), "trained"]
+    print(f"{'dataset':<12} {'model':<30} " + " ".join(f"{c:>11}" for c in cols))
+    for ds, model in chosen:
+        r = run_model(pools[ds], model, rng)
+        rows.append((ds, model, r))
+        print(f"{ds:<12} {model:<30} " + " ".join(f"{r[c]:11.4f}" for c in cols), flush=True)
+    plot(rows, args.plot)
+    print(f"wrote {args.plot}; (d) fingerprinted: not measured")
+
+    def mean(f) -> float:
+        return float(np.mean([f(r) for _, _, r in rows]))
+
+    print(
+        f"prior_minus_excluded={mean(lambda r: r['prior'] - r['excluded']):.4f} "
+        f"gap_at_100={mean(lambda r: r['trained'] - r['refined_100']):.4f} "
+        f"gap_at_400={mean(lambda r: r['trained'] - r['refined_400']):.4f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
