@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
+
 
 @click.command("train")
 @click.option(
@@ -53,6 +55,14 @@ import click
     metavar="KEY=VALUE",
     help="Override any TrainConfig field, e.g. --set epochs=30 --set k=11.",
 )
+@click.option(
+    "--encoder",
+    "encoder_kind",
+    type=click.Choice(known_kinds()),
+    default=DEFAULT_KIND,
+    show_default=True,
+    help="Query encoder Φ (recorded in the artifact; the gateway serves with the same one).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_command(
     dataset: str,
@@ -64,6 +74,7 @@ def train_command(
     no_caro: bool,
     seed: int,
     overrides: tuple[str, ...],
+    encoder_kind: str,
     quiet: bool,
 ) -> None:
     """Train a Tollgate router (CSCR head + calibration) and save it to OUT."""
@@ -80,12 +91,13 @@ def train_command(
         values[key] = json.loads(raw) if raw not in ("cscr", "vanilla") else raw
     table = load_dataset(dataset, split=split, data_dir=data_dir)
     config, kind = TrainConfig(**values), get_kind(descriptor)()
+    encoder = make_encoder(encoder_kind, cache=True)
     if table.name == ALL:  # n_probes from each dataset's training prompts
         from router_core.evaluation.combined import train_combined
 
-        result = train_combined(table, config, descriptor=kind)
+        result = train_combined(table, config, descriptor=kind, encoder=encoder)
     else:
-        result = train_router(table, config, descriptor=kind)
+        result = train_router(table, config, descriptor=kind, encoder=encoder)
     path = result.save(out)
     m = result.metrics
     click.echo(

@@ -36,7 +36,7 @@ from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
-from router_core.encoder import Encoder
+from router_core.encoders import make_encoder
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
 from router_core.readout import fit_readout
 from router_core.router import Calibration, Expert, Head, Router
@@ -228,7 +228,7 @@ def _positives(u: np.ndarray, tol: float) -> np.ndarray:
 
 def _embed(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
     if encoder is None:
-        encoder = Encoder()
+        encoder = make_encoder(cache=True)
     return encoder.encode(list(map(str, table.prompts)), progress=progress)
 
 
@@ -256,7 +256,8 @@ def train_router(
             held-out ones on the unseen-models split, which it knows only by descriptor).
         train_models: models whose outcomes supervise the head (default:
             ``table.train_models``, i.e. the seen ones).
-        encoder: Φ (default: ``router_core.encoder.Encoder()`` with its disk cache).
+        encoder: Φ (default: ``router_core.encoders.make_encoder()``, the default kind, with
+            its disk cache).
         embeddings: precomputed Φ(x) for every row of ``table`` (skips the encoder).
         probes: the probe set (training prompts of ``table``) to describe the experts on;
             default: a seeded sample of ``config.n_probes`` training prompts (or ``init``'s).
@@ -489,7 +490,7 @@ def _train(
         for m in pool
     )
     # data, settings (training and encoder) and seed: a rebuilt artifact gets a new name
-    encoder_settings = getattr(encoder, "settings", Encoder(cache=False).settings)()
+    encoder_settings = (encoder if hasattr(encoder, "settings") else make_encoder()).settings()
     settings = json.dumps(
         {**cfg.to_dict(), "progress": None, "encoder": encoder_settings},
         sort_keys=True,

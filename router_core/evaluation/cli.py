@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
+
 
 @click.command("eval")
 @click.option(
@@ -66,6 +68,14 @@ import click
     default=None,
     help="Scorer LM for perplexity fingerprints (default: SmolLM2-135M, offline).",
 )
+@click.option(
+    "--encoder",
+    "encoder_kind",
+    type=click.Choice(known_kinds()),
+    default=DEFAULT_KIND,
+    show_default=True,
+    help="Query encoder Φ: every router is trained and tested on its vectors.",
+)
 @click.option("--quiet", is_flag=True, help="No progress bars or log lines.")
 def eval_command(
     dataset: str,
@@ -80,6 +90,7 @@ def eval_command(
     overrides: tuple[str, ...],
     descriptor: str,
     scorer: str | None,
+    encoder_kind: str,
     quiet: bool,
 ) -> None:
     """Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."""
@@ -102,7 +113,8 @@ def eval_command(
                 "--dataset all takes the standard split, every model, probe-outcome "
                 "descriptors and no --plot"
             )
-        _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path)
+        encoder = make_encoder(encoder_kind, cache=True)
+        _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path, encoder)
         return
     try:
         table = load_dataset(dataset, split=split, data_dir=data_dir, seed=seed)
@@ -124,6 +136,7 @@ def eval_command(
             progress=not quiet,
             log=(lambda _msg: None) if quiet else None,
             descriptor=_descriptor(descriptor, scorer),
+            encoder=make_encoder(encoder_kind, cache=True),
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -148,7 +161,7 @@ def eval_command(
         click.echo(f"wrote {plot_path}")
 
 
-def _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path) -> None:
+def _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path, encoder) -> None:
     """The combined router beside every router of each dataset (evaluation/combined.py)."""
     from router_core.evaluation.combined import COMBINED, evaluate_combined
 
@@ -157,6 +170,7 @@ def _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_pat
             routers=names,
             seed=seed,
             data_dir=data_dir,
+            encoder=encoder,
             n_boot=bootstrap,
             train_overrides=train_overrides,
             progress=not quiet,

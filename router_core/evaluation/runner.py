@@ -237,9 +237,9 @@ def run_evaluation(
     lams = DEFAULT_LAMBDAS if lams is None else np.asarray(lams, dtype=np.float64)
     if embeddings is None:
         if encoder is None:
-            from router_core.encoder import Encoder
+            from router_core.encoders import make_encoder
 
-            encoder = Encoder()
+            encoder = make_encoder(cache=True)
         say(f"embedding {len(table)} prompts (cached after the first run)")
         embeddings = encoder.encode(list(map(str, table.prompts)), progress=progress)
     X = np.asarray(embeddings, dtype=np.float32)

@@ -23,3 +23,26 @@ def mbpp_embeddings(mbpp_table):
     from router_core.encoder import Encoder
 
     return Encoder().encode(list(map(str, mbpp_table.prompts)))
+
+
+@pytest.fixture(scope="session")
+def mbpp_csv(mbpp_table, tmp_path_factory):
+    """The slice as a long-format CSV (test rows kept as test), for `tollgate train`."""
+    import pandas as pd
+
+    t = mbpp_table
+    rows = [
+        {
+            "prompt_id": t.prompt_ids[i],
+            "prompt": t.prompts[i],
+            "model": m,
+            "quality": t.quality[i, j],
+            "cost": t.cost[i, j],
+            "split": "test" if t.split[i] == "test" else "train",
+        }
+        for i in range(len(t))
+        for j, m in enumerate(t.models)
+    ]
+    data = tmp_path_factory.mktemp("mbpp") / "mbpp.csv"
+    pd.DataFrame(rows).to_csv(data, index=False)
+    return data

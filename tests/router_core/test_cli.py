@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from click.testing import CliRunner
 
 from gateway.cli import main
 from router_core.artifact import load_meta, load_router
 
 
-def test_tollgate_train_writes_a_loadable_artifact(mbpp_table, tmp_path):
+def test_tollgate_train_writes_a_loadable_artifact(mbpp_table, mbpp_csv, tmp_path):
     t = mbpp_table
-    rows = [
-        {
-            "prompt_id": t.prompt_ids[i],
-            "prompt": t.prompts[i],
-            "model": m,
-            "quality": t.quality[i, j],
-            "cost": t.cost[i, j],
-            "split": "test" if t.split[i] == "test" else "train",
-        }
-        for i in range(len(t))
-        for j, m in enumerate(t.models)
-    ]
-    data = tmp_path / "mbpp.csv"
-    pd.DataFrame(rows).to_csv(data, index=False)
+    data = mbpp_csv
     out = tmp_path / "router"
     result = CliRunner().invoke(
         main,
