@@ -31,7 +31,7 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings, settings_from_dict
-from gateway.local_upstream import FakeBackend, FakeUpstream
+from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
 PROMPT = [{"role": "user", "content": "Which is heavier, a kilo of feathers or a kilo of "
                                       "steel? Answer in one sentence."}]

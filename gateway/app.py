@@ -8,7 +8,6 @@ the encoder (so the first request does not pay for loading MiniLM) and stops the
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,17 +20,20 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import explain, observability
+from gateway.auth import authenticate
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
-from gateway.dashboard import routes as dashboard_routes
 from gateway.errors import GatewayError, error_body
-from gateway.metrics import GatewayMetrics
+from gateway.learning import loop as learning
 from gateway.pricing import resolve_prices
-from gateway.proxy import authenticate, chat_completions
-from gateway.reliability import Reliability, guard_store
-from gateway.routing import RouterHolder, router_model_map
-from gateway.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
+from gateway.reliability.guards import Reliability, guard_store
+from gateway.review import admin_api, explain
+from gateway.review import metrics as observability
+from gateway.review.dashboard import routes as dashboard_routes
+from gateway.review.metrics import GatewayMetrics
+from gateway.serving.handler import chat_completions
+from gateway.serving.routing import RouterHolder, router_model_map
+from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
 from router_core.encoder import Encoder
 from router_core.router import Router
@@ -110,14 +112,8 @@ def create_app(
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/ready", ready, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
-    if importlib.util.find_spec("gateway.admin") is not None:
-        from gateway import admin
-
-        app.include_router(admin.router)
-    if importlib.util.find_spec("gateway.learning") is not None:
-        from gateway import learning
-
-        learning.install(app, ctx)
+    app.include_router(admin_api.router)
+    learning.install(app, ctx)
     app.include_router(explain.build_router())  # GET /v1/routing/{request_id}
     app.include_router(dashboard_routes.build_router())  # /dashboard (issue 7)
     return app

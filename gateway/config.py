@@ -23,16 +23,57 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gateway.reliability import ReliabilitySettings
+from gateway.store.engine import DEFAULT_DATABASE_URL, database_url_from_env
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config.yaml"
-DEFAULT_DATABASE_URL = "sqlite:///./tollgate.db"
 ENV_PREFIX = "os.environ/"
+
+
+
+class RateLimitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    requests_per_minute: int | None = Field(default=None, ge=0)
+    tokens_per_minute: int | None = Field(default=None, ge=0)
+
+
+class CircuitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    failure_threshold: int = Field(default=5, ge=1)
+    cooldown_s: float = Field(default=30.0, gt=0)
+    half_open_probes: int = Field(default=1, ge=1)
+
+
+class OutageSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget: Literal["refuse", "allow"] = "refuse"
+    allowance_usd: float = Field(default=0.0, ge=0)
+
+
+class ReliabilitySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    redis_url: str | None = None
+    redis_prefix: str = "tollgate"
+    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    circuit: CircuitSettings = Field(default_factory=CircuitSettings)
+    outage: OutageSettings = Field(default_factory=OutageSettings)
+    spool_dir: str = "./tollgate-spool"
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    shutdown_grace_s: float = Field(default=30.0, ge=0)
+    log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
+
+    def resolved(self) -> ReliabilitySettings:
+        """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR."""
+        changes: dict[str, Any] = {}
+        if os.environ.get("TOLLGATE_REDIS_URL"):
+            changes["redis_url"] = os.environ["TOLLGATE_REDIS_URL"]
+        if os.environ.get("TOLLGATE_SPOOL_DIR"):
+            changes["spool_dir"] = os.environ["TOLLGATE_SPOOL_DIR"]
+        return self.model_copy(update=changes)
 
 
 class ConfigError(ValueError):
@@ -218,3 +259,23 @@ def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
         return Settings.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(f"{source}: {e}") from e
+
+
+def resolve_config_path(given: Path | None) -> Path:
+    """--config, $TOLLGATE_CONFIG, ./config.yaml, then the repository's config.yaml."""
+    if given is not None:
+        return given
+    if os.environ.get("TOLLGATE_CONFIG"):
+        return Path(os.environ["TOLLGATE_CONFIG"])
+    local = Path("config.yaml")
+    return local if local.is_file() else DEFAULT_CONFIG_PATH
+
+
+def resolve_database_url(database_url: str | None, config_path: str | None) -> str:
+    """What a CLI command uses: its --database-url, else the --config file's database_url,
+    else `TOLLGATE_DATABASE_URL` or the default."""
+    if database_url:
+        return database_url
+    if config_path:
+        return load_settings(config_path).database_url
+    return database_url_from_env()

@@ -10,15 +10,17 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
 from gateway.config import Settings
-from gateway.metrics import GatewayMetrics
 from gateway.pricing import Price
-from gateway.routing import RouterHolder
-from router_core.encoder import Encoder
+
+if TYPE_CHECKING:  # the rooms that fill these fields import this module, not the reverse
+    from gateway.review.metrics import GatewayMetrics
+    from gateway.serving.routing import RouterHolder
+    from router_core.encoder import Encoder
 
 
 async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -41,5 +43,5 @@ class GatewayContext:
     prices: dict[str, Price]
     metrics: GatewayMetrics
     ready: bool = False
-    learning: Any = None  # gateway.learning.Learning (feedback, hot swap, retraining)
-    reliability: Any = None  # gateway.reliability.Reliability: rate limits, circuit breakers
+    learning: Any = None  # gateway.learning.loop.Learning (feedback, hot swap, retraining)
+    reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers

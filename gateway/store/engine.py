@@ -39,18 +39,6 @@ def database_url_from_env(default: str = DEFAULT_DATABASE_URL) -> str:
     return os.environ.get("TOLLGATE_DATABASE_URL") or default
 
 
-def resolve_database_url(database_url: str | None, config_path: str | None) -> str:
-    """What a CLI command uses: its --database-url, else the --config file's database_url,
-    else `TOLLGATE_DATABASE_URL` or the default."""
-    if database_url:
-        return database_url
-    if config_path:
-        from gateway.config import load_settings
-
-        return load_settings(config_path).database_url
-    return database_url_from_env()
-
-
 def normalize_url(url: str | URL) -> URL:
     """Map `postgresql://` / `postgres://` (and psycopg2 spellings) to psycopg 3."""
     u = make_url(url) if isinstance(url, str) else url

@@ -186,7 +186,7 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
                 now: datetime) -> bool:
     """Add a cost incurred without a reservation to ``spent``, once per ``charge_id``.
 
-    For requests served during a database outage (gateway/outage.py): the id is inserted into
+    For requests served during a database outage (gateway/reliability/outage.py): the id is inserted into
     ``outage_charges`` in the same transaction as the charge, so a journal replayed again, after
     a crash or a database failure part-way through, finds the id and charges nothing. Returns
     whether this call charged. The charge lands in the current period, as a settlement does.

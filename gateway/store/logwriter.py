@@ -7,7 +7,7 @@ to the bound; only rows arriving at a full queue are dropped, and counted. A row
 rejects (duplicate id, bad value) is isolated by retrying its batch row by row, so one bad row
 never costs its neighbours. `close()` flushes what is queued.
 
-`overflow` (optional, e.g. `gateway.spool.Spool.accept`) receives the rows that would
+`overflow` (optional, e.g. `gateway.reliability.spool.Spool.accept`) receives the rows that would
 otherwise be lost: rows arriving at a full queue, and at `close()` the rows still unwritten
 when the flush times out (the database is down at shutdown).
 """

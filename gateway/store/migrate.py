@@ -23,7 +23,7 @@ _ALEMBIC_LOCK = threading.Lock()
 # the tables for Alembic (env.py's target metadata) and for the schema test. An area that
 # adds tables in a later revision lists its models module here. They are imported only
 # when migrating, so `import gateway.store` stays light (the CLI and every replica pay it).
-MODEL_MODULES = ("gateway.store.models", "gateway.learning_db")
+MODEL_MODULES = ("gateway.store.models", "gateway.learning.tables")
 
 
 def model_metadata() -> MetaData:

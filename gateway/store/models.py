@@ -69,7 +69,7 @@ class ReservationRow(Base):
 
 
 class OutageChargeRow(Base):
-    """A journal entry of the outage spool that has been charged (gateway/outage.py): its id,
+    """A journal entry of the outage spool that has been charged (gateway/reliability/outage.py): its id,
     written in the transaction that adds its cost to ``spent``, so a replay charges it once."""
 
     __tablename__ = "outage_charges"

@@ -1,5 +1,5 @@
 """The learning loop: prompts (text or only Φ(x)), served requests, observations, router
-versions, the exploration-budget ledger and retraining leases (gateway/learning_db.py).
+versions, the exploration-budget ledger and retraining leases (gateway/learning/tables.py).
 
 Revision ID: 0002_learning
 Revises: 0001_initial

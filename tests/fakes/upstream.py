@@ -1,6 +1,6 @@
 """The fake OpenAI-compatible upstream every HTTP test starts on 127.0.0.1.
 
-The implementation ships in the package (``gateway.local_upstream``) because ``tollgate demo``
+The implementation ships in the package (``gateway.sandbox.local_upstream``) because ``tollgate demo``
 serves recorded benchmark answers with it; tests import it from here::
 
     from tests.fakes.upstream import FakeBackend, FakeUpstream
@@ -10,6 +10,6 @@ serves recorded benchmark answers with it; tests import it from here::
         up.set_mode("fake-b", "hang", times=1)  # 500, 429, hang, reset, stall, malformed JSON
 """
 
-from gateway.local_upstream import MODES, FakeBackend, FakeUpstream, count_prompt_tokens
+from gateway.sandbox.local_upstream import MODES, FakeBackend, FakeUpstream, count_prompt_tokens
 
 __all__ = ["MODES", "FakeBackend", "FakeUpstream", "count_prompt_tokens"]

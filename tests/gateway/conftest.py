@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from gateway.app import create_app
 from gateway.config import Settings, settings_from_dict
-from gateway.local_server import serve_in_thread
+from gateway.sandbox.local_server import serve_in_thread
 from gateway.store.models import request_logs
 from router_core.encoder import Encoder
 from router_core.router import Router

@@ -3,7 +3,7 @@ the packaged router, the OpenAI SDK through a real gateway)."""
 
 from __future__ import annotations
 
-from gateway.demo import run_demo
+from gateway.sandbox.demo import run_demo
 from router_core.data.routerbench import MODELS
 
 

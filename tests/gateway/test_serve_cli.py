@@ -20,7 +20,7 @@ import sqlalchemy as sa
 import yaml
 
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings
-from gateway.local_server import free_port
+from gateway.sandbox.local_server import free_port
 from gateway.store.models import request_logs
 from router_core.artifact import DEFAULT_ROUTER_DIR, load_meta
 from tests.fakes.upstream import FakeBackend, FakeUpstream

@@ -8,8 +8,8 @@ import pytest
 
 from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pricing import Price, resolve_prices
-from gateway.routing import embed_text
-from gateway.upstream import classify
+from gateway.serving.routing import embed_text
+from gateway.serving.upstream import classify
 from router_core.litellm_env import litellm
 
 

@@ -13,8 +13,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from gateway import learning_db as ldb
 from gateway.config import settings_from_dict
+from gateway.learning import tables as ldb
 from router_core.router import Calibration, Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import (

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway import learning_db as ldb
-from gateway.hotswap import HotSwapper
-from gateway.routing import RouterHolder
+from gateway.learning import tables as ldb
+from gateway.learning.hotswap import HotSwapper
+from gateway.serving.routing import RouterHolder
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from router_core.artifact import load_router
@@ -46,11 +46,11 @@ def test_a_version_trained_on_other_embeddings_is_not_swapped_in(
             config={k: v for k, v in live.config.items() if k != "encoder"},
         )
         _record(engine, old, live.version)
-        with caplog.at_level(logging.ERROR, logger="gateway.hotswap"):
+        with caplog.at_level(logging.ERROR, logger="gateway.learning.hotswap"):
             assert swapper.check_once() is None
             assert swapper.check_once() is None  # refused once, not reloaded every poll
         assert holder.current is live and swapper.swaps == 0
-        errors = [r.getMessage() for r in caplog.records if r.name == "gateway.hotswap"]
+        errors = [r.getMessage() for r in caplog.records if r.name == "gateway.learning.hotswap"]
         assert len(errors) == 1 and "before-truncation-side not swapped in" in errors[0]
 
         same = dataclasses.replace(live, version="retrained-same-encoder")

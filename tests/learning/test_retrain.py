@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from gateway import learning_db as ldb
 from gateway.cli import main
-from gateway.retrain import RetrainConfig, retrain_once
-from gateway.simulate import cold_router
+from gateway.learning import tables as ldb
+from gateway.learning.retrain import RetrainConfig, retrain_once
+from gateway.sandbox.simulate import cold_router
 from gateway.store import make_engine
 from gateway.store.migrate import upgrade_engine
 from router_core import supervision as sv

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from gateway import learning_db as ldb
 from gateway.config import settings_from_dict
-from gateway.shadow import ExplorationSettings, parse_score
+from gateway.learning import tables as ldb
+from gateway.learning.shadow import ExplorationSettings, parse_score
 from router_core.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import (

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
-from gateway.simulate import run_simulation
+from gateway.sandbox.simulate import run_simulation
 
 
 @pytest.mark.slow

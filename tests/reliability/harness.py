@@ -27,7 +27,7 @@ import httpx
 import psycopg
 import yaml
 
-from gateway.local_server import free_port
+from gateway.sandbox.local_server import free_port
 
 PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -9,9 +9,9 @@ import httpx
 import openai
 import pytest
 
-from gateway.circuit import CircuitBreakers, State
-from gateway.reliability import Reliability, ReliabilitySettings
-from gateway.upstream import UpstreamFailure
+from gateway.reliability.circuit import CircuitBreakers, State
+from gateway.reliability.guards import Reliability, ReliabilitySettings
+from gateway.serving.upstream import UpstreamFailure
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.reliability.conftest import MSG, MakeGateway

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from gateway.ratelimit import Limits, LocalLimiter, RateLimiter
+from gateway.reliability.ratelimit import Limits, LocalLimiter, RateLimiter
 from tests.gateway.conftest import Gateway
 from tests.reliability.conftest import MSG, MakeGateway
 from tests.reliability.harness import REDIS_URL, free_port

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from gateway.spool import Spool, log_rows_sink
+from gateway.reliability.spool import Spool, log_rows_sink
 from gateway.store import Store
 from gateway.store.logwriter import LogWriter
 from gateway.store.models import request_logs

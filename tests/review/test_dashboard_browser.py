@@ -65,7 +65,7 @@ def _feedback(gw: Gateway, key: str, rid: str, score: float, comment: str | None
 def _record_version(gw: Gateway, router, encoder) -> dict:
     """Evaluate the live router on a small held-out table with the learning loop's own
     evaluation (deferral points per λ, AUDC, QNC) and record it as a router version."""
-    from gateway import learning_db
+    from gateway.learning import tables as learning_db
     from router_core.data.table import RoutingTable
     from router_core.promotion import PromotionDecision, evaluate_on_holdout
 

@@ -16,7 +16,7 @@ from tests.review.conftest import review_config
 
 MSG = [{"role": "user", "content": "Give me one sentence about lighthouses."}]
 NAMES = {
-    # the HTTP side's (gateway/metrics.py)
+    # the request path's (GatewayMetrics in gateway/review/metrics.py)
     "tollgate_requests": "counter",
     "tollgate_request_latency_seconds": "histogram",
     "tollgate_routing_seconds": "histogram",
@@ -24,9 +24,9 @@ NAMES = {
     "tollgate_upstream_attempts": "counter",
     "tollgate_cost_usd": "counter",
     "tollgate_tokens": "counter",
-    # reliability's (gateway/circuit.py): 0 closed, 1 half-open, 2 open, per backend
+    # reliability's (gateway/reliability/circuit.py): 0 closed, 1 half-open, 2 open, per backend
     "tollgate_circuit_state": "gauge",
-    # the review side's (gateway/observability.py)
+    # the review side's (gateway/review/metrics.py)
     "tollgate_upstream_latency_seconds": "histogram",
     "tollgate_time_to_first_token_seconds": "histogram",
     "tollgate_fallbacks": "counter",

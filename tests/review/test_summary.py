@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from gateway.dashboard.summary import bucket_width, summarise
 from gateway.pricing import Price
+from gateway.review.dashboard.summary import bucket_width, summarise
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 

@@ -14,7 +14,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from gateway import admin
+from gateway.review import admin_api as admin
 from gateway.store import Store
 from tests.store.conftest import set_allow_connections
 

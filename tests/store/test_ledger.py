@@ -414,12 +414,12 @@ async def test_in_memory_sqlite_is_one_shared_database() -> None:
 async def test_an_outage_journal_replayed_after_a_failure_part_way_charges_each_entry_once(
     db_url: str, tmp_path, caplog
 ) -> None:
-    """The outage journal (gateway/outage.py) is replayed whole until every entry is in; when
+    """The outage journal (gateway/reliability/outage.py) is replayed whole until every entry is in; when
     the database fails after the first entry was charged, the next replay must not charge it
     again. The failure is injected by a wrapper around the real sink (a real database cannot
     be made to fail between two given statements); every charge goes to the real database."""
-    from gateway.outage import charges_sink
-    from gateway.spool import Spool
+    from gateway.reliability.outage import charges_sink
+    from gateway.reliability.spool import Spool
 
     async with started(db_url) as store:
         t = await _tenant(store, budget=1.0)
@@ -440,7 +440,7 @@ async def test_an_outage_journal_replayed_after_a_failure_part_way_charges_each_
         with pytest.raises(StoreUnavailable):
             journal.replay_sync()
         assert (await store.get_tenant("acme")).spent_usd == pytest.approx(costs[0])
-        with caplog.at_level("INFO", logger="gateway.outage"):
+        with caplog.at_level("INFO", logger="gateway.reliability.outage"):
             assert journal.replay_sync() == 3  # the whole file again, the database up
         assert "1 of 3 entries were already charged" in caplog.text
         assert (await store.get_tenant("acme")).spent_usd == pytest.approx(sum(costs))

@@ -246,3 +246,39 @@ def resolve_tenants(engine: Engine, names_or_ids: Iterable[str]) -> tuple[str, .
     if missing:
         raise ValueError(f"unknown tenant(s): {', '.join(missing)}")
     return tuple(sorted({r.id for r in found}))
+
+
+def feedback_scores(row: dict[str, Any]) -> list[float]:
+    return [float(f["score"]) for f in row.get("feedback") or [] if f.get("score") is not None]
+
+
+def flat(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """The scalar view of a row (CSV and the table)."""
+    attempts = row.get("attempts") or []
+    scores = feedback_scores(row)
+    ts = row.get("created_at")
+    return {
+        "id": row["id"],
+        "created_at": ts.isoformat() if isinstance(ts, datetime) else ts,
+        "tenant_id": row.get("tenant_id"),
+        "tenant": names.get(row.get("tenant_id") or "", row.get("tenant_id")),
+        "route": row.get("route") or "passthrough",
+        "lam": row.get("lam"),
+        "router_version": row.get("router_version"),
+        "chosen_model": row.get("chosen_model"),
+        "status": row.get("status"),
+        "prompt_tokens": row.get("prompt_tokens"),
+        "completion_tokens": row.get("completion_tokens"),
+        "cost_usd": row.get("cost_usd"),
+        "reserved_usd": row.get("reserved_usd"),
+        "latency_ms": row.get("latency_ms"),
+        "ttft_ms": row.get("ttft_ms"),
+        "stream": row.get("stream"),
+        "attempts": len(attempts),
+        "fallbacks": " > ".join(f"{a.get('model')}:{a.get('status')}" for a in attempts[1:]),
+        "equivalent": " ".join(row.get("equivalent") or []),
+        "reason": row.get("reason"),
+        "error": row.get("error"),
+        "feedback_count": len(row.get("feedback") or []),
+        "feedback_mean": sum(scores) / len(scores) if scores else None,
+    }

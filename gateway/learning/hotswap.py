@@ -21,8 +21,8 @@ from typing import Any
 import anyio.to_thread
 from sqlalchemy import Engine
 
-from gateway import learning_db as ldb
-from gateway.routing import RouterHolder
+from gateway.learning import tables as ldb
+from gateway.serving.routing import RouterHolder
 from router_core.encoder import Encoder
 from router_core.router import Router
 
@@ -42,7 +42,7 @@ class HotSwapper:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
         self.refused: set[str] = set()  # versions not swapped in (logged once)
         # called with the new router just before the swap (issue 6: adopt the backends of
-        # models added by `tollgate models add`, gateway/model_pool.py)
+        # models added by `tollgate models add`, gateway/learning/model_pool.py)
         self.on_swap = on_swap
         self._task: asyncio.Task[None] | None = None
         self.swaps = 0

@@ -17,10 +17,10 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway import learning_db as ldb
+from gateway.auth import authenticate
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
-from gateway.proxy import authenticate
+from gateway.learning import tables as ldb
 
 router = APIRouter()
 # The served-request row is written after the response is sent; a client that posts

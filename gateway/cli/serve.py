@@ -9,22 +9,11 @@ Embedded defaults of `serve`: the database is `TOLLGATE_DATABASE_URL` or the SQL
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import click
 
-from gateway.config import DEFAULT_CONFIG_PATH, ConfigError
-
-
-def resolve_config_path(given: Path | None) -> Path:
-    """--config, $TOLLGATE_CONFIG, ./config.yaml, then the repository's config.yaml."""
-    if given is not None:
-        return given
-    if os.environ.get("TOLLGATE_CONFIG"):
-        return Path(os.environ["TOLLGATE_CONFIG"])
-    local = Path("config.yaml")
-    return local if local.is_file() else DEFAULT_CONFIG_PATH
+from gateway.config import ConfigError, resolve_config_path
 
 
 @click.command("serve")
@@ -38,7 +27,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
     from gateway.app import create_app
     from gateway.config import load_settings
-    from gateway.shutdown import run
+    from gateway.reliability.shutdown import run
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: "
                         "%(message)s")
@@ -74,7 +63,7 @@ def _safe_url(url: str) -> str:
 def demo_command(n_prompts: int, cost_weight: float | None, seed: int, data_dir: Path | None,
                  router_path: Path | None) -> None:
     """Route RouterBench prompts through a local gateway, no provider keys needed."""
-    from gateway.demo import run_demo
+    from gateway.sandbox.demo import run_demo
 
     run_demo(n_prompts=n_prompts, cost_weight=cost_weight, seed=seed, data_dir=data_dir,
              router_path=router_path, echo=click.echo)

@@ -20,14 +20,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from gateway.auth import Principal, principal_for_key
 from gateway.context import GatewayContext
-from gateway.dashboard import versions as versions_mod
-from gateway.dashboard.access import COOKIE, Principal, principal_for_key, require_principal
-from gateway.dashboard.queries import LogFilter, parse_duration, select_logs, tenant_names
-from gateway.dashboard.summary import summarise
 from gateway.errors import GatewayError, invalid
-from gateway.explain import load_explanation
-from gateway.logs_cli import flat
+from gateway.review.dashboard import versions as versions_mod
+from gateway.review.dashboard.access import COOKIE, dashboard_principal
+from gateway.review.dashboard.queries import (
+    LogFilter,
+    flat,
+    parse_duration,
+    select_logs,
+    tenant_names,
+)
+from gateway.review.dashboard.summary import summarise
+from gateway.review.explain import load_explanation
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -48,10 +54,6 @@ def _html(env: Environment, name: str, status: int = 200, **values: Any) -> HTML
     return HTMLResponse(body, status_code=status, headers={
         "content-security-policy": CSP, "x-content-type-options": "nosniff",
         "referrer-policy": "no-referrer", "cache-control": "no-store"})
-
-
-async def _viewer(request: Request) -> Principal:
-    return await require_principal(request, cookie=True)
 
 
 def _scope(who: Principal, tenant: str | None) -> tuple[str, ...] | None:
@@ -115,7 +117,7 @@ def build_router() -> APIRouter:
                       tenant: str | None = None) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         try:
-            who = await _viewer(request)
+            who = await dashboard_principal(request)
             w = _window(window)
             now = datetime.now(UTC)
             start = now - parse_duration(w)
@@ -132,7 +134,7 @@ def build_router() -> APIRouter:
                        status: str | None = None, feedback: str | None = None) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         try:
-            who = await _viewer(request)
+            who = await dashboard_principal(request)
             start = datetime.now(UTC) - parse_duration(_window(window))
             try:
                 f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,
@@ -153,7 +155,7 @@ def build_router() -> APIRouter:
     async def explain(request_id: str, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         try:
-            who = await _viewer(request)
+            who = await dashboard_principal(request)
             return JSONResponse(await load_explanation(ctx, who, request_id))
         except GatewayError as e:
             return e.response()
@@ -162,7 +164,7 @@ def build_router() -> APIRouter:
     async def routers(request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         try:
-            who = await _viewer(request)
+            who = await dashboard_principal(request)
             live = ctx.router.current.version
             data = await anyio.to_thread.run_sync(
                 versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
@@ -175,7 +177,7 @@ def build_router() -> APIRouter:
     async def deferral(request: Request, version: str) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         try:
-            await _viewer(request)
+            await dashboard_principal(request)
             metrics = await anyio.to_thread.run_sync(
                 versions_mod.version_metrics, ctx.store.engine, version)
             png = None if metrics is None else await anyio.to_thread.run_sync(

@@ -38,7 +38,7 @@ from typing import Any
 import click
 import numpy as np
 
-from gateway.local_server import serve_in_thread
+from gateway.sandbox.local_server import serve_in_thread
 from router_core.data.table import RoutingTable
 from router_core.router import Calibration, Expert, Head, Router
 
@@ -280,9 +280,9 @@ def run_simulation(
     import httpx
     import openai
 
-    from gateway import learning_db as ldb
-    from gateway.retrain import RetrainConfig, retrain_once
-    from gateway.shadow import ReferenceJudge
+    from gateway.learning import tables as ldb
+    from gateway.learning.retrain import RetrainConfig, retrain_once
+    from gateway.learning.shadow import ReferenceJudge
     from router_core.data import load_dataset
     from router_core.encoder import Encoder
     from router_core.promotion import evaluate_on_holdout

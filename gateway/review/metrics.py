@@ -1,13 +1,13 @@
-"""Prometheus metrics beyond the request counters in ``gateway/metrics.py``.
-
-Two parts, both on the gateway's own registry (never the global default):
+"""Prometheus metrics of one gateway, on a registry passed in (never the global default), so
+two apps in one process (tests, replicas) keep separate counts. Three parts:
+- ``GatewayMetrics``: counters and histograms the request path records directly.
 - ``RowMetrics``: observed from each request-log row as it is submitted (the row already
   carries every attempt's latency, the time to first token, the tenant and the cost), so the
   request path needs no extra instrumentation: upstream latency per backend and outcome,
   time to first token, fallbacks, spend per tenant, requests per router version.
 - ``StateCollector``: read at scrape time: budget, spend and remaining budget per tenant
   (from the ledger, rollover applied), the live router version, the log-queue depth and
-  dropped rows. The circuit-breaker state is exported by ``gateway/circuit.py`` itself.
+  dropped rows. The circuit-breaker state is exported by ``gateway/reliability/circuit.py`` itself.
 ``/metrics`` renders in a worker thread because the budget gauges read the database.
 """
 
@@ -24,7 +24,54 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.metrics import LATENCY_BUCKETS
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class GatewayMetrics:
+    """Counters and histograms of the request path."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "tollgate_requests",
+            "Chat completion requests by route, answering backend and HTTP status.",
+            ["route", "model", "status", "stream"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "tollgate_request_latency_seconds",
+            "Wall time of a chat completion request (to the last byte for streams).",
+            ["route", "stream"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.overhead = Histogram(
+            "tollgate_gateway_overhead_seconds",
+            "Time spent before the first upstream attempt: auth, routing, budget.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.routing = Histogram(
+            "tollgate_routing_seconds",
+            "Encoder plus router decision time.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.attempts = Counter(
+            "tollgate_upstream_attempts",
+            "Upstream attempts by backend and outcome (HTTP status or error kind).",
+            ["model", "outcome"],
+            registry=r,
+        )
+        self.cost = Counter(
+            "tollgate_cost_usd", "Settled spend in USD by backend.", ["model"], registry=r
+        )
+        self.tokens = Counter(
+            "tollgate_tokens", "Tokens by backend and direction.", ["model", "kind"], registry=r
+        )
+
 
 log = logging.getLogger(__name__)
 TTFT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)

@@ -8,18 +8,16 @@ The sequence, on uvicorn's own machinery:
    (``timeout_graceful_shutdown``); idle keep-alive connections are closed;
 3. after ``grace_s`` the remaining request tasks are cancelled; the handler settles each
    one's reservation with what was used and queues its log row even then
-   (``gateway.proxy``: a cancelled exchange still finishes);
+   (``gateway.serving.handler``: a cancelled exchange still finishes);
 4. the lifespan ends: the store finishes settlements, the log writer flushes its queue, and
-   rows the database cannot take now go to the local spool (``gateway.spool``), replayed by
+   rows the database cannot take now go to the local spool (``gateway.reliability.spool``), replayed by
    the next replica that finds the database up. No accepted request loses its log row.
 
-``run(app, ...)`` is what ``tollgate serve`` uses; ``python -m gateway.shutdown --config F``
-serves a config the same way (the reliability tests and bench start replicas with it).
+``run(app, ...)`` is what ``tollgate serve`` uses.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from types import FrameType
 from typing import Any
@@ -61,21 +59,3 @@ def run(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | No
         **config: Any) -> None:
     """Serve until SIGTERM/SIGINT, then shut down as the module docstring describes."""
     server(app, host, port, grace_s, **config).run()
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description="Serve a Tollgate config with graceful shutdown.")
-    p.add_argument("--config", default=None)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=4000)
-    p.add_argument("--log-level", default="warning")
-    a = p.parse_args(argv)
-    from gateway.app import create_app
-    from gateway.config import load_settings
-
-    logging.basicConfig(level=a.log_level.upper())
-    run(create_app(load_settings(a.config)), a.host, a.port, log_level=a.log_level)
-
-
-if __name__ == "__main__":
-    main()

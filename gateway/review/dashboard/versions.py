@@ -24,7 +24,7 @@ from gateway.store.models import request_logs
 def _recorded(engine: Engine) -> list[dict[str, Any]]:
     if "router_versions" not in sa.inspect(engine).get_table_names():
         return []
-    from gateway import learning_db
+    from gateway.learning import tables as learning_db
 
     return learning_db.history(engine)
 

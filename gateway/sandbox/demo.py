@@ -23,8 +23,8 @@ import httpx
 import numpy as np
 
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings, settings_from_dict
-from gateway.local_server import serve_in_thread
-from gateway.local_upstream import FakeBackend, FakeUpstream
+from gateway.sandbox.local_server import serve_in_thread
+from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
 Echo = Callable[[str], None]
 
@@ -73,7 +73,7 @@ def run_demo(
     strongest = table.models[int(np.nanargmax(np.nanmean(table.quality[train_rows], axis=0)))]
 
     # the repository's pool and prices (an installed copy: ./config.yaml or $TOLLGATE_CONFIG)
-    from gateway.serve_cli import resolve_config_path
+    from gateway.config import resolve_config_path
 
     base = load_settings(
         DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else resolve_config_path(None)

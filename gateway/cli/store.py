@@ -19,11 +19,12 @@ import click
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from gateway.config import resolve_database_url
 from gateway.store import keys as keylib
 from gateway.store import migrate
 from gateway.store import tenants as admin
 from gateway.store.dberrors import is_unavailable
-from gateway.store.engine import make_engine, resolve_database_url
+from gateway.store.engine import make_engine
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.models import PERIODS
 from gateway.store.records import KeyInfo, NewKey, TenantInfo

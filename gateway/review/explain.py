@@ -18,10 +18,11 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from gateway.auth import Principal, require_principal
 from gateway.context import GatewayContext
-from gateway.dashboard.access import Principal, not_found, require_principal
-from gateway.dashboard.queries import fetch_log
 from gateway.errors import GatewayError
+from gateway.review.dashboard.access import not_found
+from gateway.review.dashboard.queries import fetch_log
 
 BUDGET_SKIP = "budget"
 FLUSH_WAIT_S = 2.0

@@ -7,7 +7,7 @@ expert (``Router.with_expert``), and publishes the result:
   * the artifact directory gets the new version (probes kept);
   * config.yaml's ``model_list`` gets the backend (restarts keep it);
   * with a database, the version is recorded and activated: running gateways hot-swap to
-    it and adopt the backend it carries (``gateway.model_pool``), with no restart.
+    it and adopt the backend it carries (``gateway.learning.model_pool``), with no restart.
 Costs: the expert's mean USD per query is what its probe answers cost at the given prices.
 """
 
@@ -22,7 +22,7 @@ import click
 import numpy as np
 import yaml
 
-from gateway.model_pool import ARTIFACT_KEY, artifact_backends
+from gateway.learning.model_pool import ARTIFACT_KEY, artifact_backends
 
 FINGERPRINTS = ("perplexity", "logit", "probe-outcome")
 
@@ -60,7 +60,7 @@ def _live_router(router_dir: Path, engine: Any) -> Any:
     from router_core.artifact import load_router
 
     if engine is not None:
-        from gateway import learning_db as ldb
+        from gateway.learning import tables as ldb
 
         row = ldb.active_version(engine)
         if row is not None:
@@ -79,7 +79,7 @@ def _publish(router: Any, router_dir: Path, engine: Any, parent: str, status: st
     save_router(router, router_dir)  # probes.json is carried over
     if engine is None:
         return
-    from gateway import learning_db as ldb
+    from gateway.learning import tables as ldb
 
     row = ldb.active_version(engine) or {}
     ldb.record_version(
@@ -375,7 +375,7 @@ def add_command(
 def judge_outcomes(probes: Any, answers: list[str | None], judge: Any) -> np.ndarray:
     """Each probe answer graded by ``judge`` (a LiveAnswers) with the shadow rubric, in
     [0, 1]; NaN where there was no answer or no parsable grade."""
-    from gateway.shadow import DEFAULT_RUBRIC, parse_score
+    from gateway.learning.shadow import DEFAULT_RUBRIC, parse_score
 
     asked = [i for i, a in enumerate(answers) if a]
     grades = judge.complete(

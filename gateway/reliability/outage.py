@@ -16,7 +16,7 @@ saw recently from its cache (stale-if-error, ``auth_stale_s``); an unknown key g
 never 401.
 
 Reconciliation: every request served on an outage reservation is written to a journal
-(``gateway.spool.Spool`` named ``outage``, a local file) with its actual cost. When the
+(``gateway.reliability.spool.Spool`` named ``outage``, a local file) with its actual cost. When the
 database answers again each entry's cost is added to ``spent`` (``ledger.charge_once``) in
 the transaction that records the entry's id in ``outage_charges``; an id already there means
 the entry was charged, so a replay after a crash, or after the database failed again part-way
@@ -42,7 +42,7 @@ from typing import Any
 import anyio.to_thread
 from sqlalchemy import Engine
 
-from gateway.spool import Spool, log_rows_sink
+from gateway.reliability.spool import Spool, log_rows_sink
 from gateway.store import ledger
 from gateway.store.errors import StoreUnavailable
 from gateway.store.records import SettleResult, usd_to_nusd

@@ -37,12 +37,12 @@ from typing import Any, Protocol
 import anyio.to_thread
 from sqlalchemy import Engine, select
 
-from gateway import learning_db as ldb
 from gateway.config import Backend, Settings
+from gateway.learning import tables as ldb
 from gateway.pricing import Price, count_prompt_tokens
-from gateway.routing import embed_text
+from gateway.serving.routing import embed_text
+from gateway.serving.upstream import UpstreamFailure, complete
 from gateway.store.periods import period_start_s
-from gateway.upstream import UpstreamFailure, complete
 
 log = logging.getLogger(__name__)
 

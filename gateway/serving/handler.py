@@ -31,7 +31,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
-from gateway.chat_request import ChatRequest, parse_chat_request
+from gateway.auth import authenticate
 from gateway.config import Backend
 from gateway.context import GatewayContext, call
 from gateway.errors import (
@@ -41,13 +41,13 @@ from gateway.errors import (
     invalid,
     model_not_found,
     store_unavailable,
-    unauthorized,
 )
 from gateway.pricing import count_prompt_tokens, count_text_tokens
-from gateway.reliability import circuit_open_error
-from gateway.routing import Routed, embed, embed_text, route_request, router_model_map
-from gateway.upstream import OpenStream, UpstreamFailure, classify, complete, open_stream
-from gateway.validation import check_text, fit_candidates
+from gateway.reliability.guards import circuit_open_error
+from gateway.serving.chat_request import ChatRequest, parse_chat_request
+from gateway.serving.routing import Routed, embed, embed_text, route_request, router_model_map
+from gateway.serving.upstream import OpenStream, UpstreamFailure, classify, complete, open_stream
+from gateway.serving.validation import check_text, fit_candidates
 from router_core.decision import NoEligibleModel
 
 PASSTHROUGH_VERSION = "passthrough"
@@ -61,22 +61,6 @@ def _store_errors() -> tuple[type[BaseException], type[BaseException]]:
     from gateway.store.errors import BudgetExceeded, StoreUnavailable
 
     return BudgetExceeded, StoreUnavailable
-
-
-async def authenticate(ctx: GatewayContext, request: Request) -> Any:
-    """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down."""
-    auth = request.headers.get("authorization", "")
-    scheme, _, key = auth.partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise unauthorized("You didn't provide an API key (Authorization: Bearer <key>).")
-    _, unavailable = _store_errors()
-    try:
-        tenant = await call(ctx.store.authenticate, key.strip())
-    except unavailable as e:
-        raise store_unavailable() from e
-    if tenant is None:
-        raise unauthorized()
-    return tenant
 
 
 class BudgetHold:
@@ -254,7 +238,7 @@ class Exchange:
         text = embed_text(req.messages, ctx.settings.encoder_max_chars)
         started = time.perf_counter()
         phi = await embed(ctx.encoder, text)
-        self.phi = phi  # kept for the learning loop (gateway/learning.py)
+        self.phi = phi  # kept for the learning loop (gateway/learning/loop.py)
         self.prompt_tokens = count_prompt_tokens(first, req.messages, req.params.get("tools"))
         costs = {name: self._expected_cost(name) for name in by_rm.values()}
         cap = self._max_cost()

@@ -4,7 +4,7 @@
       redis_url: redis://127.0.0.1:6379/0   # or TOLLGATE_REDIS_URL; none = per-replica limits
       rate_limits: {requests_per_minute: null, tokens_per_minute: null}  # tenant policy wins
       circuit: {failure_threshold: 5, cooldown_s: 30, half_open_probes: 1}
-      outage: {budget: refuse, allowance_usd: 0.0}   # or budget: allow (see gateway.outage)
+      outage: {budget: refuse, allowance_usd: 0.0}   # or budget: allow (see gateway.reliability.outage)
       spool_dir: ./tollgate-spool                     # or TOLLGATE_SPOOL_DIR
       max_body_bytes: 8388608                         # 413 above this
       shutdown_grace_s: 30                            # SIGTERM: in-flight requests get this long
@@ -17,59 +17,17 @@ Tenant policy keys read here: ``requests_per_minute``, ``tokens_per_minute``,
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.circuit import CircuitBreakers
+from gateway.config import ReliabilitySettings
 from gateway.errors import GatewayError
-from gateway.ratelimit import Limits, RateLimiter
+from gateway.reliability.circuit import CircuitBreakers
+from gateway.reliability.ratelimit import Limits, RateLimiter
 
 REQUEST_FAULTS = frozenset({"context_window_exceeded", "bad_request"})
-
-
-class RateLimitSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    requests_per_minute: int | None = Field(default=None, ge=0)
-    tokens_per_minute: int | None = Field(default=None, ge=0)
-
-
-class CircuitSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    failure_threshold: int = Field(default=5, ge=1)
-    cooldown_s: float = Field(default=30.0, gt=0)
-    half_open_probes: int = Field(default=1, ge=1)
-
-
-class OutageSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    budget: Literal["refuse", "allow"] = "refuse"
-    allowance_usd: float = Field(default=0.0, ge=0)
-
-
-class ReliabilitySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    redis_url: str | None = None
-    redis_prefix: str = "tollgate"
-    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
-    circuit: CircuitSettings = Field(default_factory=CircuitSettings)
-    outage: OutageSettings = Field(default_factory=OutageSettings)
-    spool_dir: str = "./tollgate-spool"
-    max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
-    shutdown_grace_s: float = Field(default=30.0, ge=0)
-    log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
-
-    def resolved(self) -> ReliabilitySettings:
-        """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR."""
-        changes: dict[str, Any] = {}
-        if os.environ.get("TOLLGATE_REDIS_URL"):
-            changes["redis_url"] = os.environ["TOLLGATE_REDIS_URL"]
-        if os.environ.get("TOLLGATE_SPOOL_DIR"):
-            changes["spool_dir"] = os.environ["TOLLGATE_SPOOL_DIR"]
-        return self.model_copy(update=changes)
 
 
 def rate_limited(limit: str, retry_after: str) -> GatewayError:
@@ -143,8 +101,8 @@ def circuit_open_error(rel: Reliability, candidates: list[str]) -> GatewayError:
 
 def guard_store(store: Any, settings: ReliabilitySettings | None) -> Any:
     """Wrap a `gateway.store.Store` with the outage policy and the spools
-    (`gateway.outage.GuardedStore`); other stores (test doubles) are returned unchanged."""
-    from gateway.outage import GuardedStore
+    (`gateway.reliability.outage.GuardedStore`); other stores (test doubles) are returned unchanged."""
+    from gateway.reliability.outage import GuardedStore
 
     if store is None or not hasattr(store, "engine") or isinstance(store, GuardedStore):
         return store

@@ -18,9 +18,7 @@ route class below turns validation and store errors into `{"error": {...}}` bodi
 
 from __future__ import annotations
 
-import hmac
 import math
-import os
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -31,6 +29,7 @@ from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy.exc import DataError
 
+from gateway.auth import admin_key, bearer_key, is_admin_key
 from gateway.store.errors import Conflict, NotFound, StoreUnavailable
 from gateway.store.records import NewKey
 from gateway.store.store import Store
@@ -124,22 +123,14 @@ def _store(request: Request) -> Store:
     return store
 
 
-def _admin_key(request: Request) -> str | None:
-    ctx = getattr(request.app.state, "ctx", None)
-    settings = getattr(ctx, "settings", None)
-    return getattr(settings, "admin_key", None) or os.environ.get("TOLLGATE_ADMIN_KEY")
-
-
 async def require_admin(request: Request) -> None:
     """The admin key, compared in constant time."""
-    expected = _admin_key(request)
-    if not expected:
+    settings = getattr(getattr(request.app.state, "ctx", None), "settings", None)
+    if not admin_key(settings):
         raise AdminError(403, "The admin API is disabled: set TOLLGATE_ADMIN_KEY.",
                          "permission_error", code="admin_disabled")
-    auth = request.headers.get("authorization", "")
-    given = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-    given = given or request.headers.get("x-admin-key", "")
-    if not given or not hmac.compare_digest(given.encode(), expected.encode()):
+    given = bearer_key(request) or request.headers.get("x-admin-key", "")
+    if not is_admin_key(settings, given):
         raise AdminError(401, "Incorrect admin key provided.", code="invalid_api_key")
 
 

@@ -13,7 +13,7 @@ def main() -> None:
 
 def _register() -> None:
     # Each area owns its commands in its own module; they are attached to the group here.
-    from gateway.store_cli import register as register_store
+    from gateway.cli.store import register as register_store
 
     register_store(main)
     from router_core.cli import train_command
@@ -22,18 +22,18 @@ def _register() -> None:
     from router_core.evaluation.cli import eval_command
 
     main.add_command(eval_command)
-    from gateway.logs_cli import logs_command
+    from gateway.cli.logs import logs_command
 
     main.add_command(logs_command)
-    from gateway.serve_cli import register as register_serve
+    from gateway.cli.serve import register as register_serve
 
     register_serve(main)  # serve, demo
-    from gateway.retrain import register as register_learning
-    from gateway.simulate import simulate_command
+    from gateway.cli.learning import register as register_learning
+    from gateway.sandbox.simulate import simulate_command
 
     register_learning(main)  # retrain, router history|rollback (issue 5)
     main.add_command(simulate_command)
-    from gateway.models_cli import register as register_models
+    from gateway.cli.models import register as register_models
 
     register_models(main)  # models add|list|remove (issue 6)
 

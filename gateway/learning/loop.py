@@ -9,7 +9,7 @@ Built by ``install(app, ctx)``; the app's lifespan starts and closes it. Options
       poll_s: 5                 # how often a replica checks for a promoted version
       margin: 0.005             # promotion guard
       store_prompt_text: false  # privacy: keep only Φ(x) (default: log_prompts)
-      exploration: {...}        # shadow calls and their judge, see gateway/shadow.py
+      exploration: {...}        # shadow calls and their judge, see gateway/learning/shadow.py
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip.
@@ -25,12 +25,12 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI
 
-from gateway import learning_db as ldb
 from gateway.context import GatewayContext
-from gateway.hotswap import HotSwapper
-from gateway.retrain import RetrainConfig, ensure_seed_version, retrain_once
-from gateway.routing import embed_text
-from gateway.shadow import ExplorationSettings, Explorer, build_judge, served_answer
+from gateway.learning import tables as ldb
+from gateway.learning.hotswap import HotSwapper
+from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
+from gateway.learning.shadow import ExplorationSettings, Explorer, build_judge, served_answer
+from gateway.serving.routing import embed_text
 from gateway.store.dberrors import is_unavailable
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class Learning:
             min_new=int(ctx.settings.retraining.min_observations),
             margin=float(extra.get("margin", RetrainConfig.margin)),
         )
-        from gateway.model_pool import adopt_backends  # issue 6: models added live
+        from gateway.learning.model_pool import adopt_backends  # issue 6: models added live
 
         self.swapper = HotSwapper(
             ctx.store.engine, ctx.router, self.poll_s, on_swap=lambda r: adopt_backends(ctx, r)
@@ -171,7 +171,7 @@ class Learning:
 
 def install(app: FastAPI, ctx: GatewayContext) -> None:
     """Mount ``/v1/feedback`` and attach the learning loop to ``ctx`` (needs a SQL store)."""
-    from gateway.feedback import router as feedback_router
+    from gateway.learning.feedback import router as feedback_router
 
     app.include_router(feedback_router)
     if getattr(ctx.store, "engine", None) is not None:

@@ -25,7 +25,14 @@ from typing import Any, TextIO
 
 import click
 
-from gateway.dashboard.queries import LogFilter, parse_time, resolve_tenants, select_logs
+from gateway.review.dashboard.queries import (
+    LogFilter,
+    feedback_scores,
+    flat,
+    parse_time,
+    resolve_tenants,
+    select_logs,
+)
 
 TABLE_COLUMNS = (  # (header, width); the last column takes the rest of the line
     ("time (UTC)", 19), ("request id", 35), ("tenant", 14), ("route", 11), ("model", 16),
@@ -42,48 +49,12 @@ FOLLOW_LOOKBACK = timedelta(minutes=15)
 FORMATS = ("table", "csv", "jsonl", "routing-table")
 
 
-def _scores(row: dict[str, Any]) -> list[float]:
-    return [float(f["score"]) for f in row.get("feedback") or [] if f.get("score") is not None]
-
-
 def _ts(v: Any) -> str:
     return v.strftime("%Y-%m-%d %H:%M:%S") if isinstance(v, datetime) else str(v or "")
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def flat(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
-    """The scalar view of a row (CSV and the table)."""
-    attempts = row.get("attempts") or []
-    scores = _scores(row)
-    ts = row.get("created_at")
-    return {
-        "id": row["id"],
-        "created_at": ts.isoformat() if isinstance(ts, datetime) else ts,
-        "tenant_id": row.get("tenant_id"),
-        "tenant": names.get(row.get("tenant_id") or "", row.get("tenant_id")),
-        "route": row.get("route") or "passthrough",
-        "lam": row.get("lam"),
-        "router_version": row.get("router_version"),
-        "chosen_model": row.get("chosen_model"),
-        "status": row.get("status"),
-        "prompt_tokens": row.get("prompt_tokens"),
-        "completion_tokens": row.get("completion_tokens"),
-        "cost_usd": row.get("cost_usd"),
-        "reserved_usd": row.get("reserved_usd"),
-        "latency_ms": row.get("latency_ms"),
-        "ttft_ms": row.get("ttft_ms"),
-        "stream": row.get("stream"),
-        "attempts": len(attempts),
-        "fallbacks": " > ".join(f"{a.get('model')}:{a.get('status')}" for a in attempts[1:]),
-        "equivalent": " ".join(row.get("equivalent") or []),
-        "reason": row.get("reason"),
-        "error": row.get("error"),
-        "feedback_count": len(row.get("feedback") or []),
-        "feedback_mean": sum(scores) / len(scores) if scores else None,
-    }
 
 
 def table_header() -> str:
@@ -130,7 +101,7 @@ def routing_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in rows:
         if row.get("status") != 200 or not row.get("chosen_model"):
             continue
-        for score in _scores(row):
+        for score in feedback_scores(row):
             out.append({
                 "prompt_id": prompt_id(row),
                 "prompt": row.get("prompt_text") or "",
@@ -180,7 +151,7 @@ class Printer:
 
 
 def _names(engine: Any) -> dict[str, str]:
-    from gateway.dashboard.queries import tenant_names
+    from gateway.review.dashboard.queries import tenant_names
 
     return tenant_names(engine)
 
@@ -217,7 +188,8 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
     """Show routed requests: decisions, costs, latency, fallbacks and feedback."""
     import sqlalchemy as sa
 
-    from gateway.store.engine import make_engine, resolve_database_url
+    from gateway.config import resolve_database_url
+    from gateway.store.engine import make_engine
 
     url = resolve_database_url(database_url, config_path)
     engine = make_engine(url)
@@ -227,8 +199,8 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
                 f"no request log in {engine.url.render_as_string(hide_password=True)}: "
                 "start the gateway on it (or run `tollgate db upgrade`) first")
         if explain_id is not None:
-            from gateway.dashboard.queries import fetch_log
-            from gateway.explain import explain_row
+            from gateway.review.dashboard.queries import fetch_log
+            from gateway.review.explain import explain_row
 
             row = fetch_log(engine, explain_id)
             if row is None:

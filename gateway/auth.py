@@ -1,0 +1,100 @@
+"""Who is calling: one place that reads keys from a request and checks them.
+
+Three kinds of caller share it: a tenant calling the API (its key → the tenant, through the
+store), an operator with the admin key (``admin_key`` in config.yaml or
+``TOLLGATE_ADMIN_KEY``), and someone looking at the review surfaces, who may be either
+(``Principal``). Keys are compared in constant time; failures are OpenAI error bodies.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+
+from gateway.config import Settings
+from gateway.context import GatewayContext, call
+from gateway.errors import store_unavailable, unauthorized
+
+NO_KEY = "You didn't provide an API key (Authorization: Bearer <key>)."
+
+
+def bearer_key(request: Request) -> str | None:
+    """The key of ``Authorization: Bearer <key>``, or None."""
+    scheme, _, key = request.headers.get("authorization", "").partition(" ")
+    return (key.strip() or None) if scheme.lower() == "bearer" else None
+
+
+def admin_key(settings: Settings | None) -> str | None:
+    """The configured admin key; None means the admin surfaces are off."""
+    return getattr(settings, "admin_key", None) or os.environ.get("TOLLGATE_ADMIN_KEY") or None
+
+
+def is_admin_key(settings: Settings | None, key: str | None) -> bool:
+    expected = admin_key(settings)
+    return bool(key and expected and hmac.compare_digest(key.encode(), expected.encode()))
+
+
+async def tenant_for_key(ctx: GatewayContext, key: str) -> Any:
+    """The live tenant owning ``key``, or None; 503 when the store cannot answer."""
+    from gateway.store.errors import StoreUnavailable
+
+    try:
+        return await call(ctx.store.authenticate, key)
+    except StoreUnavailable as e:
+        raise store_unavailable() from e
+
+
+async def authenticate(ctx: GatewayContext, request: Request) -> Any:
+    """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down."""
+    key = bearer_key(request)
+    if key is None:
+        raise unauthorized(NO_KEY)
+    tenant = await tenant_for_key(ctx, key)
+    if tenant is None:
+        raise unauthorized()
+    return tenant
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Someone reading the review surfaces: the admin (every tenant) or one tenant."""
+
+    admin: bool
+    tenant_id: str | None = None
+    tenant_name: str | None = None
+
+    def can_see(self, tenant_id: str | None) -> bool:
+        return self.admin or (tenant_id is not None and tenant_id == self.tenant_id)
+
+    @property
+    def label(self) -> str:
+        return "admin" if self.admin else f"tenant {self.tenant_name or self.tenant_id}"
+
+
+async def principal_for_key(ctx: GatewayContext, key: str | None) -> Principal | None:
+    """The admin for the admin key, the tenant for a live tenant key, else None."""
+    if not key:
+        return None
+    if is_admin_key(ctx.settings, key):
+        return Principal(admin=True)
+    tenant = await tenant_for_key(ctx, key)
+    if tenant is None:
+        return None
+    return Principal(admin=False, tenant_id=tenant.id, tenant_name=getattr(tenant, "name", None))
+
+
+async def require_principal(request: Request, *, cookie_key: str | None = None) -> Principal:
+    """The caller from ``Authorization: Bearer`` (or a key the dashboard's login cookie
+    carries); 401 in OpenAI's error format otherwise."""
+    ctx: GatewayContext = request.app.state.ctx
+    key = bearer_key(request) or cookie_key
+    if key is None:
+        raise unauthorized(NO_KEY)
+    p = await principal_for_key(ctx, key)
+    if p is None:
+        raise unauthorized()
+    return p

@@ -1,0 +1,69 @@
+"""The rooms of gateway/ (docs/architecture.md): a room imports only rooms below it, lazy
+imports inside functions included, and router_core never imports gateway."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "context": 1, "auth": 1,
+        "reliability": 2, "serving": 3, "learning": 4, "review": 5, "app": 6,
+        "sandbox": 7, "cli": 8}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "gateway" else None
+
+
+def _imports(path: Path) -> list[str]:
+    """Modules imported by ``path``, outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(sub) for node in ast.walk(tree)
+                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for sub in ast.walk(node)}
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.append(node.module)
+            if node.module == "gateway":
+                found += [f"gateway.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names]
+    return found
+
+
+def _upward_imports() -> list[str]:
+    bad = []
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        here = _room(module)
+        if here in (None, "__init__"):
+            continue
+        assert here in RANK, f"{module}: room {here!r} has no rank in docs/architecture.md"
+        for name in _imports(path):
+            there = _room(name)
+            if there in (None, here, "__init__"):
+                continue
+            if RANK[there] > RANK[here] or (RANK[there] == RANK[here] and RANK[here] != 1):
+                bad.append(f"{module} imports {name}")
+    return bad
+
+
+def test_no_room_imports_a_room_above_it():
+    assert _upward_imports() == []
+
+
+def test_router_core_never_imports_gateway():
+    offenders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "router_core").rglob("*.py"))
+                 if any(n == "gateway" or n.startswith("gateway.") for n in _imports(p))]
+    assert offenders == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path):
+    bad = tmp_path / "m.py"
+    bad.write_text("def f():\n    from gateway.cli import main\n")
+    assert "gateway.cli" in _imports(bad)
