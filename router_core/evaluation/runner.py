@@ -92,6 +92,8 @@ class EvalResult:
     lams: np.ndarray
     notes: dict[str, Any] = field(default_factory=dict)
     audc_within: dict[str, float] = field(default_factory=dict)  # empty: no categories
+    # the routers trained for this evaluation (Tollgate and its ablations), by name
+    routers: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def below_diagnostics(self, name: str) -> list[str]:
         """The diagnostics (pooled or within-category AUDC) a learned router does not beat."""
@@ -282,7 +284,14 @@ def run_evaluation(
             **{"seed": seed, "progress": progress, **TRAINED[name], **(train_overrides or {})}
         )
         say(f"training {name}")
-        res = train_router(table, cfg, descriptor, embeddings=X, train_models=table.train_models)
+        res = train_router(
+            table,
+            cfg,
+            descriptor,
+            encoder=encoder,
+            embeddings=X,
+            train_models=table.train_models,
+        )
         trained[name] = res
         choices[name] = _trained_choices(res.router, X[te], pool, lams)
         notes[f"{name}_train"] = res.metrics
@@ -393,4 +402,5 @@ def run_evaluation(
         lams=lams,
         notes=notes,
         audc_within=within,
+        routers={name: res.router for name, res in trained.items()},
     )
