@@ -4,7 +4,7 @@
     /work/venv/bin/python bench/reliability.py            # full size (a few minutes)
     /work/venv/bin/python bench/reliability.py --small    # the sizes the tests use
 
-Scenarios (each also runs, smaller, in tests/reliability/test_replicas.py):
+Scenarios (each also runs, smaller, in tests/gateway/reliability/test_replicas.py):
 1. budget: N concurrent requests from one tenant, spread over both replicas, against a hard
    budget that fits about N/4 of them; overspend = max(0, settled spend − budget).
 2. SIGTERM with M requests in flight on one replica (a slow backend holds them): every
@@ -41,8 +41,7 @@ if str(ROOT) not in sys.path:
 
 from gateway.store.models import request_logs
 from tests.fakes.upstream import FakeBackend, FakeUpstream
-from tests.gateway.router_fixture import PRICES, REPLIES, write_artifact
-from tests.reliability.harness import (
+from tests.gateway.reliability.harness import (
     REDIS_URL,
     Cluster,
     TcpProxy,
@@ -51,6 +50,7 @@ from tests.reliability.harness import (
     run_fuzz,
     via_proxy,
 )
+from tests.gateway.router_fixture import PRICES, REPLIES, write_artifact
 
 ADMIN_KEY = "tg-bench-admin-key"
 MSG = [{"role": "user", "content": "Say hello to the reliability bench"}]

@@ -53,8 +53,11 @@ def upstream() -> Iterator[FakeUpstream]:
 
 
 @pytest.fixture(autouse=True)
-def _reset_upstream(upstream: FakeUpstream) -> None:
-    upstream.reset()
+def _reset_upstream(request: pytest.FixtureRequest) -> None:
+    """Every backend back to "ok" before a test that talks to the fake upstream (the store,
+    CLI and sandbox tests below this folder do not, and start no upstream)."""
+    if "upstream" in request.fixturenames:
+        request.getfixturevalue("upstream").reset()
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +76,7 @@ def gateway_config(up: FakeUpstream, spool_dir: Path, **extra: Any) -> dict[str,
         },
         "admin_key": ADMIN_KEY,
         # these tests break backends on purpose, test after test: keep the circuit breakers
-        # (tested in tests/reliability) from taking them out of rotation between tests
+        # (tested in tests/gateway/reliability) from taking them out of rotation between tests
         "reliability": {
             "circuit": {"failure_threshold": 1_000_000},
             "spool_dir": str(spool_dir),

@@ -11,8 +11,8 @@ import pytest
 
 from gateway.reliability.ratelimit import Limits, LocalLimiter, RateLimiter
 from tests.gateway.conftest import Gateway
-from tests.reliability.conftest import MSG, MakeGateway
-from tests.reliability.harness import REDIS_URL, free_port
+from tests.gateway.reliability.conftest import MSG, MakeGateway
+from tests.gateway.reliability.harness import REDIS_URL, free_port
 
 
 class Clock:

@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from gateway.store import Store
 from gateway.store.models import request_logs
 from tests.gateway.conftest import Gateway
-from tests.reliability.conftest import MSG, MakeGateway
-from tests.reliability.harness import TcpProxy, via_proxy
+from tests.gateway.reliability.conftest import MSG, MakeGateway
+from tests.gateway.reliability.harness import TcpProxy, via_proxy
 
 pytestmark = pytest.mark.postgres
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import settings_from_dict
 from tests.gateway.conftest import Gateway, run_gateway
-from tests.review.conftest import review_config
+from tests.gateway.review.conftest import review_config
 
 MSG = [{"role": "user", "content": "Give me one sentence about lighthouses."}]
 NAMES = {

@@ -16,7 +16,7 @@ from tests.gateway.router_fixture import PRICES
 
 
 def learning_config(up: FakeUpstream, **extra: Any) -> dict[str, Any]:
-    """A gateway config over the fake backends (routes as in tests/gateway)."""
+    """A gateway config over the fake backends (routes as in tests/gateway/conftest.py)."""
     return {
         "model_list": [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES],
         "routes": {"auto": {"cost_weight": 0.5}, "best": {"cost_weight": 0.0}},

@@ -25,6 +25,11 @@ from router_core.descriptors.base import ProbeSet
 from router_core.encoder import Encoder
 from router_core.router import Calibration, Expert, Head, Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
+from tests.router_core.fingerprints import conftest as fingerprint_fixtures
+
+# the scorer LM fixtures of the fingerprint tests (one torch thread, SmolLM2, the probes)
+_one_torch_thread = fingerprint_fixtures._one_torch_thread
+probes, scorer = fingerprint_fixtures.probes, fingerprint_fixtures.scorer
 
 GOOD = ("2 + 2", "Hamlet", "Italy", "colour")  # the new model answers these well
 

@@ -10,8 +10,8 @@ import pytest
 
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
-from tests.reliability.conftest import MSG, MakeGateway
-from tests.reliability.harness import run_fuzz
+from tests.gateway.reliability.conftest import MSG, MakeGateway
+from tests.gateway.reliability.harness import run_fuzz
 
 MAX_BODY = 64 * 1024
 

@@ -15,9 +15,9 @@ import pytest
 from gateway.pricing import count_text_tokens
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
+from tests.gateway.reliability.conftest import MSG, MakeGateway
+from tests.gateway.reliability.harness import pg_database
 from tests.gateway.router_fixture import PRICES, REPLIES
-from tests.reliability.conftest import MSG, MakeGateway
-from tests.reliability.harness import pg_database
 
 MODES = ["error_500", "error_429", "hang", "reset", "malformed_json", "stall_mid_stream"]
 
@@ -58,7 +58,7 @@ def _settled(gw: Gateway, tid: str) -> dict:
         time.sleep(0.05)
 
 
-# streams: the two mid-stream faults reach the client first (an error event, tests/gateway)
+# streams: the two mid-stream faults reach the client first (an error event, tests/gateway/serving)
 FALLBACK_CASES = [(m, False) for m in MODES] + [
     (m, True) for m in MODES if m not in ("stall_mid_stream", "malformed_json")]
 

@@ -25,8 +25,8 @@ from playwright import sync_api as playwright_sync
 
 from gateway.config import settings_from_dict
 from tests.gateway.conftest import ADMIN_KEY, Gateway, run_gateway
+from tests.gateway.review.conftest import review_config
 from tests.gateway.router_fixture import PRICES, QUALITY
-from tests.review.conftest import review_config
 
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -12,7 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
-from tests.store.conftest import started
+from tests.gateway.store import conftest as store_fixtures
+from tests.gateway.store.conftest import started
+
+# the store tests' database fixtures: a fresh SQLite file or PostgreSQL database per test
+db_url, pg_url, sqlite_url = store_fixtures.db_url, store_fixtures.pg_url, store_fixtures.sqlite_url
+anyio_backend = store_fixtures.anyio_backend
 
 KEY_RE = re.compile(r"^sk-tg-[A-Za-z0-9_-]{43}$")
 

@@ -1,6 +1,6 @@
 """Benchmark of the store's request-path costs (a script, not a test: timings drift).
 
-    /work/venv/bin/python -m tests.store.bench_ledger [--n 300] [--pg URL-of-admin-db]
+    /work/venv/bin/python -m tests.gateway.store.bench_ledger [--n 300] [--pg URL-of-admin-db]
 
 For SQLite (a temporary file) and PostgreSQL (a temporary database, dropped afterwards) it
 prints: reserve and settle latency at concurrency 1 (p50/p99), cached authentication, and a

@@ -16,7 +16,12 @@ from fastapi import FastAPI
 
 from gateway.review import admin_api as admin
 from gateway.store import Store
-from tests.store.conftest import set_allow_connections
+from tests.gateway.store import conftest as store_fixtures
+from tests.gateway.store.conftest import set_allow_connections
+
+# the store tests' database fixtures: a fresh SQLite file or PostgreSQL database per test
+db_url, pg_url, sqlite_url = store_fixtures.db_url, store_fixtures.pg_url, store_fixtures.sqlite_url
+anyio_backend = store_fixtures.anyio_backend
 
 ADMIN_KEY = "tg-admin-store-tests"
 

@@ -25,8 +25,8 @@ from tests.gateway.conftest import (  # noqa: F401 - fixtures re-used from the g
     test_router,
     upstream,
 )
+from tests.gateway.reliability.harness import pg_database, redis_cleanup
 from tests.gateway.router_fixture import PRICES
-from tests.reliability.harness import pg_database, redis_cleanup
 
 MSG = [{"role": "user", "content": "Say hello to the reliability tests"}]
 

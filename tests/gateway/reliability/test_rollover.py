@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.store import Store
-from tests.reliability._workers import spend_at
+from tests.gateway.reliability._workers import spend_at
 
 pytestmark = pytest.mark.postgres
 

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway
-from tests.reliability.conftest import MSG, MakeGateway
-from tests.reliability.harness import free_port
+from tests.gateway.reliability.conftest import MSG, MakeGateway
+from tests.gateway.reliability.harness import free_port
 
 PROVIDER_KEY = "sk-provider-" + uuid.uuid4().hex  # what a real provider key would be
 

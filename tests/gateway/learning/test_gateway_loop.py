@@ -21,8 +21,8 @@ from tests.gateway.conftest import (
     Gateway,
     run_gateway,
 )
+from tests.gateway.learning.conftest import learning_config
 from tests.gateway.router_fixture import VERSION
-from tests.learning.conftest import learning_config
 
 
 @pytest.fixture(scope="module")

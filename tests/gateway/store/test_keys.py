@@ -13,7 +13,7 @@ from sqlalchemy import event, select, text
 from gateway.store import Store, StoreUnavailable
 from gateway.store.keys import SECRET_SETTING
 from gateway.store.models import api_keys, settings
-from tests.store.conftest import set_allow_connections, started
+from tests.gateway.store.conftest import set_allow_connections, started
 
 pytestmark = pytest.mark.anyio
 KEY_RE = re.compile(r"^sk-tg-[A-Za-z0-9_-]{43}$")

@@ -14,7 +14,7 @@ from gateway.reliability.guards import Reliability, ReliabilitySettings
 from gateway.serving.upstream import UpstreamFailure
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
-from tests.reliability.conftest import MSG, MakeGateway
+from tests.gateway.reliability.conftest import MSG, MakeGateway
 
 
 class Clock:

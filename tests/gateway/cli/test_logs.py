@@ -21,7 +21,10 @@ from gateway.cli import main
 from gateway.config import settings_from_dict
 from router_core.data import load_dataset
 from tests.gateway.conftest import Gateway, run_gateway
-from tests.review.conftest import review_config
+from tests.gateway.review import conftest as review_fixtures
+from tests.gateway.review.conftest import review_config
+
+db_url = review_fixtures.db_url  # the review tests' database fixture, one per module
 
 Q1 = "Which planet is known as the red planet?"
 Q2 = "Name a prime number greater than ten."

@@ -24,6 +24,11 @@ from router_core.fingerprints.perplexity import PerplexityFingerprint
 from router_core.router import Calibration, Expert, Head, Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, run_gateway
+from tests.router_core.fingerprints import conftest as fingerprint_fixtures
+
+# the scorer LM fixtures of the fingerprint tests (one torch thread, SmolLM2, the probes)
+_one_torch_thread = fingerprint_fixtures._one_torch_thread
+probes, scorer = fingerprint_fixtures.probes, fingerprint_fixtures.scorer
 
 PRICES = {"fake-strong": (10.0, 30.0), "fake-mid": (1.0, 2.0), "fake-new": (0.05, 0.1)}
 STYLE = {

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from gateway.store import Store
 from gateway.store.models import request_logs
-from tests.store.conftest import set_allow_connections, started
+from tests.gateway.store.conftest import set_allow_connections, started
 
 pytestmark = pytest.mark.anyio
 

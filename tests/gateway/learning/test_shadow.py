@@ -20,8 +20,8 @@ from tests.gateway.conftest import (
     Gateway,
     run_gateway,
 )
+from tests.gateway.learning.conftest import learning_config
 from tests.gateway.router_fixture import PRICES, REPLIES
-from tests.learning.conftest import learning_config
 
 BUDGET_USD = 0.0015
 JUDGE_PRICE = (1.0, 2.0)  # USD per 1M tokens in, out

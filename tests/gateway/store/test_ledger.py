@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 from gateway.store import BudgetExceeded, Store, StoreUnavailable, Tenant
 from gateway.store.models import reservations
 from gateway.store.periods import period_start
-from tests.store._workers import hammer
-from tests.store.conftest import FakeClock, set_allow_connections, started
+from tests.gateway.store._workers import hammer
+from tests.gateway.store.conftest import FakeClock, set_allow_connections, started
 
 pytestmark = pytest.mark.anyio
 

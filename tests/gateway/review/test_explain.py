@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tests.gateway.conftest import ADMIN_KEY, Gateway
-from tests.review.conftest import add_feedback
+from tests.gateway.review.conftest import add_feedback
 
 MSG = [{"role": "user", "content": "Summarise the causes of the French revolution."}]
 
