@@ -29,8 +29,9 @@ from gateway.context import GatewayContext
 from gateway.learning import tables as ldb
 from gateway.learning.hotswap import HotSwapper
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
-from gateway.learning.shadow import ExplorationSettings, Explorer, build_judge, served_answer
+from gateway.learning.shadow import ExplorationSettings, Explorer, build_judge
 from gateway.serving.routing import embed_text
+from gateway.serving.served import Served
 from gateway.store.dberrors import is_unavailable
 
 log = logging.getLogger(__name__)
@@ -76,36 +77,36 @@ class Learning:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def after_request(self, ex: Any, status: int) -> None:
+    async def after_request(self, served: Served) -> None:
         """Remember a routed, answered request so feedback and shadow calls can attach to it."""
-        phi = getattr(ex, "phi", None)
-        if status != 200 or ex.routed is None or ex.answered is None or phi is None:
+        if (served.status != 200 or not served.pool or served.backend is None
+                or served.phi is None):
             return
-        text = embed_text(ex.req.messages, self.ctx.settings.encoder_max_chars)
+        text = embed_text(served.messages, self.ctx.settings.encoder_max_chars)
         kwargs = {
-            "request_id": ex.rid,
-            "tenant_id": getattr(ex.tenant, "id", None),
+            "request_id": served.request_id,
+            "tenant_id": served.tenant_id,
             "text": text if self.store_text else None,
             "key": ldb.prompt_key(text),
-            "embedding": phi,
-            "route": ex.route,
-            "model": ex.answered.router_model,
-            "backend": ex.answered.model_name,
-            "cost_usd": ex.cost_usd,
+            "embedding": served.phi,
+            "route": served.route,
+            "model": served.router_model,
+            "backend": served.backend,
+            "cost_usd": served.cost_usd,
         }
-        self._recent[ex.rid] = {k: v for k, v in kwargs.items() if k not in ("embedding", "text")}
+        self._recent[served.request_id] = {
+            k: v for k, v in kwargs.items() if k not in ("embedding", "text")}
         while len(self._recent) > self.recent_size:
             self._recent.popitem(last=False)
         self._spawn(self._record(kwargs))
-        if self.explorer.wants(ex.route):
-            pool = list(ex.routed.by_router_model.values())
-            self._spawn(self._explore(ex, served_answer(ex), pool))
+        if self.explorer.wants(served.route):
+            self._spawn(self._explore(served))
 
-    async def _explore(self, ex: Any, answer: str, pool: list[str]) -> None:
+    async def _explore(self, served: Served) -> None:
         try:
-            await self.explorer.explore(ex, answer, pool)
+            await self.explorer.explore(served)
         except Exception:  # exploration must never break serving
-            log.exception("shadow exploration of %s failed", ex.rid)
+            log.exception("shadow exploration of %s failed", served.request_id)
 
     def recent(self, request_id: str) -> dict | None:
         """A request this replica served (same keys as a ``learning_requests`` row)."""

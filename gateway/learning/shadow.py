@@ -41,6 +41,7 @@ from gateway.config import Backend, Settings
 from gateway.learning import tables as ldb
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.routing import embed_text
+from gateway.serving.served import Served
 from gateway.serving.upstream import UpstreamFailure, complete
 from gateway.store.periods import period_start_s
 
@@ -237,44 +238,44 @@ class Explorer:
                 await self._settle(start, worst, cost)
         return score
 
-    async def explore(self, ex: Any, answer: str, pool: list[str]) -> list[dict]:
+    async def explore(self, served: Served) -> list[dict]:
         """Judge the served answer and ``candidates`` shadow answers; returns what was stored."""
-        messages = ex.req.messages
+        messages = served.messages
         prompt = embed_text(messages, self.settings.encoder_max_chars)
         key = ldb.prompt_key(prompt)
-        tenant_id = getattr(ex.tenant, "id", None)
         stored: list[dict] = []
 
-        async def store(backend: Backend, quality: float, cost: float, source: str) -> None:
+        async def store(backend: str, router_model: str, quality: float, cost: float,
+                        source: str) -> None:
             await anyio.to_thread.run_sync(
                 lambda: ldb.add_observation(
                     self.engine,
                     key=key,
-                    model=backend.router_model,
+                    model=router_model,
                     quality=quality,
                     cost_usd=cost,
                     source=source,
-                    request_id=ex.rid,
-                    tenant_id=tenant_id,
+                    request_id=served.request_id,
+                    tenant_id=served.tenant_id,
                     comment=f"judge={self.judge.name}",
                 )
             )
             stored.append(
                 {
-                    "backend": backend.model_name,
+                    "backend": backend,
                     "quality": quality,
                     "cost_usd": cost,
                     "source": source,
                 }
             )
 
-        served = ex.answered
         if self.judge_served:
-            q = await self._judge(prompt, served.router_model, answer)
+            q = await self._judge(prompt, served.router_model, served.answer_text)
             if q is not None:
-                await store(served, q, float(ex.cost_usd or 0.0), "judge")
+                await store(served.backend, served.router_model, q,
+                            float(served.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
-        for name in self._pick(pool, served.model_name, observed):
+        for name in self._pick(list(served.pool), served.backend, observed):
             backend = self.settings.backend(name)
             price = self.prices[name]
             n_prompt = count_prompt_tokens(backend, messages)
@@ -299,11 +300,6 @@ class Explorer:
                 await self._settle(start, worst, actual)
             q = await self._judge(prompt, backend.router_model, text)
             if q is not None:
-                await store(backend, q, actual, "shadow")
-        log.info("explored request %s: %s", ex.rid, stored)
+                await store(name, backend.router_model, q, actual, "shadow")
+        log.info("explored request %s: %s", served.request_id, stored)
         return stored
-
-
-def served_answer(ex: Any) -> str:
-    """The text the client received (non-streaming body or the streamed text)."""
-    return getattr(ex, "answer_text", None) or getattr(ex, "text", "") or ""

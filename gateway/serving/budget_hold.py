@@ -1,0 +1,79 @@
+"""The money one request holds against its tenant's budget, from first reservation to settling.
+
+The reservation for a backend is ĉ = n_prompt·p_in + n·m·p_out (m the output cap sent
+upstream), so the settled cost cannot pass what is held. A fallback to a dearer backend tops
+the hold up; settling charges the actual cost across the reservations and releases the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.context import GatewayContext, call
+from gateway.errors import store_unavailable
+from gateway.pricing import Price
+from gateway.store.errors import BudgetExceeded, StoreUnavailable
+
+
+class BudgetHold:
+    """Money held for one request: one reservation, topped up when a fallback costs more."""
+
+    def __init__(self, ctx: GatewayContext, tenant: Any, request_id: str) -> None:
+        self._ctx, self._tenant, self._rid = ctx, tenant, request_id
+        self.reservations: list[Any] = []
+        self.held = 0.0
+        self.refusal: BudgetExceeded | None = None  # the last refusal, with the ledger's numbers
+        self.settled = False
+
+    async def ensure(self, usd: float) -> bool:
+        """Hold at least ``usd`` in total; False (and ``refusal`` set) when it does not fit."""
+        if usd <= self.held:
+            return True
+        try:
+            r = await call(self._ctx.store.reserve, self._tenant, usd - self.held, self._rid)
+        except BudgetExceeded as e:
+            self.refusal = e
+            return False
+        except StoreUnavailable as e:
+            raise store_unavailable() from e
+        self.reservations.append(r)
+        self.held = usd
+        return True
+
+    def room_usd(self) -> float:
+        """What this request could hold in total, from the last refusal's ledger numbers."""
+        e = self.refusal
+        if e is None:
+            return self.held
+        return self.held + max(0.0, e.budget_usd - e.spent_usd - e.reserved_usd)
+
+    async def fit(self, price: Price, prompt_tokens: int, want: int, n: int, *,
+                  shrink: bool, min_tokens: int) -> int | None:
+        """Hold enough for ``n`` answers of ``want`` tokens; the output cap to send, or None.
+
+        With ``shrink`` (the client set no max_tokens) a budget too small for ``want`` lowers
+        the cap to what the room left pays, unless that is below ``min_tokens``.
+        """
+        if await self.ensure(price.cost(prompt_tokens, want * n)):
+            return want
+        if not shrink:
+            return None
+        cap = min(want, price.affordable_output_tokens(self.room_usd(), prompt_tokens) // n)
+        if cap < min_tokens:
+            return None
+        if await self.ensure(price.cost(prompt_tokens, cap * n)):
+            return cap
+        return None
+
+    async def settle(self, actual_usd: float) -> None:
+        """Charge ``actual_usd`` across the reservations (in order), release the rest."""
+        if self.settled:
+            return
+        self.settled = True
+        left = max(0.0, actual_usd)
+        for i, r in enumerate(self.reservations):
+            amount = float(getattr(r, "amount_usd", 0.0))
+            last = i == len(self.reservations) - 1
+            part = left if last else min(left, amount)
+            left -= part
+            await call(self._ctx.store.settle, r, part)
