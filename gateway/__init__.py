@@ -1,0 +1,3 @@
+"""Tollgate: an OpenAI-compatible LLM gateway (see README.md)."""
+
+__version__ = "0.1.0"  # the one place; pyproject.toml reads it (tool.setuptools.dynamic)

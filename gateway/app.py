@@ -20,10 +20,11 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from gateway import __version__
 from gateway.auth import authenticate
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
-from gateway.errors import GatewayError, error_body
+from gateway.errors import GatewayError, error_body, model_not_found
 from gateway.learning import loop as learning
 from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
@@ -32,6 +33,7 @@ from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.serving.handler import chat_completions
+from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.routing import RouterHolder, router_model_map
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
@@ -100,15 +102,17 @@ def create_app(
             await _maybe(ctx.store, "close")
             await ctx.reliability.close()
 
-    app = FastAPI(title="Tollgate", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(title="Tollgate", version=__version__, lifespan=lifespan)
     app.state.ctx = ctx
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
+    app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
     app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"],
                       openapi_extra=CHAT_COMPLETIONS_OPENAPI)
     app.add_api_route("/chat/completions", chat_completions, methods=["POST"],
                       include_in_schema=False)
     app.add_api_route("/v1/models", list_models, methods=["GET"])
+    app.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
     app.add_api_route("/ready", ready, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
@@ -186,6 +190,23 @@ async def list_models(request: Request) -> Response:
         tenant = await authenticate(ctx, request)
     except GatewayError as e:
         return e.response()
+    return JSONResponse({"object": "list", "data": _model_entries(ctx, tenant)})
+
+
+async def retrieve_model(request: Request, model_id: str) -> Response:
+    """One entry of /v1/models (OpenAI's ``models.retrieve``); 404 in OpenAI's shape."""
+    ctx: GatewayContext = request.app.state.ctx
+    try:
+        tenant = await authenticate(ctx, request)
+    except GatewayError as e:
+        return e.response()
+    for entry in _model_entries(ctx, tenant):
+        if entry["id"] == model_id:
+            return JSONResponse(entry)
+    return model_not_found(model_id).response()
+
+
+def _model_entries(ctx: GatewayContext, tenant: Any) -> list[dict[str, Any]]:
     allowed = (getattr(tenant, "policy", None) or {}).get("allowed_models")
     s, router = ctx.settings, ctx.router.current
     data: list[dict[str, Any]] = []
@@ -207,9 +228,10 @@ async def list_models(request: Request) -> Response:
             "tollgate": {"type": "backend", "router_model": b.router_model,
                          "routable": b.router_model in router.model_names,
                          "input_cost_per_token": p.input_per_token,
-                         "output_cost_per_token": p.output_per_token},
+                         "output_cost_per_token": p.output_per_token,
+                         "deployments": len(b.deployment_params())},
         })
-    return JSONResponse({"object": "list", "data": data})
+    return data
 
 
 async def health() -> dict[str, str]:

@@ -19,13 +19,16 @@ from gateway.config import Settings
 from gateway.context import GatewayContext, call
 from gateway.errors import store_unavailable, unauthorized
 
-NO_KEY = "You didn't provide an API key (Authorization: Bearer <key>)."
+NO_KEY = "You didn't provide an API key (Authorization: Bearer <key>, or x-api-key)."
 
 
 def bearer_key(request: Request) -> str | None:
-    """The key of ``Authorization: Bearer <key>``, or None."""
+    """The key of ``Authorization: Bearer <key>``, else of ``x-api-key`` (the header
+    Anthropic-style clients send; LiteLLM Proxy takes both), or None."""
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
-    return (key.strip() or None) if scheme.lower() == "bearer" else None
+    if scheme.lower() == "bearer" and key.strip():
+        return key.strip()
+    return request.headers.get("x-api-key", "").strip() or None
 
 
 def admin_key(settings: Settings | None) -> str | None:

@@ -16,7 +16,9 @@ The pool is a LiteLLM-style ``model_list`` so a LiteLLM user can copy theirs ove
       auto: {cost_weight: 0.5}                  # λ; delta (δ) and models (allowed) optional
 
 Values written ``os.environ/NAME`` are read from the environment at load time (LiteLLM's
-convention), so provider keys never live in the file.
+convention), so provider keys never live in the file. LiteLLM's ``router_settings``,
+``litellm_settings`` and ``general_settings`` are accepted (gateway/litellm_sections.py), and
+several entries with one ``model_name`` form a group: one backend with several deployments.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from gateway.litellm_sections import resolve_env, translate
 from gateway.store.engine import DEFAULT_DATABASE_URL, database_url_from_env
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config.yaml"
-ENV_PREFIX = "os.environ/"
-
+# litellm_params LiteLLM's Router reads for load balancing; never sent to a provider.
+ROUTER_ONLY_PARAMS = frozenset({"rpm", "tpm", "weight", "order", "max_parallel_requests"})
 
 
 class RateLimitSettings(BaseModel):
@@ -105,18 +108,25 @@ class ModelInfo(BaseModel):
 
 
 class Backend(BaseModel):
-    """One entry of ``model_list``: a concrete model clients can also name directly."""
+    """One ``model_name`` of ``model_list``: a model clients can also name directly.
+
+    Several entries with the same name are one backend with several ``deployments`` (their
+    litellm_params; LiteLLM's load-balanced group): requests spread over them and fail over
+    inside the group. ``litellm_params`` is the first deployment's.
+    """
 
     model_config = ConfigDict(extra="allow")
 
     model_name: str = Field(min_length=1)
     litellm_params: dict[str, Any]
     model_info: ModelInfo = Field(default_factory=ModelInfo)
+    deployments: list[dict[str, Any]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _has_model(self) -> Backend:
-        if not self.litellm_params.get("model"):
-            raise ValueError(f"{self.model_name}: litellm_params.model is required")
+        for params in [self.litellm_params, *self.deployments]:
+            if not params.get("model"):
+                raise ValueError(f"{self.model_name}: litellm_params.model is required")
         return self
 
     @property
@@ -141,9 +151,15 @@ class Backend(BaseModel):
             return i.output_cost_per_token
         return None if i.output_cost_per_million is None else i.output_cost_per_million / 1e6
 
-    def call_params(self) -> dict[str, Any]:
-        """litellm_params with ``os.environ/NAME`` values resolved."""
-        return {k: _resolve_env(v) for k, v in self.litellm_params.items()}
+    def call_params(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """litellm_params (default: the first deployment's) with ``os.environ/NAME`` values
+        resolved and the load-balancing keys left out."""
+        params = self.litellm_params if params is None else params
+        return {k: resolve_env(v) for k, v in params.items() if k not in ROUTER_ONLY_PARAMS}
+
+    def deployment_params(self) -> list[dict[str, Any]]:
+        """The litellm_params of every deployment (one for a plain backend)."""
+        return list(self.deployments) or [self.litellm_params]
 
 
 class Route(BaseModel):
@@ -192,14 +208,49 @@ class Settings(BaseModel):
     # candidates skipped for budget or an open circuit do not count.
     max_attempts: int = Field(default=3, ge=1)
     retraining: Retraining = Field(default_factory=Retraining)
-    reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)  # issue 4
+    reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
+    # LiteLLM's conventions: a passthrough model's fallbacks (router_settings.fallbacks) and
+    # dropping parameters a provider does not support instead of failing (drop_params).
+    fallbacks: dict[str, list[str]] = Field(default_factory=dict)
+    drop_params: bool = False
+    _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def ignored_keys(self) -> tuple[str, ...]:
+        """LiteLLM config keys this file has that Tollgate does not use (startup warning)."""
+        return self._ignored_keys
+
+    @model_validator(mode="before")
+    @classmethod
+    def _group_deployments(cls, raw: Any) -> Any:
+        """Entries sharing a model_name become one backend with several deployments; the
+        config-wide drop_params becomes each deployment's default."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("model_list"), list):
+            return raw
+        groups: dict[str, dict[str, Any]] = {}
+        out: list[Any] = []
+        for entry in raw["model_list"]:
+            name = entry.get("model_name") if isinstance(entry, dict) else None
+            params = entry.get("litellm_params") if isinstance(entry, dict) else None
+            if not isinstance(name, str) or not isinstance(params, dict):
+                out.append(entry)  # field validation names what is wrong
+                continue
+            if raw.get("drop_params") and "drop_params" not in params:
+                params = {**params, "drop_params": True}
+            if name not in groups:
+                groups[name] = {**entry, "litellm_params": params, "deployments": [params]}
+                out.append(groups[name])
+                continue
+            _same_model_info(name, groups[name].get("model_info"), entry.get("model_info"))
+            groups[name]["deployments"].append(params)
+        for g in groups.values():
+            if len(g["deployments"]) == 1:
+                del g["deployments"]
+        return {**raw, "model_list": out}
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         names = [b.model_name for b in self.model_list]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"model_list: duplicate model_name {dup}")
         clash = sorted(set(names) & set(self.routes))
         if clash:
             raise ValueError(f"routes and model_list share names {clash}")
@@ -207,6 +258,10 @@ class Settings(BaseModel):
             unknown = sorted(set(route.models or []) - set(names))
             if unknown:
                 raise ValueError(f"route {rname!r}: unknown backends {unknown}")
+        for name, targets in self.fallbacks.items():
+            unknown = sorted({name, *targets} - set(names))
+            if unknown:
+                raise ValueError(f"fallbacks.{name}: {unknown} not in model_list")
         return self
 
     def backend(self, name: str) -> Backend | None:
@@ -220,10 +275,31 @@ class Settings(BaseModel):
         return [b for b in self.model_list if allowed is None or b.model_name in allowed]
 
 
-def _resolve_env(value: Any) -> Any:
-    if isinstance(value, str) and value.startswith(ENV_PREFIX):
-        return os.environ.get(value[len(ENV_PREFIX) :])
-    return value
+def _same_model_info(name: str, first: Any, other: Any) -> None:
+    """Deployments of one group share one price and one set of limits (budgets reserve by
+    the backend, whichever deployment answers)."""
+    first, other = first or {}, other or {}
+    if not isinstance(first, dict) or not isinstance(other, dict):
+        return
+    differ = sorted(f for f in ModelInfo.model_fields
+                    if f != "timeout" and first.get(f) != other.get(f))
+    if differ:
+        raise ValueError(f"model_list: the deployments of {name!r} differ in model_info "
+                         f"{differ}; a group has one price and one set of limits")
+
+
+def _one_line(e: ValidationError) -> str:
+    """The first problem of a validation error as one line naming the key."""
+    errs = e.errors()
+    err = errs[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key {loc!r}"
+    elif loc:
+        msg = f"{loc}: {msg}"
+    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+    return msg + more
 
 
 def load_settings(
@@ -239,7 +315,10 @@ def load_settings(
     except OSError as e:
         raise ConfigError(f"cannot read config {path}: {e}") from e
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML: {e}") from e
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     raw.update(overrides or {})
@@ -248,17 +327,23 @@ def load_settings(
 
 def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
     """Validate a config mapping and apply the environment overrides."""
-    raw = dict(raw)
+    try:
+        translated = translate(raw)
+    except ValueError as e:
+        raise ConfigError(f"{source}: {e}") from e
+    raw = translated.raw
     if os.environ.get("TOLLGATE_DATABASE_URL"):
         raw["database_url"] = os.environ["TOLLGATE_DATABASE_URL"]
     if os.environ.get("TOLLGATE_ADMIN_KEY"):
         raw["admin_key"] = os.environ["TOLLGATE_ADMIN_KEY"]
-    raw["database_url"] = _resolve_env(raw.get("database_url", DEFAULT_DATABASE_URL))
-    raw["admin_key"] = _resolve_env(raw.get("admin_key"))
+    raw["database_url"] = resolve_env(raw.get("database_url") or DEFAULT_DATABASE_URL)
+    raw["admin_key"] = resolve_env(raw.get("admin_key"))
     try:
-        return Settings.model_validate(raw)
+        settings = Settings.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(f"{source}: {e}") from e
+        raise ConfigError(f"{source}: {_one_line(e)}") from None
+    settings._ignored_keys = translated.ignored
+    return settings
 
 
 def resolve_config_path(given: Path | None) -> Path:

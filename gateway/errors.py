@@ -64,7 +64,9 @@ def model_not_found(name: str) -> GatewayError:
 
 
 def budget_exceeded(message: str) -> GatewayError:
-    return GatewayError(429, message, "budget_exceeded", code="budget_exceeded")
+    """429 that no retry can fix: ``x-should-retry: false`` stops OpenAI's SDKs retrying it."""
+    return GatewayError(429, message, "budget_exceeded", code="budget_exceeded",
+                        headers={"x-should-retry": "false"})
 
 
 def store_unavailable(message: str = "The gateway's database is unavailable.") -> GatewayError:

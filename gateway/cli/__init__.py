@@ -1,41 +1,72 @@
-"""The `tollgate` command. Each area registers its commands on `main` below."""
+"""The `tollgate` command: a click group whose subcommands load only when they run.
+
+Each area owns its commands in its own module. `tollgate --help` and `--version` import none
+of them (torch, scikit-learn, litellm and FastAPI cost seconds), so the listing below carries
+each command's one-line help; tests/gateway/cli/test_startup_speed.py checks it against the real
+commands so it cannot drift.
+"""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
+from gateway import __version__
 
-@click.group()
-@click.version_option(package_name="tollgate")
+# name: (module, attribute or None when the module's ``register(group)`` adds it, short help)
+COMMANDS: dict[str, tuple[str, str | None, str]] = {
+    "serve": ("gateway.cli.serve", "serve_command",
+              "Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."),
+    "demo": ("gateway.cli.serve", "demo_command",
+             "Route RouterBench prompts through a local gateway, no provider keys needed."),
+    "models": ("gateway.cli.models", None,
+               "Add, list and remove the models the router can choose (no retraining)."),
+    "tenants": ("gateway.cli.store", "tenants_group", "Tenants and their budgets."),
+    "keys": ("gateway.cli.store", "keys_group", "API keys (shown once, stored hashed)."),
+    "db": ("gateway.cli.store", "db_group", "Database schema (Alembic)."),
+    "logs": ("gateway.cli.logs", "logs_command",
+             "Show routed requests: decisions, costs, latency, fallbacks and feedback."),
+    "retrain": ("gateway.cli.learning", None,
+                "Retrain on the observations, promote if not worse, record the version."),
+    "router": ("gateway.cli.learning", None, "Router versions: history and rollback."),
+    "train": ("router_core.cli", "train_command",
+              "Train a Tollgate router (CSCR head + calibration) and save it to OUT."),
+    "eval": ("router_core.evaluation.cli", "eval_command",
+             "Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."),
+    "simulate": ("gateway.sandbox.simulate", "simulate_command",
+                 ("Close the learning loop on recorded benchmark outcomes and print it round "
+                  "by round.")),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """Import the module that owns ``name`` and return its click command."""
+    module_name, attr, _ = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    if attr is not None:
+        return getattr(module, attr)
+    scratch = click.Group()
+    module.register(scratch)
+    return scratch.commands[name]
+
+
+class LazyGroup(click.Group):
+    """A group that lists commands from ``COMMANDS`` and imports one only to run it."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return load_command(cmd_name) if cmd_name in COMMANDS else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(__version__, prog_name="tollgate")
 def main() -> None:
     """Tollgate: an OpenAI-compatible gateway that routes to the cheapest adequate model."""
-
-
-def _register() -> None:
-    # Each area owns its commands in its own module; they are attached to the group here.
-    from gateway.cli.store import register as register_store
-
-    register_store(main)
-    from router_core.cli import train_command
-
-    main.add_command(train_command)
-    from router_core.evaluation.cli import eval_command
-
-    main.add_command(eval_command)
-    from gateway.cli.logs import logs_command
-
-    main.add_command(logs_command)
-    from gateway.cli.serve import register as register_serve
-
-    register_serve(main)  # serve, demo
-    from gateway.cli.learning import register as register_learning
-    from gateway.sandbox.simulate import simulate_command
-
-    register_learning(main)  # retrain, router history|rollback (issue 5)
-    main.add_command(simulate_command)
-    from gateway.cli.models import register as register_models
-
-    register_models(main)  # models add|list|remove (issue 6)
-
-
-_register()

@@ -9,7 +9,9 @@ Embedded defaults of `serve`: the database is `TOLLGATE_DATABASE_URL` or the SQL
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -23,31 +25,37 @@ from gateway.config import ConfigError, resolve_config_path
 @click.option("--port", default=4000, show_default=True, type=int)
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def serve_command(config_path: Path | None, host: str, port: int, log_level: str) -> None:
+@click.option("--log-format", default=None, type=click.Choice(["text", "json"]),
+              help="text (default) or one JSON object per line; or $TOLLGATE_LOG_FORMAT.")
+def serve_command(config_path: Path | None, host: str, port: int, log_level: str,
+                  log_format: str | None) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
-    from gateway.app import create_app
+    from gateway.cli.log_setup import configure_logging
     from gateway.config import load_settings
-    from gateway.reliability.shutdown import run
 
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: "
-                        "%(message)s")
+    configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
     path = resolve_config_path(config_path)
     try:
         settings = load_settings(path)
+        app = _build_app(settings)
     except ConfigError as e:
-        raise click.ClickException(str(e)) from e
-    click.echo(f"tollgate: config {path}, database {_safe_url(settings.database_url)}, "
-               f"serving on http://{host}:{port}/v1", err=True)
-    run(create_app(settings), host, port, log_level=log_level)
+        raise click.ClickException(str(e)) from None
+    from gateway.cli.startup import summary
+    from gateway.reliability.shutdown import run
+
+    ctx = app.state.ctx
+    lines = summary(path, settings, ctx.router.current, ctx.prices, f"http://{host}:{port}")
+    if (log_format or os.environ.get("TOLLGATE_LOG_FORMAT")) == "json":
+        logging.getLogger("tollgate").info("startup", extra={"fields": {"startup": lines}})
+    else:
+        click.echo("\n".join(lines), err=True)
+    run(app, host, port, log_level=log_level, log_config=None, access_log=False)
 
 
-def _safe_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
+def _build_app(settings: Any) -> Any:
+    from gateway.app import create_app
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - only for display
-        return "<unparseable URL>"
+    return create_app(settings)
 
 
 @click.command("demo")

@@ -30,8 +30,9 @@ from gateway.reliability.ratelimit import Limits, RateLimiter
 REQUEST_FAULTS = frozenset({"context_window_exceeded", "bad_request"})
 
 
-def rate_limited(limit: str, retry_after: str) -> GatewayError:
-    """429 in OpenAI's shape, with ``Retry-After``."""
+def rate_limited(limit: str, retry_after: str,
+                 headers: dict[str, str] | None = None) -> GatewayError:
+    """429 in OpenAI's shape, with ``Retry-After`` (and the ``x-ratelimit-*`` headers)."""
     what = "requests" if limit == "requests" else "tokens"
     return GatewayError(
         429,
@@ -39,7 +40,7 @@ def rate_limited(limit: str, retry_after: str) -> GatewayError:
         f"Try again in {retry_after}s.",
         "rate_limit_error",
         code="rate_limit_exceeded",
-        headers={"retry-after": retry_after},
+        headers={"retry-after": retry_after, **(headers or {})},
     )
 
 
@@ -64,11 +65,13 @@ class Reliability:
                                    s.circuit.half_open_probes, registry=registry)
         return cls(s, limiter, circuits)
 
-    async def admit(self, tenant: Any) -> None:
-        """Count one request against the tenant's limits; raises a 429 GatewayError."""
+    async def admit(self, tenant: Any) -> dict[str, str]:
+        """Count one request against the tenant's limits: the ``x-ratelimit-*`` headers of
+        the response (none when no limit applies); raises a 429 GatewayError."""
         v = await self.limiter.admit(str(tenant.id), getattr(tenant, "policy", None))
         if not v.admitted:
-            raise rate_limited(v.limit or "requests", v.retry_after_header)
+            raise rate_limited(v.limit or "requests", v.retry_after_header, v.headers())
+        return v.headers()
 
     def upstream_result(self, backend: str, failure: Any | None) -> None:
         """Feed an attempt's outcome to the backend's circuit breaker.

@@ -6,7 +6,9 @@ Windows are fixed calendar minutes (``window = ⌊t / 60⌋``), counted per tena
 - tokens (prompt + completion, as settled) are added to the window when the request ends.
 TPM is therefore enforced on tokens already used in this minute (the exact count is only
 known afterwards): one request may take the window past ``tpm``, the next is refused.
-A refusal carries ``retry_after_s`` = seconds to the next window.
+A refusal carries ``retry_after_s`` = seconds to the next window. Every verdict under a limit
+also carries the window's counts, which the response reports in OpenAI's ``x-ratelimit-*``
+headers (limit, remaining, reset for requests and for tokens).
 
 Shared across replicas through Redis: one Lua script does the check and the increment
 atomically on the Redis server (and reads the window from Redis' own clock, so replicas
@@ -28,7 +30,8 @@ log = logging.getLogger(__name__)
 WINDOW_S = 60
 
 # KEYS[1]: key prefix for this tenant. ARGV: rpm (-1 = none), tpm (-1 = none), window_s.
-# Returns {admitted (1/0), which limit refused ("" when admitted), seconds to next window}.
+# Returns {admitted (1/0), which limit refused ("" when admitted), seconds to next window,
+# requests counted in the window (this one included when admitted), tokens in the window}.
 ADMIT_LUA = """
 local now = redis.call('TIME')
 local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
@@ -40,13 +43,14 @@ local rpm = tonumber(ARGV[1])
 local tpm = tonumber(ARGV[2])
 local left = (w + 1) * window_s - t
 local reqs = tonumber(redis.call('GET', rkey) or '0')
-if rpm >= 0 and reqs + 1 > rpm then return {0, 'requests', tostring(left)} end
-if tpm >= 0 and tonumber(redis.call('GET', tkey) or '0') >= tpm then
-  return {0, 'tokens', tostring(left)}
+local toks = tonumber(redis.call('GET', tkey) or '0')
+if rpm >= 0 and reqs + 1 > rpm then return {0, 'requests', tostring(left), reqs, toks} end
+if tpm >= 0 and toks >= tpm then
+  return {0, 'tokens', tostring(left), reqs, toks}
 end
 redis.call('INCR', rkey)
 redis.call('EXPIRE', rkey, window_s * 2)
-return {1, '', tostring(left)}
+return {1, '', tostring(left), reqs + 1, toks}
 """
 
 # KEYS[1]: key prefix. ARGV: tokens, window_s. Adds tokens to the current window.
@@ -77,11 +81,27 @@ class Verdict:
     admitted: bool
     limit: str | None  # "requests" | "tokens" when refused
     retry_after_s: float
+    limits: Limits = Limits()  # what applied (unlimited: no headers)
+    requests: int = 0  # requests counted in this window
+    tokens: int = 0  # tokens counted in this window
 
     @property
     def retry_after_header(self) -> str:
         """Whole seconds, rounded up, at least 1 (the HTTP ``Retry-After`` form)."""
         return str(max(1, math.ceil(self.retry_after_s)))
+
+    def headers(self) -> dict[str, str]:
+        """OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` for the limits
+        that apply; reset is the time to the next window (e.g. ``"17s"``)."""
+        out: dict[str, str] = {}
+        reset = f"{max(0, math.ceil(self.retry_after_s))}s"
+        for name, limit, used in (("requests", self.limits.requests_per_minute, self.requests),
+                                  ("tokens", self.limits.tokens_per_minute, self.tokens)):
+            if limit is not None:
+                out[f"x-ratelimit-limit-{name}"] = str(limit)
+                out[f"x-ratelimit-remaining-{name}"] = str(max(0, limit - used))
+                out[f"x-ratelimit-reset-{name}"] = reset
+        return out
 
 
 def limits_for(policy: dict[str, Any] | None, default: Limits) -> Limits:
@@ -112,11 +132,11 @@ class LocalLimiter:
         slot, left = self._slot(tenant)
         rpm, tpm = limits.requests_per_minute, limits.tokens_per_minute
         if rpm is not None and slot[0] + 1 > rpm:
-            return Verdict(False, "requests", left)
+            return Verdict(False, "requests", left, limits, slot[0], slot[1])
         if tpm is not None and slot[1] >= tpm:
-            return Verdict(False, "tokens", left)
+            return Verdict(False, "tokens", left, limits, slot[0], slot[1])
         slot[0] += 1
-        return Verdict(True, None, left)
+        return Verdict(True, None, left, limits, slot[0], slot[1])
 
     def add_tokens(self, tenant: str, tokens: int) -> None:
         slot, _ = self._slot(tenant)
@@ -166,13 +186,14 @@ class RateLimiter:
             rpm = -1 if limits.requests_per_minute is None else limits.requests_per_minute
             tpm = -1 if limits.tokens_per_minute is None else limits.tokens_per_minute
             try:
-                ok, which, left = await self._admit(keys=[self._key(tenant)],
-                                                    args=[rpm, tpm, self.window_s])
+                ok, which, left, reqs, toks = await self._admit(
+                    keys=[self._key(tenant)], args=[rpm, tpm, self.window_s])
             except Exception as exc:  # noqa: BLE001 - any Redis fault: fall back, never 500
                 self._degraded(exc)
             else:
                 which = which.decode() if isinstance(which, bytes) else str(which)
-                return Verdict(bool(int(ok)), which or None, float(left))
+                return Verdict(bool(int(ok)), which or None, float(left), limits, int(reqs),
+                               int(toks))
         return self.local.admit(tenant, limits)
 
     async def add_tokens(self, tenant: str, tokens: int, policy: dict[str, Any] | None) -> None:

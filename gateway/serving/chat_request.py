@@ -50,6 +50,9 @@ PASSTHROUGH_PARAMS = frozenset(
     }
 )
 GATEWAY_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tollgate"})
+# LiteLLM Proxy's request keys: ``drop_params`` (leave out what the provider does not
+# support; forwarded to litellm) and ``fallbacks`` (models to try when the asked one fails).
+LITELLM_KEYS = frozenset({"drop_params", "fallbacks"})
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
@@ -72,6 +75,7 @@ class ChatRequest:
     max_tokens: int | None  # the client's output cap (max_completion_tokens or max_tokens)
     max_tokens_field: str | None  # which of the two the client used
     options: TollgateOptions
+    fallbacks: tuple[str, ...] = ()  # the body's fallbacks (model names), in order
 
 
 def _number(v: Any, name: str, lo: float | None = None, hi: float | None = None) -> float:
@@ -144,7 +148,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if not isinstance(model, str) or not model:
         raise invalid("'model' is required and must be a string", param="model")
     messages = _messages(body.get("messages"))
-    unknown = sorted(set(body) - PASSTHROUGH_PARAMS - GATEWAY_KEYS)
+    unknown = sorted(set(body) - PASSTHROUGH_PARAMS - GATEWAY_KEYS - LITELLM_KEYS)
     if unknown:
         raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
     stream = body.get("stream", False)
@@ -159,6 +163,10 @@ def parse_chat_request(body: Any) -> ChatRequest:
         raise invalid("'stream_options' is only allowed when 'stream' is true",
                       param="stream_options")
     params = {k: v for k, v in body.items() if k in PASSTHROUGH_PARAMS and v is not None}
+    if body.get("drop_params") is not None:
+        if not isinstance(body["drop_params"], bool):
+            raise invalid("'drop_params' must be a boolean", param="drop_params")
+        params["drop_params"] = body["drop_params"]
     max_field = None
     max_tokens = None
     for name in ("max_completion_tokens", "max_tokens"):
@@ -182,4 +190,16 @@ def parse_chat_request(body: Any) -> ChatRequest:
         max_tokens=max_tokens,
         max_tokens_field=max_field,
         options=_options(body.get("tollgate")),
+        fallbacks=_fallbacks(body.get("fallbacks")),
     )
+
+
+def _fallbacks(raw: Any) -> tuple[str, ...]:
+    """LiteLLM's body ``fallbacks``: a list of model names (``{"model": name}`` also taken)."""
+    if raw is None:
+        return ()
+    names = [x.get("model") if isinstance(x, dict) else x for x in raw] if isinstance(
+        raw, list) else None
+    if names is None or not all(isinstance(n, str) and n for n in names):
+        raise invalid("'fallbacks' must be a list of model names", param="fallbacks")
+    return tuple(names)

@@ -30,6 +30,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError, budget_exceeded, error_body
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
+from gateway.serving.access_log import log_access
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
@@ -220,7 +221,9 @@ class Exchange:
         except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
             error = f"{error + '; ' if error else ''}settlement failed: {type(e).__name__}: {e}"
         self._count(status)
-        self.ctx.log_writer.submit(self.row(status, error))
+        row = self.row(status, error)
+        self.ctx.log_writer.submit(row)
+        log_access(row, self.tenant)
         if self.ctx.learning is not None:
             await self.ctx.learning.after_request(self.served(status))
         if self.answered is not None:  # tokens per minute

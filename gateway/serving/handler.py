@@ -18,9 +18,11 @@ from fastapi.responses import Response
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
+from gateway.serving.access_log import log_access
 from gateway.serving.chat_request import parse_chat_request
 from gateway.serving.exchange import Exchange
 from gateway.serving.planning import plan_request, start_plan
+from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.validation import check_text
 
 
@@ -47,10 +49,13 @@ async def chat_completions(request: Request) -> Response:
         tenant = await authenticate(ctx, request)
     except GatewayError as e:
         ctx.metrics.requests.labels("unknown", "none", str(e.status), "unknown").inc()
+        log_access({"id": rid, "status": e.status,
+                    "latency_ms": (time.perf_counter() - t0) * 1000}, None)
         return e.response({"x-tollgate-request-id": rid})
     ex = Exchange(ctx, tenant, rid, t0)
     try:
-        await ctx.reliability.admit(tenant)  # 429 + Retry-After over the rate limit
+        # 429 + Retry-After over the rate limit; the x-ratelimit-* headers of the response
+        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
         req = parse_chat_request(await json_body(request))
         router = ctx.router.current  # one router for the whole request, whatever hot-swaps
         ex.plan = start_plan(ctx.settings, router, tenant, req)

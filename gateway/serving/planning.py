@@ -24,6 +24,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
+from gateway.serving.fallbacks import with_fallbacks
 from gateway.serving.routing import Routed, embed, embed_text, route_request, router_model_map
 from gateway.serving.validation import fit_candidates
 from router_core.decision import NoEligibleModel
@@ -150,6 +151,13 @@ def passthrough_backend(settings: Settings, plan: Plan) -> Backend:
     return backend
 
 
+def with_plan_fallbacks(settings: Settings, plan: Plan) -> Plan:
+    """The candidates followed by the request's (or the config's) fallbacks."""
+    names = with_fallbacks(settings, list(plan.candidates), plan.request.model,
+                           plan.request.fallbacks, plan.policy.get("allowed_models"))
+    return replace(plan, candidates=tuple(names))
+
+
 def fitted(settings: Settings, plan: Plan) -> Plan:
     """The candidates whose context window and output cap fit (400 when none does)."""
     fit = fit_candidates(settings, list(plan.candidates), plan.prompt_tokens,
@@ -177,6 +185,7 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
         n_prompt = await anyio.to_thread.run_sync(
             count_prompt_tokens, backend, req.messages, tools)
         plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=n_prompt)
+        plan = with_plan_fallbacks(settings, plan)
         return within_cap(settings, ctx.prices, fitted(settings, plan))
     by_rm = deployable(settings, router, plan)
     first = settings.backend(next(iter(by_rm.values())))
@@ -185,4 +194,4 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
     n_prompt = count_prompt_tokens(first, req.messages, tools)
     plan = ranked(settings, ctx.prices, router, plan, by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)
-    return fitted(settings, plan)
+    return fitted(settings, with_plan_fallbacks(settings, plan))

@@ -4,11 +4,21 @@ A failure is *retryable* (try the next candidate) when another backend could wel
 connection errors, timeouts, 429, 5xx, an unparseable answer, a context window too small,
 or the provider refusing our credentials. A 400 about the request itself is not: the next
 backend would refuse it too, so the client gets it.
+
+A backend with several deployments (a LiteLLM model group) is one attempt: its deployments
+are tried in a weighted random order (LiteLLM's ``simple-shuffle``, ``litellm_params.weight``)
+and a retryable failure moves on to the next deployment of the group.
+
+Why not ``litellm.Router`` for groups: it retries, cools down and falls back on its own,
+out of sight of the gateway's circuit breakers, attempt log and budget hold; the few lines
+here keep every upstream call one plain ``litellm.acompletion`` the gateway accounts for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +27,7 @@ from gateway.config import Backend
 from router_core.litellm_env import litellm
 
 litellm.suppress_debug_info = True
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,10 +74,34 @@ def classify(exc: BaseException) -> UpstreamFailure:
 OPENAI_WIRE_PROVIDERS = frozenset({"openai", "custom_openai"})
 
 
-def _kwargs(backend: Backend, messages: list[dict], params: dict[str, Any]) -> dict[str, Any]:
-    call = backend.call_params()
+def deployment_order(backend: Backend) -> list[dict[str, Any]]:
+    """The deployments to try, in a random order weighted by ``litellm_params.weight``
+    (Efraimidis–Spirakis: sort by u^(1/w), u uniform on (0, 1))."""
+    deployments = backend.deployment_params()
+    if len(deployments) == 1:
+        return deployments
+
+    def key(d: dict[str, Any]) -> float:
+        w = d.get("weight")
+        w = float(w) if isinstance(w, (int, float)) and w > 0 else 1.0
+        return random.random() ** (1.0 / w)
+
+    return sorted(deployments, key=key, reverse=True)
+
+
+def attempt_timeout(backend: Backend, deployment: dict[str, Any]) -> float:
+    """Seconds for one call: the deployment's litellm_params.timeout, else model_info's."""
+    t = deployment.get("timeout")
+    return float(t) if isinstance(t, (int, float)) and t > 0 else backend.model_info.timeout
+
+
+def _kwargs(backend: Backend, deployment: dict[str, Any], messages: list[dict],
+            params: dict[str, Any]) -> dict[str, Any]:
+    call = backend.call_params(deployment)
     params = dict(params)
-    model = backend.litellm_model
+    # per request (the body's drop_params) over per deployment (litellm_params / config)
+    drop = bool(params.pop("drop_params", None) or call.pop("drop_params", False))
+    model = str(call["model"])
     try:
         _, provider, _, _ = litellm.get_llm_provider(model, api_base=call.get("api_base"))
     except litellm.BadRequestError:
@@ -79,22 +114,38 @@ def _kwargs(backend: Backend, messages: list[dict], params: dict[str, Any]) -> d
             or ()
         )
         extra = {k: params.pop(k) for k in list(params) if k not in supported}
-        if extra:
+        if extra and not drop:
             call["extra_body"] = {**(call.get("extra_body") or {}), **extra}
     call.update(params)
+    if drop:
+        call["drop_params"] = True  # litellm leaves out what this provider does not support
     call["messages"] = messages
-    call["timeout"] = backend.model_info.timeout
+    call["timeout"] = attempt_timeout(backend, deployment)
     call["num_retries"] = 0  # fallback across backends is ours; no hidden retries
     call["max_retries"] = 0
     return call
 
 
+def _next_deployment(backend: Backend, failure: UpstreamFailure, left: int) -> bool:
+    """True when a failed deployment's group has another deployment worth trying."""
+    if not failure.retryable or left == 0:
+        return False
+    log.info("backend %s: a deployment failed (%s); trying the next of its group",
+             backend.model_name, failure)
+    return True
+
+
 async def complete(backend: Backend, messages: list[dict], params: dict[str, Any]) -> Any:
     """A non-streaming call; raises UpstreamFailure."""
-    try:
-        return await litellm.acompletion(**_kwargs(backend, messages, params))
-    except Exception as e:  # every provider error is classified, none escapes raw
-        raise classify(e) from e
+    order = deployment_order(backend)
+    for i, deployment in enumerate(order):
+        try:
+            return await litellm.acompletion(**_kwargs(backend, deployment, messages, params))
+        except Exception as e:  # every provider error is classified, none escapes raw
+            failure = classify(e)
+            if not _next_deployment(backend, failure, len(order) - i - 1):
+                raise failure from e
+    raise AssertionError("a backend has at least one deployment")
 
 
 @dataclass
@@ -120,8 +171,20 @@ class OpenStream:
 
 async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any]) -> OpenStream:
     """Start a stream and wait for its first chunk; raises UpstreamFailure before that."""
-    timeout = backend.model_info.timeout
-    kwargs = _kwargs(backend, messages, params)
+    order = deployment_order(backend)
+    for i, deployment in enumerate(order):
+        try:
+            return await _open_one(backend, deployment, messages, params)
+        except UpstreamFailure as failure:
+            if not _next_deployment(backend, failure, len(order) - i - 1):
+                raise
+    raise AssertionError("a backend has at least one deployment")
+
+
+async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list[dict],
+                    params: dict[str, Any]) -> OpenStream:
+    timeout = attempt_timeout(backend, deployment)
+    kwargs = _kwargs(backend, deployment, messages, params)
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "context": 1, "auth": 1,
+        "litellm_sections": 1,
         "reliability": 2, "serving": 3, "learning": 4, "review": 5, "app": 6,
         "sandbox": 7, "cli": 8}
 
@@ -30,7 +31,8 @@ def _imports(path: Path) -> list[str]:
         if isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
             if node.module == "gateway":
-                found += [f"gateway.{a.name}" for a in node.names]
+                found += [f"gateway.{a.name}" for a in node.names
+                          if not a.name.startswith("__")]  # __version__ is no room
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names]
     return found

@@ -34,7 +34,11 @@ def _entry(name: str, **info: object) -> dict:
 @pytest.mark.parametrize(
     ("raw", "message"),
     [
-        ({"model_list": [_entry("a"), _entry("a")]}, "duplicate model_name"),
+        ({"model_list": [_entry("a"), _entry("a", max_output_tokens=5)]}, "differ in model_info"),
+        ({"surprise": 1}, "unknown key 'surprise'"),
+        ({"router_settings": {"num_retries": "two"}}, "router_settings.num_retries"),
+        ({"model_list": [_entry("a")], "router_settings": {"fallbacks": [{"a": ["b"]}]}},
+         r"fallbacks.a: \['b'\] not in model_list"),
         ({"model_list": [_entry("a")], "routes": {"r": {"models": ["b"]}}}, "unknown backends"),
         ({"model_list": [_entry("auto")]}, "share names"),
         ({"model_list": [_entry("a", input_cost_per_token=1, input_cost_per_million=1)]},

@@ -1,0 +1,61 @@
+"""How `tollgate serve` logs: one format for every logger, text or JSON, litellm once.
+
+- Every line goes through the root logger's one handler (stderr), so nothing prints twice:
+  litellm attaches its own handlers to its loggers *and* propagates to the root; those
+  handlers are removed.
+- litellm, httpx and httpcore log at WARNING unless ``--log-level debug``: an upstream call
+  is then no longer four lines, and the gateway's access line (``tollgate.access``) says
+  what happened. uvicorn's own access line is off for the same reason.
+- ``--log-format json``: one JSON object per line (ts, level, logger, message, and the
+  access line's fields under their own names) for a log pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+QUIET_BY_DEFAULT = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx",
+                    "httpcore", "openai")
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class JsonFormatter(logging.Formatter):
+    """A record as one JSON line; ``extra={"fields": {...}}`` adds structured fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            out.update(fields)
+        if record.exc_info:
+            out["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(level: str = "info", fmt: str = "text") -> None:
+    """Set up the root logger once for the process (idempotent)."""
+    # import litellm first: its import attaches the handlers removed below
+    from router_core.litellm_env import litellm  # noqa: F401
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    library_level = logging.DEBUG if level == "debug" else logging.WARNING
+    for name in QUIET_BY_DEFAULT:
+        lib = logging.getLogger(name)
+        for h in list(lib.handlers):
+            lib.removeHandler(h)
+        lib.setLevel(library_level)
+        lib.propagate = True

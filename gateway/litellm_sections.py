@@ -1,0 +1,155 @@
+"""LiteLLM Proxy's config sections, translated into Tollgate's keys.
+
+A LiteLLM proxy ``config.yaml`` has ``model_list`` plus ``router_settings``,
+``litellm_settings`` and ``general_settings``. Tollgate reads ``model_list`` as it is; from the
+three sections it maps what has a Tollgate meaning (``MAPPED``) and names every other key once
+in a startup warning, so a LiteLLM user's file starts unchanged. A Tollgate key written in
+the file wins over the LiteLLM key that maps to it.
+
+This module works on plain mappings (before validation) so config.py stays one concept: the
+typed settings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+ENV_PREFIX = "os.environ/"
+
+SECTIONS = ("router_settings", "litellm_settings", "general_settings")
+# Other top-level LiteLLM keys a pasted file may carry: accepted, named in the warning.
+IGNORED_TOP_LEVEL = ("environment_variables", "guardrails", "credential_list",
+                     "model_group_alias", "mcp_servers", "callback_settings")
+
+# section.key -> what it becomes (shown in docs/migrating-from-litellm.md and the warning)
+MAPPED = {
+    "general_settings.master_key": "admin_key",
+    "general_settings.database_url": "database_url",
+    "router_settings.num_retries": "max_attempts = num_retries + 1",
+    "router_settings.fallbacks": "fallbacks",
+    "router_settings.allowed_fails": "reliability.circuit.failure_threshold = allowed_fails + 1",
+    "router_settings.cooldown_time": "reliability.circuit.cooldown_s",
+    "router_settings.redis_url": "reliability.redis_url",
+    "router_settings.redis_host": "reliability.redis_url (with redis_port, redis_password)",
+    "router_settings.redis_port": "reliability.redis_url",
+    "router_settings.redis_password": "reliability.redis_url",
+    "litellm_settings.drop_params": "drop_params",
+    "litellm_settings.request_timeout": "model_info.timeout of backends that set none",
+}
+
+
+class SectionError(ValueError):
+    """A LiteLLM section key has a value Tollgate cannot read (config.py reports it)."""
+
+
+@dataclass(frozen=True)
+class Translated:
+    """A config mapping in Tollgate's keys, and the LiteLLM keys Tollgate does not use."""
+
+    raw: dict[str, Any]
+    ignored: tuple[str, ...]
+
+
+def translate(raw: dict[str, Any]) -> Translated:
+    """Fold the LiteLLM sections of ``raw`` into Tollgate keys; other keys pass unchanged."""
+    out = {k: v for k, v in raw.items() if k not in SECTIONS and k not in IGNORED_TOP_LEVEL}
+    ignored = [k for k in IGNORED_TOP_LEVEL if k in raw]
+    sections: dict[str, dict[str, Any]] = {}
+    for name in SECTIONS:
+        section = raw.get(name) or {}
+        if not isinstance(section, dict):
+            raise SectionError(f"{name}: must be a mapping")
+        sections[name] = section
+        ignored += [f"{name}.{k}" for k in section
+                    if f"{name}.{k}" not in MAPPED and not _same_as_ours(name, k, section[k])]
+    router, lsettings, general = (sections[n] for n in SECTIONS)
+
+    def put(key: str, value: Any) -> None:
+        if value is not None and out.get(key) is None:
+            out[key] = value
+
+    put("admin_key", general.get("master_key"))
+    put("database_url", general.get("database_url"))
+    if router.get("num_retries") is not None:
+        put("max_attempts", _int(router["num_retries"], "router_settings.num_retries") + 1)
+    if router.get("fallbacks") is not None:
+        put("fallbacks", _fallbacks(router["fallbacks"]))
+    put("drop_params", lsettings.get("drop_params"))
+    reliability = dict(out.get("reliability") or {})
+    circuit = dict(reliability.get("circuit") or {})
+    if router.get("allowed_fails") is not None and "failure_threshold" not in circuit:
+        circuit["failure_threshold"] = _int(router["allowed_fails"],
+                                            "router_settings.allowed_fails") + 1
+    if router.get("cooldown_time") is not None and "cooldown_s" not in circuit:
+        circuit["cooldown_s"] = router["cooldown_time"]
+    if circuit:
+        reliability["circuit"] = circuit
+    redis_url = _redis_url(router)
+    if redis_url and not reliability.get("redis_url"):
+        reliability["redis_url"] = redis_url
+    if reliability:
+        out["reliability"] = reliability
+    if isinstance(out.get("model_list"), list):
+        timeout = lsettings.get("request_timeout")
+        out["model_list"] = [_with_timeout(e, timeout) for e in out["model_list"]]
+    return Translated(raw=out, ignored=tuple(ignored))
+
+
+def _same_as_ours(section: str, key: str, value: Any) -> bool:
+    """Settings whose LiteLLM value is what Tollgate does anyway: no warning for them."""
+    return section == "router_settings" and key == "routing_strategy" and (
+        value in (None, "simple-shuffle"))
+
+
+def _int(v: Any, key: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise SectionError(f"{key}: must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _fallbacks(v: Any) -> dict[str, list[str]]:
+    """LiteLLM's ``[{"gpt-4o": ["gpt-4o-mini", ...]}, ...]`` (or a mapping) → name → names."""
+    items = v.items() if isinstance(v, dict) else None
+    if items is None and isinstance(v, list) and all(isinstance(x, dict) for x in v):
+        items = [kv for x in v for kv in x.items()]
+    if items is None:
+        raise SectionError("router_settings.fallbacks: must be a list of {model: [fallbacks]}")
+    out: dict[str, list[str]] = {}
+    for name, targets in items:
+        targets = [targets] if isinstance(targets, str) else targets
+        if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+            raise SectionError(f"router_settings.fallbacks.{name}: must be a list of model names")
+        out[str(name)] = targets
+    return out
+
+
+def _redis_url(router: dict[str, Any]) -> str | None:
+    if router.get("redis_url"):
+        return resolve_env(router["redis_url"])
+    host = resolve_env(router.get("redis_host"))
+    if not host:
+        return None
+    password = resolve_env(router.get("redis_password"))
+    auth = f":{password}@" if password else ""
+    port = resolve_env(router.get("redis_port")) or 6379
+    return f"redis://{auth}{host}:{port}/0"
+
+
+def _with_timeout(entry: Any, default: Any) -> Any:
+    """model_info.timeout from litellm_settings.request_timeout when the entry sets none
+    (a deployment's own litellm_params.timeout still wins per attempt)."""
+    if default is None or not isinstance(entry, dict):
+        return entry
+    info = entry.get("model_info") or {}
+    if not isinstance(info, dict) or "timeout" in info:
+        return entry
+    return {**entry, "model_info": {**info, "timeout": default}}
+
+
+def resolve_env(value: Any) -> Any:
+    """LiteLLM's ``os.environ/NAME`` convention: the value of NAME (None when unset)."""
+    if isinstance(value, str) and value.startswith(ENV_PREFIX):
+        return os.environ.get(value[len(ENV_PREFIX) :])
+    return value

@@ -1,0 +1,44 @@
+"""One access line per API request, for the operator reading the logs:
+
+    tg-3f2a… tenant=acme auto → fake-mid 200 $0.000042 183ms attempts=1
+
+(id, tenant, route → model that answered, status, cost, latency, upstream attempts). Logged
+at INFO on ``tollgate.access``; under ``--log-format json`` the same facts are fields.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("tollgate.access")
+
+
+def access_fields(row: dict[str, Any], tenant_name: str | None) -> dict[str, Any]:
+    """The access line's facts, from the request-log row."""
+    attempts = [a for a in row.get("attempts") or []
+                if not str(a.get("error") or "").startswith(("budget", "circuit"))]
+    return {
+        "request_id": row.get("id"),
+        "tenant": tenant_name or row.get("tenant_id"),
+        "route": row.get("route") or "passthrough",
+        "model": row.get("chosen_model") if row.get("status") == 200 else None,
+        "status": row.get("status"),
+        "cost_usd": row.get("cost_usd"),
+        "latency_ms": row.get("latency_ms"),
+        "attempts": len(attempts),
+    }
+
+
+def format_access(f: dict[str, Any]) -> str:
+    cost = f"${f['cost_usd']:.6f}" if f.get("cost_usd") is not None else "$-"
+    ms = f"{f['latency_ms']:.0f}ms" if f.get("latency_ms") is not None else "-ms"
+    return (f"{f['request_id']} tenant={f['tenant'] or '-'} {f['route']} → {f['model'] or '-'} "
+            f"{f['status']} {cost} {ms} attempts={f['attempts']}")
+
+
+def log_access(row: dict[str, Any], tenant: Any) -> None:
+    if not log.isEnabledFor(logging.INFO):
+        return
+    fields = access_fields(row, getattr(tenant, "name", None))
+    log.info(format_access(fields), extra={"fields": fields})
