@@ -346,14 +346,24 @@ def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
     return settings
 
 
+def data_home() -> Path:
+    """Where the gateway writes what it owns besides the database (a changed router, the
+    config `models add` edits when the served one is the packaged one): $TOLLGATE_HOME,
+    else the current directory."""
+    return Path(os.environ.get("TOLLGATE_HOME") or ".")
+
+
 def resolve_config_path(given: Path | None) -> Path:
-    """--config, $TOLLGATE_CONFIG, ./config.yaml, then the repository's config.yaml."""
+    """--config, $TOLLGATE_CONFIG, ./config.yaml, $TOLLGATE_HOME/config.yaml, then the
+    packaged config.yaml."""
     if given is not None:
         return given
     if os.environ.get("TOLLGATE_CONFIG"):
         return Path(os.environ["TOLLGATE_CONFIG"])
-    local = Path("config.yaml")
-    return local if local.is_file() else DEFAULT_CONFIG_PATH
+    for candidate in (Path("config.yaml"), data_home() / "config.yaml"):
+        if candidate.is_file():
+            return candidate
+    return DEFAULT_CONFIG_PATH
 
 
 def resolve_database_url(database_url: str | None, config_path: str | None) -> str:

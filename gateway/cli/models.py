@@ -6,6 +6,7 @@ descriptor kind the router was trained with, configured as the artifact recorded
 expert (``Router.with_expert``), and publishes the result:
   * the artifact directory gets the new version (probes kept);
   * config.yaml's ``model_list`` gets the backend (restarts keep it);
+  * both are the ones `tollgate serve` uses, never the install's (gateway/cli/model_files.py);
   * with a database, the version is recorded and activated: running gateways hot-swap to
     it and adopt the backend it carries (``gateway.learning.model_pool``), with no restart.
 Costs: the expert's mean USD per query is what its probe answers cost at the given prices.
@@ -22,28 +23,11 @@ import click
 import numpy as np
 import yaml
 
+from gateway.cli.model_files import Targets, edit_config, targets
+from gateway.config import resolve_config_path
 from gateway.learning.model_pool import ARTIFACT_KEY, artifact_backends
 
 FINGERPRINTS = ("perplexity", "logit", "probe-outcome")
-
-
-def _settings_path(config: Path | None) -> Path:
-    from gateway.config import DEFAULT_CONFIG_PATH
-
-    return Path(config) if config is not None else DEFAULT_CONFIG_PATH
-
-
-def _router_dir(config_path: Path, router: Path | None) -> Path:
-    from router_core.artifact import DEFAULT_ROUTER_DIR
-
-    if router is not None:
-        return Path(router)
-    raw = (yaml.safe_load(config_path.read_text()) or {}) if config_path.exists() else {}
-    found = raw.get("router_path")
-    if found:
-        p = Path(found)
-        return p if p.is_absolute() else (config_path.parent / p)
-    return DEFAULT_ROUTER_DIR
 
 
 def _engine(database_url: str | None) -> Any:
@@ -73,10 +57,10 @@ def _new_version(old: str, what: str) -> str:
     return f"{base}@{what}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
 
 
-def _publish(router: Any, router_dir: Path, engine: Any, parent: str, status: str) -> None:
-    from router_core.artifact import save_router
+def _publish(router: Any, t: Targets, engine: Any, parent: str, status: str) -> None:
+    from router_core.artifact import load_probes, save_router
 
-    save_router(router, router_dir)  # probes.json is carried over
+    save_router(router, t.write_router, probes=load_probes(t.read_router))
     if engine is None:
         return
     from gateway.learning import tables as ldb
@@ -94,20 +78,9 @@ def _publish(router: Any, router_dir: Path, engine: Any, parent: str, status: st
     )
 
 
-def _edit_config(path: Path, add: dict | None = None, remove: str | None = None) -> None:
-    """Append / drop one ``model_list`` entry. The file is rewritten by PyYAML (comments are
-    not kept): the previous text is saved next to it as ``config.yaml.bak``."""
-    text = path.read_text() if path.exists() else ""
-    raw = yaml.safe_load(text) or {}
-    pool = [e for e in raw.get("model_list", []) if remove is None or e["model_name"] != remove]
-    if add is not None:
-        pool = [e for e in pool if e["model_name"] != add["model_name"]] + [add]
-    raw["model_list"] = pool
-    if text:
-        path.with_name(path.name + ".bak").write_text(text)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(raw, sort_keys=False))
-    tmp.replace(path)
+def _wrote(t: Targets) -> str:
+    note = f" (a copy of the packaged {t.copied_from.name})" if t.copied_from else ""
+    return f"config {t.config}{note}, router {t.write_router}"
 
 
 @click.group("models")
@@ -121,14 +94,15 @@ _common = [
         "config",
         type=click.Path(dir_okay=False, path_type=Path),
         default=None,
-        help="config.yaml to update (default: the repository's).",
+        help="config.yaml to update (default: the one `tollgate serve` uses).",
     ),
     click.option(
         "--router",
         "router",
         type=click.Path(file_okay=False, path_type=Path),
         default=None,
-        help="Router artifact directory (default: config's router_path, else the packaged).",
+        help="Router artifact directory (default: config's router_path, else a copy of the "
+        "packaged one in $TOLLGATE_HOME or ./router).",
     ),
     click.option(
         "--database-url",
@@ -227,13 +201,12 @@ def add_command(
     from router_core.fingerprints.space import kind_for_artifact
     from router_core.router import Expert
 
-    cfg_path = _settings_path(config)
-    router_dir = _router_dir(cfg_path, router)
+    t = targets(config, router)
     engine = _engine(database_url)
-    current = _live_router(router_dir, engine)
-    probes = ProbeSet.from_json(load_probes(router_dir))
+    current = _live_router(t.read_router, engine)
+    probes = ProbeSet.from_json(load_probes(t.read_router))
     if not len(probes):
-        raise click.ClickException(f"{router_dir} has no probes.json: cannot describe models")
+        raise click.ClickException(f"{t.read_router} has no probes.json: cannot describe models")
     if len(probes) != current.head.out_dim:
         raise click.ClickException(
             f"{len(probes)} probes but the router's space has {current.head.out_dim} dimensions"
@@ -356,13 +329,14 @@ def add_command(
         b=readout.b if readout else None,
     )
     added = replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
-    _publish(added, router_dir, engine, current.version, "added")
-    _edit_config(cfg_path, add=entry)
+    _publish(added, t, engine, current.version, "added")
+    edit_config(t, add=entry)
     click.echo(
         f"added {name} ({kind.name} descriptor, {len(probes)} probes) as router version "
         f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
         + ("" if live.spend.priced else " (price unknown: spend not counted)")
     )
+    click.echo(f"wrote {_wrote(t)}")
     if judge is not None:
         judged = int(np.isfinite(outcomes).sum())
         click.echo(
@@ -408,8 +382,9 @@ def probe_readout(
 @_with_common
 def list_command(config: Path | None, router: Path | None, database_url: str | None) -> None:
     """The router's experts: descriptor kind, mean cost, backend."""
-    cfg_path = _settings_path(config)
-    current = _live_router(_router_dir(cfg_path, router), _engine(database_url))
+    t = targets(config, router)
+    cfg_path = t.config if t.config.exists() else resolve_config_path(config)
+    current = _live_router(t.read_router, _engine(database_url))
     raw = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.exists() else {}
     serving = {}
     for b in raw.get("model_list", []):
@@ -429,19 +404,18 @@ def remove_command(
     name: str, config: Path | None, router: Path | None, database_url: str | None
 ) -> None:
     """Take NAME out of the router's pool (and its backend out of config.yaml)."""
-    cfg_path = _settings_path(config)
-    router_dir = _router_dir(cfg_path, router)
+    t = targets(config, router)
     engine = _engine(database_url)
-    current = _live_router(router_dir, engine)
+    current = _live_router(t.read_router, engine)
     if name not in current.model_names:
         raise click.ClickException(f"{name!r} is not in router {current.version}")
     version = _new_version(current.version, f"remove-{name}")
     smaller = current.without_expert(name, version)
     backends = {k: v for k, v in artifact_backends(current).items() if k != name}
     smaller = replace(smaller, config={**dict(smaller.config), ARTIFACT_KEY: backends})
-    _publish(smaller, router_dir, engine, current.version, "removed")
-    _edit_config(cfg_path, remove=name)
-    click.echo(f"removed {name}: router version {version}")
+    _publish(smaller, t, engine, current.version, "removed")
+    edit_config(t, remove=name)
+    click.echo(f"removed {name}: router version {version}; wrote {_wrote(t)}")
 
 
 def register(main: click.Group) -> None:
