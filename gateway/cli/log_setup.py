@@ -5,7 +5,8 @@
   handlers are removed.
 - litellm, httpx and httpcore log at WARNING unless ``--log-level debug``: an upstream call
   is then no longer four lines, and the gateway's access line (``tollgate.access``) says
-  what happened. uvicorn's own access line is off for the same reason.
+  what happened. uvicorn's own access line is off for the same reason. Startup chatter of
+  alembic, faiss and sentence-transformers is at WARNING too: the startup block says it.
 - ``--log-format json``: one JSON object per line (ts, level, logger, message, and the
   access line's fields under their own names) for a log pipeline.
 """
@@ -18,8 +19,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 QUIET_BY_DEFAULT = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx",
-                    "httpcore", "openai")
+                    "httpcore", "openai", "alembic", "faiss", "sentence_transformers")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class CustomPricingNotice(logging.Filter):
+    """Drops litellm's notice, once per backend priced in config.yaml, that cache-token
+    prices default to 0: Tollgate never charges cache tokens, so it says nothing useful."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "has custom pricing but not in built-in cost map" not in record.getMessage()
 
 
 class JsonFormatter(logging.Formatter):
@@ -59,3 +68,8 @@ def configure_logging(level: str = "info", fmt: str = "text") -> None:
             lib.removeHandler(h)
         lib.setLevel(library_level)
         lib.propagate = True
+    notice = CustomPricingNotice()
+    for name in ("LiteLLM", "litellm"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, CustomPricingNotice) for f in logger.filters):
+            logger.addFilter(notice)

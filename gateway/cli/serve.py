@@ -71,7 +71,10 @@ def _build_app(settings: Any) -> Any:
 def demo_command(n_prompts: int, cost_weight: float | None, seed: int, data_dir: Path | None,
                  router_path: Path | None) -> None:
     """Route RouterBench prompts through a local gateway, no provider keys needed."""
+    from gateway.cli.log_setup import configure_logging
     from gateway.sandbox.demo import run_demo
+
+    configure_logging("warning")  # the demo's table is the output; libraries only warn
 
     run_demo(n_prompts=n_prompts, cost_weight=cost_weight, seed=seed, data_dir=data_dir,
              router_path=router_path, echo=click.echo)

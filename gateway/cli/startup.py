@@ -81,14 +81,19 @@ def _missing_for(params: dict[str, Any]) -> list[str]:
     return list(found.get("missing_keys") or [])
 
 
+def _some(names: list[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def summary(config_path: Path, settings: Settings, router: Any, prices: dict[str, Price],
             base_url: str) -> list[str]:
     """The startup block, one string per line."""
     from gateway import __version__
 
     missing = missing_provider_keys(settings)
-    keys = ("; ".join(f"{k} (needed by {', '.join(v)})" for k, v in missing.items())
-            if missing else "none missing")
+    keys = [f"{k} missing: {_some(v)} will fail (502)" for k, v in missing.items()] or [
+        "none missing"]
     admin = ("on (/admin, key from config or TOLLGATE_ADMIN_KEY)" if admin_key(settings) else
              "off: set admin_key, general_settings.master_key or TOLLGATE_ADMIN_KEY")
     rows: list[tuple[str, str | list[str]]] = [

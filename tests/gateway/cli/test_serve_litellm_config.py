@@ -140,7 +140,8 @@ def test_startup_summary_and_access_lines(proxy: tuple[str, FakeUpstream, list])
     assert "config.yaml" in block and "proxy.db" in block
     assert "gpt-4o-mini  routed by auto, group of 2 deployments" in block
     assert "unkeyed" in block and "passthrough only" in block
-    assert "TG_TEST_MISSING_KEY (needed by unkeyed)" in block
+    assert "TG_TEST_MISSING_KEY missing: unkeyed will fail (502)" in block
+    assert "FAKE_PROVIDER_KEY" not in block
     assert "admin API     on" in block and f"{url}/dashboard" in block
     warning = next(line for line in block.splitlines() if "does not use" in line)
     for key in ("litellm_settings.success_callback", "general_settings.alerting"):
