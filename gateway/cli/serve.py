@@ -33,6 +33,8 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     from gateway.cli.log_setup import configure_logging
     from gateway.config import load_settings
 
+    # weights load once at startup: a progress bar in a server log is noise
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
     path = resolve_config_path(config_path)
     try:

@@ -32,6 +32,18 @@ def period_start(period: str, now: datetime) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC)
 
 
+def period_end(period: str, now: datetime) -> datetime | None:
+    """Start of the next period (when the spend restarts); None for a `total` budget."""
+    start = period_start(period, now)
+    if period == "daily":
+        return start + timedelta(days=1)
+    if period == "weekly":
+        return start + timedelta(days=7)
+    if period == "monthly":
+        return start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return None
+
+
 def period_start_s(period: str, now: datetime) -> int:
     """`period_start` as integer epoch seconds, the form the ledger compares."""
     return int(period_start(period, now).timestamp())

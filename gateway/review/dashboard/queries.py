@@ -70,6 +70,7 @@ class LogFilter:
     router_version: str | None = None
     after_id: tuple[datetime, str] | None = None  # (created_at, id) cursor for --follow
     limit: int | None = 100
+    offset: int = 0  # rows skipped (a page of the dashboard's table)
     newest_first: bool = True
 
 
@@ -203,6 +204,8 @@ def select_logs(engine: Engine, f: LogFilter, *, with_feedback: bool = True
             q = q.order_by(request_logs.c.created_at, request_logs.c.id)
         if f.limit is not None:
             q = q.limit(f.limit)
+        if f.offset:
+            q = q.offset(f.offset)
         rows = [row_dict(r) for r in conn.execute(q).mappings()]
         if with_feedback and fb is not None:
             by_id = fb.for_requests(conn, [r["id"] for r in rows])

@@ -130,24 +130,29 @@ def build_router() -> APIRouter:
 
     @r.get("/api/requests")
     async def requests(request: Request, window: str | None = None, tenant: str | None = None,
-                       limit: int = 50, route: str | None = None, model: str | None = None,
-                       status: str | None = None, feedback: str | None = None) -> Response:
+                       limit: int = 50, offset: int = 0, route: str | None = None,
+                       model: str | None = None, status: str | None = None,
+                       feedback: str | None = None) -> Response:
+        """A page of the request log, newest first: ``offset`` rows skipped, ``limit`` shown;
+        ``has_more`` says whether a next page exists."""
         ctx: GatewayContext = request.app.state.ctx
         try:
             who = await dashboard_principal(request)
             start = datetime.now(UTC) - parse_duration(_window(window))
+            limit, offset = max(1, min(limit, 500)), max(0, offset)
             try:
                 f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,
                               model=model, status=status, feedback=feedback,
-                              limit=max(1, min(limit, 500)))
+                              limit=limit + 1, offset=offset)
                 rows = await anyio.to_thread.run_sync(select_logs, ctx.store.engine, f)
             except ValueError as e:
                 raise invalid(str(e)) from e
             names = await anyio.to_thread.run_sync(tenant_names, ctx.store.engine)
             if not who.admin:
                 names = {k: v for k, v in names.items() if k == who.tenant_id}
-            return JSONResponse({"object": "list", "data": [
-                {k: v for k, v in flat(row, names).items()} for row in rows]})
+            return JSONResponse({"object": "list", "offset": offset, "limit": limit,
+                                 "has_more": len(rows) > limit, "data": [
+                {k: v for k, v in flat(row, names).items()} for row in rows[:limit]]})
         except GatewayError as e:
             return e.response()
 

@@ -12,8 +12,12 @@ into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a mon
   saving = Σ ĉ_s − Σ c, share = 1 − Σ c / Σ ĉ_s.
 - Latency percentiles: p50, p90, p95, p99 of total latency and of time to first token
   (streams), linear interpolation between order statistics (numpy's default).
-- Error rate: share of requests with status ≥ 400; fallback rate: share with more than one
-  attempt; feedback coverage: share of answered requests with at least one feedback event.
+- Budget bars (per tenant with a budget): percent used = 100 · spent / budget in the current
+  period, and when the period ends (the spend restarts); a `total` budget never ends.
+- Error rate: share of requests with status ≥ 400, split into client errors (4xx: the
+  request, its key, its budget or rate limit) and upstream failures (5xx: every upstream
+  attempt failed, or the gateway did); fallback rate: share with more than one attempt;
+  feedback coverage: share of answered requests with at least one feedback event.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from gateway.store.periods import period_end
 
 TARGET_BUCKETS = 30
 BUCKET_WIDTHS_S = (5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
@@ -120,6 +126,7 @@ def summarise(
         ]
         spend.append({"tenant_id": t.id, "tenant": t.name, "budget_usd": t.budget_usd,
                       "period": t.period, "spent_usd": t.spent_usd, "spend": series})
+    budgets = budget_bars(tenants, now)
 
     # model mix -------------------------------------------------------------------------
     models = sorted(m for m in answered["chosen_model"].dropna().unique())
@@ -153,7 +160,9 @@ def summarise(
     # latency, errors, fallbacks ----------------------------------------------------------
     by_b = df.groupby("bucket")
     lat_series = {f"p{p}": [] for p in (50, 95)}
-    err, fb_rate, volume = [], [], []
+    err, client_err, upstream_err, fb_rate, volume = [], [], [], [], []
+    client = (df["status"] >= 400) & (df["status"] < 500)
+    upstream = df["status"] >= 500
     for b in range(n_buckets):
         g = by_b.get_group(b) if b in by_b.groups else df.iloc[0:0]
         pct = _percentiles(g["latency_ms"])
@@ -162,6 +171,8 @@ def summarise(
         n = len(g)
         volume.append(n)
         err.append(float((g["status"] >= 400).mean()) if n else None)
+        client_err.append(float(client[g.index].mean()) if n else None)
+        upstream_err.append(float(upstream[g.index].mean()) if n else None)
         fb_rate.append(float((g["n_attempts"] > 1).mean()) if n else None)
     n_all = len(df)
     latency = {
@@ -172,11 +183,17 @@ def summarise(
     rates = {
         "requests": volume,
         "error_rate": err,
+        "client_error_rate": client_err,
+        "upstream_error_rate": upstream_err,
         "fallback_rate": fb_rate,
         "overall": {
             "requests": n_all,
             "errors": int((df["status"] >= 400).sum()),
             "fallbacks": int((df["n_attempts"] > 1).sum()),
+            "client_errors": int(client.sum()),
+            "upstream_errors": int(upstream.sum()),
+            "client_error_rate": _none(float(client.mean())) if n_all else None,
+            "upstream_error_rate": _none(float(upstream.mean())) if n_all else None,
             "error_rate": _none(float((df["status"] >= 400).mean())) if n_all else None,
             "fallback_rate": _none(float((df["n_attempts"] > 1).mean())) if n_all else None,
             "statuses": {str(int(k)): int(v)
@@ -211,12 +228,28 @@ def summarise(
         "buckets": labels,
         "tenant_names": dict(names),
         "spend": spend,
+        "budgets": budgets,
         "model_mix": {"models": models, "series": mix, "totals": model_share},
         "saving": saving,
         "latency": latency,
         "rates": rates,
         "feedback": feedback,
     }
+
+
+def budget_bars(tenants: Sequence[Any], now: datetime) -> list[dict[str, Any]]:
+    """One bar per tenant with a budget, fullest first."""
+    bars = []
+    for t in tenants:
+        if t.budget_usd is None:
+            continue
+        budget, spent = float(t.budget_usd), float(t.spent_usd or 0.0)
+        end = period_end(t.period, now)
+        bars.append({"tenant_id": t.id, "tenant": t.name, "budget_usd": budget,
+                     "spent_usd": spent, "period": t.period,
+                     "percent_used": 100.0 * spent / budget if budget > 0 else 100.0,
+                     "period_end": end.isoformat() if end else None})
+    return sorted(bars, key=lambda b: -b["percent_used"])
 
 
 def default_window(now: datetime | None = None) -> tuple[datetime, datetime]:

@@ -156,7 +156,11 @@ def test_startup_summary_and_access_lines(proxy: tuple[str, FakeUpstream, list])
     line = next(a for a in access if "passthrough → gpt-4o-mini 200" in a)
     assert "tenant=moved-over" in line and " $0.0000" in line and "attempts=1" in line
     assert any("passthrough → gpt-4o-mini 200" in a and "attempts=2" in a for a in access)
-    assert not [a for a in output if "LiteLLM" in a or "HTTP Request:" in a]
+    lines = "".join(output).splitlines()
+    assert not [a for a in lines if "HTTP Request:" in a]  # httpx stays at warning
+    litellm_lines = [a for a in lines if "LiteLLM" in a and "Dropping reasoning_effort" in a]
+    assert len(litellm_lines) == 1 and " WARNING LiteLLM: " in litellm_lines[0]  # once
+    assert not [a for a in lines if " INFO LiteLLM" in a or " DEBUG LiteLLM" in a]
 
 
 def test_serve_refuses_a_bad_config_in_one_line(tmp_path: Path) -> None:

@@ -194,6 +194,13 @@ def test_admin_sees_charts_explanations_and_versions(browser, gw: Gateway, traff
         ledger = gw.ledger(traffic["tid_a"])
         name_a = ledger["name"]
         assert spend[f"{name_a} spend"][-1] == pytest.approx(ledger["spent_usd"], rel=1e-6)
+        bar = page.locator(f"#budgets .budget[data-tenant='{name_a}']")  # one bar per budget
+        assert page.locator("#budgets .budget").count() == 2
+        used = 100 * ledger["spent_usd"] / ledger["budget_usd"]
+        assert bar.locator(".budget-pct").inner_text() == f"{used:.1f}%"
+        assert "resets" in bar.inner_text()
+        assert "upstream failures (5xx)" in cards and "client errors (4xx)" in cards
+        assert page.is_disabled("#prev-page") and page.is_disabled("#next-page")  # one page
         saving = {d["label"]: d["data"] for d in _datasets(page, "chart-saving")}
         routed, strongest = saving["routed (actual)"], saving["always fake-strong (estimated)"]
         assert 0 < routed[-1] < strongest[-1]

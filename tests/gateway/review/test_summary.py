@@ -86,3 +86,31 @@ def test_spend_before_the_period_start_is_not_drawn() -> None:
                   prices={"cheap": Price(1e-6, 2e-6)}, names={})
     series = s["spend"][0]["spend"]
     assert series[0] is None and series[-1] == 0.0
+
+
+def test_budget_bars_and_errors_split_by_who_caused_them() -> None:
+    rows = [row(0, 50, "cheap", 200, 0.001), row(1, 40, None, 429, 0.0),
+            row(2, 30, None, 400, 0.0), row(3, 20, None, 502, 0.0),
+            row(4, 10, None, 401, 0.0, tenant="b")]
+    tenants = [T("a", "acme", 0.01, spent_usd=0.0025, period="monthly",
+                 period_start=NOW.replace(day=1, hour=0)),
+               T("b", "beta", 2.0, spent_usd=1.5, period="weekly",
+                 period_start=NOW - timedelta(days=NOW.weekday(), hours=12)),
+               T("c", "nolimit", None, spent_usd=3.0, period="total",
+                 period_start=datetime(1970, 1, 1, tzinfo=UTC)),
+               T("d", "forever", 4.0, spent_usd=1.0, period="total",
+                 period_start=datetime(1970, 1, 1, tzinfo=UTC))]
+    s = summarise(rows, now=NOW, window_start=NOW - timedelta(hours=1), tenants=tenants,
+                  prices={"cheap": Price(1e-6, 2e-6)}, names={})
+    bars = {b["tenant"]: b for b in s["budgets"]}
+    assert list(bars) == ["beta", "acme", "forever"]  # fullest first; no budget, no bar
+    assert bars["acme"]["percent_used"] == pytest.approx(25.0)
+    assert bars["acme"]["period_end"] == "2026-12-01T00:00:00+00:00"  # next month's first
+    assert bars["beta"]["percent_used"] == pytest.approx(75.0)
+    assert bars["beta"]["period_end"] == "2026-12-07T00:00:00+00:00"  # NOW is a Monday
+    assert bars["forever"]["period_end"] is None
+    o = s["rates"]["overall"]
+    assert (o["errors"], o["client_errors"], o["upstream_errors"]) == (4, 3, 1)
+    assert o["client_error_rate"] == pytest.approx(0.6)
+    assert o["upstream_error_rate"] == pytest.approx(0.2)
+    assert sum(x or 0 for x in s["rates"]["upstream_error_rate"]) == pytest.approx(1.0)

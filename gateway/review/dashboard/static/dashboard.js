@@ -5,7 +5,8 @@
 const PALETTE = ["#b91c1c", "#1d4ed8", "#15803d", "#a16207", "#7c3aed", "#0e7490",
                  "#be185d", "#4b5563"];
 const charts = {};
-const state = { window: "24h", tenant: "" };
+const state = { window: "24h", tenant: "", offset: 0 };
+const PAGE = 50;
 
 function el(tag, attrs, ...children) {
   const e = document.createElement(tag);
@@ -68,7 +69,10 @@ function renderCards(s) {
     card("estimated saving", sv.saving_share == null ? "–" : pct(sv.saving_share),
          `${usd(sv.saving_usd)} vs always ${sv.strongest || "–"}`),
     card("latency p50 / p95", `${ms(lat.p50)}`, `p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)}`),
-    card("error rate", pct(o.error_rate), `${o.errors} error(s)`),
+    card("client errors (4xx)", pct(o.client_error_rate),
+         `${o.client_errors} request(s): key, input, budget or rate limit`),
+    card("upstream failures (5xx)", pct(o.upstream_error_rate),
+         `${o.upstream_errors} request(s) no backend answered`),
     card("fallback rate", pct(o.fallback_rate), `${o.fallbacks} request(s) fell back`),
     card("feedback coverage", pct(fb.coverage),
          `${fb.with_feedback}/${fb.answered} answered, mean ${num(fb.mean_score, 2)}`),
@@ -115,8 +119,10 @@ function renderCharts(s) {
     options: { scales: { y: { beginAtZero: true, title: { display: true, text: "ms" } } } } });
 
   draw("chart-rates", { type: "line", data: { labels, datasets: [
-      { label: "error rate", data: s.rates.error_rate, borderColor: PALETTE[0],
-        backgroundColor: PALETTE[0], spanGaps: true, pointRadius: 2 },
+      { label: "upstream failures (5xx)", data: s.rates.upstream_error_rate,
+        borderColor: PALETTE[0], backgroundColor: PALETTE[0], spanGaps: true, pointRadius: 2 },
+      { label: "client errors (4xx)", data: s.rates.client_error_rate, borderColor: PALETTE[3],
+        backgroundColor: PALETTE[3], spanGaps: true, pointRadius: 2 },
       { label: "fallback rate", data: s.rates.fallback_rate, borderColor: PALETTE[4],
         backgroundColor: PALETTE[4], spanGaps: true, pointRadius: 2 } ] },
     options: { scales: { y: { beginAtZero: true, max: 1,
@@ -138,8 +144,33 @@ function renderCharts(s) {
     el("tr", {}, ...r.map((c) => el(i === 0 ? "th" : "td", {}, c)))));
 }
 
+function renderBudgets(s) {
+  const box = document.getElementById("budgets");
+  if (!s.budgets.length) {
+    box.replaceChildren(el("p", { class: "muted" }, "No tenant has a budget."));
+    return;
+  }
+  box.replaceChildren(...s.budgets.map((b) => {
+    const used = Math.min(100, b.percent_used);
+    const ends = b.period_end ? `resets ${b.period_end.replace("T", " ").slice(0, 16)} UTC`
+                              : "total budget (never resets)";
+    const fill = el("div", { class: used >= 90 ? "fill high" : "fill" });
+    fill.style.width = `${used}%`;  // CSSOM, not a style attribute (the page's CSP)
+    return el("div", { class: "budget", "data-tenant": b.tenant },
+      el("div", { class: "budget-label" }, el("span", {}, b.tenant),
+         el("span", { class: "budget-pct" }, `${b.percent_used.toFixed(1)}%`)),
+      el("div", { class: "bar" }, fill),
+      el("div", { class: "sub" }, `${usd(b.spent_usd, 4)} of ${usd(b.budget_usd, 2)} ` +
+                                  `(${b.period}) · ${ends}`));
+  }));
+}
+
 async function renderRequests() {
-  const body = await api("requests?limit=50");
+  const body = await api(`requests?limit=${PAGE}&offset=${state.offset}`);
+  document.getElementById("page-info").textContent = body.data.length
+    ? `requests ${state.offset + 1}–${state.offset + body.data.length}` : "no requests";
+  document.getElementById("prev-page").disabled = state.offset === 0;
+  document.getElementById("next-page").disabled = !body.has_more;
   const tbody = document.querySelector("#requests tbody");
   tbody.replaceChildren(...body.data.map((r) => el("tr", { "data-id": r.id },
     el("td", {}, (r.created_at || "").replace("T", " ").slice(0, 19)),
@@ -229,6 +260,7 @@ async function refresh() {
     for (const t of s.tenants) sel.append(el("option", { value: t.id }, t.name));
   }
   renderCards(s);
+  renderBudgets(s);
   renderCharts(s);
   await Promise.all([renderRequests(), renderVersions()]);
   document.body.dataset.ready = "true";
@@ -236,11 +268,21 @@ async function refresh() {
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("window").addEventListener("change", (ev) => {
-    state.window = ev.target.value; refresh();
+    state.window = ev.target.value; state.offset = 0; refresh();
   });
   const sel = document.getElementById("tenant");
-  if (sel) sel.addEventListener("change", (ev) => { state.tenant = ev.target.value; refresh(); });
+  if (sel) {
+    sel.addEventListener("change", (ev) => {
+      state.tenant = ev.target.value; state.offset = 0; refresh();
+    });
+  }
   document.getElementById("refresh").addEventListener("click", () => refresh());
+  document.getElementById("prev-page").addEventListener("click", () => {
+    state.offset = Math.max(0, state.offset - PAGE); renderRequests();
+  });
+  document.getElementById("next-page").addEventListener("click", () => {
+    state.offset += PAGE; renderRequests();
+  });
   document.getElementById("close-explanation").addEventListener("click", () => {
     document.getElementById("explanation").hidden = true;
   });

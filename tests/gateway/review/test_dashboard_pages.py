@@ -1,0 +1,49 @@
+"""The dashboard's request table pages through the log, and its summary carries each
+tenant's budget bar and the split of errors (client 4xx against upstream 5xx)."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from tests.fakes.upstream import FakeUpstream
+from tests.gateway.conftest import Gateway
+
+
+def _get(gw: Gateway, key: str, path: str) -> dict:
+    r = httpx.get(gw.base_url + "/dashboard/api/" + path,
+                  headers={"authorization": f"Bearer {key}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_requests_are_paged_and_budgets_are_bars(gateway: Gateway,
+                                                 upstream: FakeUpstream) -> None:
+    key, tid = gateway.tenant(budget_usd=1.0, period="monthly")
+    client = gateway.client(key)
+    ids = []
+    for i in range(5):
+        raw = client.chat.completions.with_raw_response.create(
+            model="fake-cheap", messages=[{"role": "user", "content": f"question {i}"}])
+        ids.append(raw.headers["x-tollgate-request-id"])
+    upstream.set_mode("fake-strong", "error_500", times=1)
+    with pytest.raises(openai.APIStatusError) as e:  # one upstream failure: 502
+        client.chat.completions.create(model="fake-strong",
+                                       messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code == 502
+    gateway.log_row(e.value.response.headers["x-tollgate-request-id"])
+    for rid in ids:
+        gateway.log_row(rid)
+    gateway.settled(tid)
+    pages = [_get(gateway, key, f"requests?limit=2&offset={o}") for o in (0, 2, 4)]
+    seen = [r["id"] for p in pages for r in p["data"]]
+    assert len(seen) == len(set(seen)) == 6  # the five answers and the failure, once each
+    assert [p["has_more"] for p in pages] == [True, True, False]
+    assert seen[1:] == list(reversed(ids))  # newest first; the failure is the newest
+    s = _get(gateway, key, "summary")
+    (bar,) = s["budgets"]
+    assert bar["tenant_id"] == tid and bar["period"] == "monthly"
+    assert bar["percent_used"] == pytest.approx(bar["spent_usd"] * 100) and bar["period_end"]
+    o = s["rates"]["overall"]
+    assert (o["upstream_errors"], o["client_errors"]) == (1, 0)
