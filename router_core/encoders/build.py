@@ -14,14 +14,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from router_core.encoders.base import default_cache_dir
-from router_core.encoders.exports import EXPORT_NAMES, build_lock
+from router_core.encoders.base import HUB_ID, default_cache_dir
+from router_core.encoders.exports import EXPORT_NAMES, PACKAGED_DIR, build_lock
 from router_core.encoders.minilm import default_model_path
 
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -75,11 +76,24 @@ def _write_onnx_int8(out: Path, cache_dir: Path) -> None:
     shutil.copy(fp32 / "tokenizer.json", out / "tokenizer.json")
 
 
+STATIC_FILES = ("config.json", "model.safetensors", "tokenizer.json")  # what loading reads
+
+
 def _write_static(out: Path, cache_dir: Path) -> None:
     from model2vec.distill import distill
 
     static = distill(default_model_path(), pca_dims=256, device="cpu")
     static.save_pretrained(str(out))
+    _tidy_static(out)
+
+
+def _tidy_static(path: Path) -> None:
+    """Keep only what loading reads, and no path of the machine that distilled it."""
+    for extra in {p.name for p in path.iterdir()} - set(STATIC_FILES):
+        (path / extra).unlink()
+    config = json.loads((path / "config.json").read_text())
+    config["tokenizer_name"] = HUB_ID
+    (path / "config.json").write_text(json.dumps(config, indent=4) + "\n")
 
 
 _WRITERS: dict[str, Callable[[Path, Path], None]] = {
@@ -106,11 +120,25 @@ def build(kind: str, cache_dir: Path | None = None, force: bool = False) -> Path
     return path
 
 
+def package(kind: str, cache_dir: Path | None = None) -> Path:
+    """Copy ``kind``'s export (built if missing) into the package, where it is used first."""
+    source = build(kind, cache_dir)
+    target = PACKAGED_DIR / source.name
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    if kind == "minilm-static":
+        _tidy_static(target)
+    return target
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kinds", nargs="*", metavar="KIND", help="encoder kinds (default: all)")
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--force", action="store_true", help="rebuild even when present")
+    parser.add_argument(
+        "--package", action="store_true", help="also copy the export into router_core's package"
+    )
     args = parser.parse_args(argv)
     from router_core.encoders import known_kinds
 
@@ -122,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{kind}: runs from the installed packages, nothing to build")
             continue
         path = build(kind, args.cache_dir, force=args.force)
+        if args.package:
+            path = package(kind, args.cache_dir)
         size = sum(f.stat().st_size for f in path.iterdir()) / 1e6
         print(f"{kind}: {path} ({size:.1f} MB)")
 

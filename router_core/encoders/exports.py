@@ -5,7 +5,9 @@ ONNX and static encoders run from files derived from the packaged MiniLM
 export is a directory under ``<cache dir>/encoders/``, named with its recipe version, and
 appears atomically (built aside, then renamed). When one is missing at first use it is built
 in a child process, so that the caller (e.g. a serving process warming its encoder at startup)
-never imports torch.
+never imports torch. An export shipped in the package (``packaged/``, small ones that a
+packaged router was trained on) is used before the cache's: every install then embeds with
+the very file the router saw.
 """
 
 from __future__ import annotations
@@ -25,15 +27,29 @@ EXPORT_NAMES: dict[str, str] = {
 }
 
 
+PACKAGED_DIR = Path(__file__).parent / "packaged"
+
+
 def export_dir(kind: str, cache_dir: Path) -> Path:
+    """Where ``kind``'s export is built in ``cache_dir``."""
     if kind not in EXPORT_NAMES:
         raise ValueError(f"no export for encoder kind {kind!r}; exports: {', '.join(EXPORT_NAMES)}")
     return Path(cache_dir) / "encoders" / EXPORT_NAMES[kind]
 
 
+def packaged_dir(kind: str) -> Path | None:
+    """``kind``'s export as shipped in the package, if it is."""
+    path = PACKAGED_DIR / EXPORT_NAMES[kind]
+    return path if path.is_dir() else None
+
+
 def ensure_export(kind: str, cache_dir: Path) -> Path:
-    """The export's directory, built first (in a child process) when missing."""
+    """The export's directory: the packaged one, else the cache's, built first (in a child
+    process) when missing."""
     path = export_dir(kind, cache_dir)
+    shipped = packaged_dir(kind)
+    if shipped is not None:
+        return shipped
     if path.is_dir():
         return path
     cmd = [sys.executable, "-m", "router_core.encoders.build", kind]
