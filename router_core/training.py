@@ -36,7 +36,7 @@ from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
-from router_core.encoders import make_encoder
+from router_core.encoders import encoder_for_router, make_encoder
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
 from router_core.readout import fit_readout
 from router_core.router import Calibration, Expert, Head, Router
@@ -256,8 +256,9 @@ def train_router(
             held-out ones on the unseen-models split, which it knows only by descriptor).
         train_models: models whose outcomes supervise the head (default:
             ``table.train_models``, i.e. the seen ones).
-        encoder: Φ (default: ``router_core.encoders.make_encoder()``, the default kind, with
-            its disk cache).
+        encoder: Φ (default: ``init``'s encoder when warm-starting, else
+            ``router_core.encoders.make_encoder()``, the default kind; with its disk cache).
+            Recorded in the router, so pass it with ``embeddings`` made by another encoder.
         embeddings: precomputed Φ(x) for every row of ``table`` (skips the encoder).
         probes: the probe set (training prompts of ``table``) to describe the experts on;
             default: a seeded sample of ``config.n_probes`` training prompts (or ``init``'s).
@@ -298,6 +299,8 @@ def _train(
     table = table.rows(keep).with_models(models)
     table = carve_val(table, cfg.val_fraction, cfg.seed)
     dhash = data_hash(table)
+    if encoder is None and init is not None:  # a warm start stays in its router's Φ space
+        encoder = encoder_for_router(init.config, cache=True)
     phi_all = embeddings if embeddings is not None else _embed(table, encoder, cfg.progress)
     # one row per prompt (repeated samples averaged), per split
     parts = {}
