@@ -58,13 +58,13 @@ def test_onnx_fp32_gives_minilm_vectors_including_the_truncated_end(exports, tex
 def test_int8_vectors_route_like_minilm_under_the_packaged_router(exports, texts, torch_vectors):
     x = _vectors("minilm-onnx-int8", texts)
     cos = np.sum(x * torch_vectors, axis=1)
-    assert float(np.median(cos)) > 0.98 and float(cos.min()) > 0.95
+    assert float(np.median(cos)) > 0.99 and float(cos.min()) > 0.98  # measured 0.995, 0.992
     router = load_router()  # trained on torch MiniLM vectors
     lam = np.array([DEFAULT_LAM])
     same = router.route_batch(router.project(x), lam) == router.route_batch(
         router.project(torch_vectors), lam
     )
-    assert float(same.mean()) >= 0.9
+    assert float(same.mean()) >= 0.9  # measured 0.94 on these 82 prompts
 
 
 def test_static_vectors_keep_minilm_neighbourhoods(exports, texts, torch_vectors):
@@ -73,14 +73,14 @@ def test_static_vectors_keep_minilm_neighbourhoods(exports, texts, torch_vectors
     iu = np.triu_indices(len(texts), k=1)
     a, b = (torch_vectors @ torch_vectors.T)[iu], (x @ x.T)[iu]
     ranks = [np.argsort(np.argsort(v)) for v in (a, b)]
-    assert float(np.corrcoef(*ranks)[0, 1]) > 0.6  # Spearman ρ of pairwise similarities
+    assert float(np.corrcoef(*ranks)[0, 1]) > 0.6  # Spearman ρ of pairwise similarities: 0.69
     # nearest neighbour of each prompt under MiniLM is among static's 5 nearest
     sa, sb = torch_vectors @ torch_vectors.T, x @ x.T
     np.fill_diagonal(sa, -2)
     np.fill_diagonal(sb, -2)
     top5 = np.argsort(-sb, axis=1)[:, :5]
     hit = np.mean([sa[i].argmax() in top5[i] for i in range(len(texts))])
-    assert hit >= 0.6
+    assert hit >= 0.55  # measured 0.63: a coarser space, judged by the routing it gives
 
 
 def test_every_kind_round_trips_through_an_artifact(tmp_path):
