@@ -4,6 +4,7 @@ from router_core.baselines.category import category_router
 from router_core.baselines.choice import DEFAULT_LAMBDAS, choose, normalised
 from router_core.baselines.knn import KNNRouter
 from router_core.baselines.mlp import MLPRouter
+from router_core.baselines.shared_trunk import SharedTrunkNet
 from router_core.baselines.simple import (
     best_single,
     cheapest,
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_LAMBDAS",
     "KNNRouter",
     "MLPRouter",
+    "SharedTrunkNet",
     "UMRRouter",
     "best_single",
     "category_router",

@@ -16,9 +16,7 @@ import numpy as np
 from router_core.baselines.choice import choose
 
 
-def category_means(
-    train_quality: np.ndarray, train_category: np.ndarray
-) -> dict[str, np.ndarray]:
+def category_means(train_quality: np.ndarray, train_category: np.ndarray) -> dict[str, np.ndarray]:
     """category → (m,) mean training quality per model (pooled mean where unobserved)."""
     pooled = np.nan_to_num(np.nanmean(train_quality, axis=0), nan=0.0)
     cats = np.asarray(train_category, dtype=str)

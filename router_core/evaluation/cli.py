@@ -36,7 +36,7 @@ from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
     "--routers",
     default=",".join(
         ("oracle", "random", "cheapest", "best_single", "single_frontier", "category")
-        + ("knn", "mlp", "umr")
+        + ("knn", "mlp", "umr", "shared_trunk")
         + ("vanilla", "no_caro", "tollgate")
     ),
     show_default=True,

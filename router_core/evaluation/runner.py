@@ -33,6 +33,7 @@ from router_core.baselines import (
     DEFAULT_LAMBDAS,
     KNNRouter,
     MLPRouter,
+    SharedTrunkNet,
     UMRRouter,
     best_single,
     category_router,
@@ -51,6 +52,7 @@ from router_core.evaluation.metrics import (
     evaluate_choices,
     within_category_audc,
 )
+from router_core.evaluation.predictors import calibrated_similarity, predictor_scores
 
 ROUTER_NAMES = (
     "oracle",
@@ -62,11 +64,14 @@ ROUTER_NAMES = (
     "knn",
     "mlp",
     "umr",
+    "shared_trunk",
     "vanilla",
     "no_caro",
     "tollgate",
 )
-BASELINES = ("random", "cheapest", "best_single", "single_frontier", "knn", "mlp", "umr")
+BASELINES = (
+    "random", "cheapest", "best_single", "single_frontier", "knn", "mlp", "umr", "shared_trunk"
+)
 DIAGNOSTICS = ("category", "single_frontier")  # what a learned router must beat
 PROMPTLESS = ("oracle", "random", "cheapest", "best_single", "single_frontier", "category")
 TRAINED = {  # name -> TrainConfig fields
@@ -74,6 +79,7 @@ TRAINED = {  # name -> TrainConfig fields
     "no_caro": {"loss": "cscr", "use_caro": False},
     "tollgate": {"loss": "cscr", "use_caro": True},
 }
+ENCODER_BULK = ("mean", "scale", "components")  # fitted arrays: in artifacts, not in notes
 KNN_GRID = (10, 25, 50, 100)
 UMR_GRID = (8, 16, 32, 64)
 UNSEEN_KNN_K = 10
@@ -94,6 +100,8 @@ class EvalResult:
     audc_within: dict[str, float] = field(default_factory=dict)  # empty: no categories
     # the routers trained for this evaluation (Tollgate and its ablations), by name
     routers: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    predictors: dict[str, dict] = field(default_factory=dict)  # AUC / Brier (predictors.py)
+    choices: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # (L, n) each
 
     def below_diagnostics(self, name: str) -> list[str]:
         """The diagnostics (pooled or within-category AUDC) a learned router does not beat."""
@@ -121,6 +129,8 @@ class EvalResult:
                     **m.to_dict(),
                     "audc_within": self.audc_within.get(name),
                     "below": self.below_diagnostics(name),
+                    "auc": self.predictors.get(name, {}).get("auc"),
+                    "brier": self.predictors.get(name, {}).get("brier"),
                 }
                 for name, m in self.metrics.items()
             },
@@ -242,6 +252,11 @@ def run_evaluation(
             from router_core.encoders import make_encoder
 
             encoder = make_encoder(cache=True)
+        if getattr(encoder, "needs_fit", False):  # e.g. PCA of activations: train rows only
+            rows = np.flatnonzero(np.asarray(table.split) == "train")
+            say(f"fitting the {encoder.kind} encoder on {len(rows)} training prompts")
+            seen = table.with_models(list(table.train_models))
+            encoder.fit([str(t) for t in table.prompts[rows]], seen.quality[rows], progress)
         say(f"embedding {len(table)} prompts (cached after the first run)")
         embeddings = encoder.encode(list(map(str, table.prompts)), progress=progress)
     X = np.asarray(embeddings, dtype=np.float32)
@@ -267,6 +282,10 @@ def run_evaluation(
     c_norm = mean_cost_norm(tp.cost[tr])
     n, m = len(te), len(pool)
     notes: dict[str, Any] = {"pool": list(pool)}
+    if encoder is not None and hasattr(encoder, "settings"):
+        enc = encoder.settings()
+        notes["encoder"] = {k: v for k, v in enc.items() if k not in ENCODER_BULK}
+    p_hats: dict[str, np.ndarray] = {}  # routers that estimate P(correct): name -> (n, m)
     choices: dict[str, np.ndarray] = {}
     trained: dict[str, Any] = {}
 
@@ -295,6 +314,8 @@ def run_evaluation(
         trained[name] = res
         choices[name] = _trained_choices(res.router, X[te], pool, lams)
         notes[f"{name}_train"] = res.metrics
+        if set(pool) <= set(res.router.model_names):
+            p_hats[name] = calibrated_similarity(res.router, X[te], pool)
 
     # Labelled rows the baselines may learn from.
     if unseen:
@@ -347,11 +368,13 @@ def run_evaluation(
             )
             notes["knn_val_audc"] = scores
         notes["knn_k"] = k
-        choices["knn"] = choose(knn.predict(X[te]), c_norm, lams)
+        p_hats["knn"] = knn.predict(X[te])
+        choices["knn"] = choose(p_hats["knn"], c_norm, lams)
     if "mlp" in names:
         say("fitting mlp")
         mlp = MLPRouter(seed=seed).fit(X_fit, Q_fit)
-        choices["mlp"] = choose(mlp.predict(X[te]), c_norm, lams)
+        p_hats["mlp"] = mlp.predict(X[te])
+        choices["mlp"] = choose(p_hats["mlp"], c_norm, lams)
     if "umr" in names:
         if unseen:
             umr = UMRRouter(UNSEEN_UMR_K, seed=seed).fit(X_fit, Q_fit, X_cluster=X[tr])
@@ -369,7 +392,15 @@ def run_evaluation(
                 lams,
             )
             notes["umr_k"], notes["umr_val_audc"] = kk, scores
-        choices["umr"] = choose(umr.predict(X[te]), c_norm, lams)
+        p_hats["umr"] = umr.predict(X[te])
+        choices["umr"] = choose(p_hats["umr"], c_norm, lams)
+    if "shared_trunk" in names:
+        say("fitting shared_trunk")
+        # early stopping on the val rows, which no other fit sees (none: a holdout share)
+        stn = SharedTrunkNet(seed=seed).fit(X_fit, Q_fit, *((X_va, Q_va) if not unseen else ()))
+        notes["shared_trunk_val_bce"] = stn.val_losses
+        p_hats["shared_trunk"] = stn.predict(X[te])
+        choices["shared_trunk"] = choose(p_hats["shared_trunk"], c_norm, lams)
 
     for name, choose_fn in (extra or {}).items():
         choices[name] = choose_fn(X[te], pool, lams)
@@ -384,6 +415,7 @@ def run_evaluation(
         for name in metrics:
             within[name], per = within_category_audc(choices[name], Q_te, C_te, cat_te)
             notes[f"{name}_audc_by_category"] = per
+    predictors = {name: predictor_scores(p, Q_te) for name, p in p_hats.items()}
     base = [b for b in BASELINES if b in metrics]
     best_base = max(base, key=lambda b: metrics[b].audc) if base else ""
     ci = None
@@ -403,4 +435,6 @@ def run_evaluation(
         notes=notes,
         audc_within=within,
         routers={name: res.router for name, res in trained.items()},
+        predictors=predictors,
+        choices=choices,
     )

@@ -51,6 +51,10 @@ def test_every_router_evaluated_with_sane_numbers(rb_result, rb_slice):
     assert r.audc_within["oracle"] >= max(r.audc_within.values()) - 1e-12
     # the single-model frontier is at least as good as always taking the best single model
     assert r.metrics["single_frontier"].audc >= r.metrics["best_single"].audc - 1e-12
+    # every P(correct) predictor is scored: better than chance, Brier in [0, 1]
+    for name in ("knn", "mlp", "umr", "shared_trunk", "tollgate"):
+        p = r.predictors[name]
+        assert 0.5 < p["auc"] <= 1.0 and 0.0 <= p["brier"] <= 1.0, name
     assert r.notes["tollgate_train"]["n_probes"] == 32
 
 
@@ -60,7 +64,9 @@ def test_json_has_exactly_the_documented_shape(rb_result):
     assert doc["dataset"] == "routerbench" and doc["split"] == "standard"
     assert list(doc["routers"]) == list(ROUTER_NAMES)
     for metrics in doc["routers"].values():
-        assert set(metrics) == {"audc", "qnc", "peak", "overpay", "audc_within", "below"}
+        assert set(metrics) == {
+            "audc", "qnc", "peak", "overpay", "audc_within", "below", "auc", "brier"
+        }
         assert isinstance(metrics["audc_within"], float)  # RouterBench has tasks
         assert isinstance(metrics["audc"], float)
         assert metrics["qnc"] is None or isinstance(metrics["qnc"], float)
