@@ -87,3 +87,26 @@ def unseen_models_split(table: RoutingTable, seed: int = 0) -> RoutingTable:
     held = set(rng.permutation(m)[:n_unseen].tolist())
     unseen = tuple(name for i, name in enumerate(table.models) if i in held)
     return replace(table, unseen_models=unseen, split_name="unseen-models")
+
+
+def subsample_prompts(
+    table: RoutingTable, n: int, seed: int = 0, splits: tuple[str, ...] = ("train", "val", "test")
+) -> RoutingTable:
+    """Keep a seeded subset of ``n`` prompts among the rows of ``splits`` (others all kept).
+
+    The subset depends on the prompt ids and the seed only, not on the split recipe, so the
+    standard and ood splits of one dataset share their prompts (and their cached
+    activations). For when a costly encoder cannot embed every prompt on the machine at hand.
+    """
+    split = np.asarray(table.split)
+    among = np.isin(split, list(splits))
+    uniq, group = _groups(table.prompt_ids)
+    rng = np.random.default_rng(seed + 15485863)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[rng.permutation(len(uniq))] = np.arange(len(uniq))
+    candidates = np.unique(group[among])
+    if n >= len(candidates):
+        return table
+    keep_groups = candidates[np.argsort(rank[candidates], kind="stable")[:n]]
+    keep = ~among | np.isin(group, keep_groups)
+    return table.rows(keep)
