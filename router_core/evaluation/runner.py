@@ -167,6 +167,15 @@ class EvalResult:
         return "\n".join(lines)
 
 
+def _without_bulk(settings: Any) -> Any:
+    """Encoder settings without their fitted arrays (recursively: "both" has parts)."""
+    if isinstance(settings, dict):
+        return {k: _without_bulk(v) for k, v in settings.items() if k not in ENCODER_BULK}
+    if isinstance(settings, list):
+        return [_without_bulk(v) for v in settings]
+    return settings
+
+
 def _complete(table: RoutingTable, rows: np.ndarray) -> np.ndarray:
     q, c = table.quality[rows], table.cost[rows]
     return rows[np.isfinite(q).all(axis=1) & np.isfinite(c).all(axis=1)]
@@ -283,8 +292,7 @@ def run_evaluation(
     n, m = len(te), len(pool)
     notes: dict[str, Any] = {"pool": list(pool)}
     if encoder is not None and hasattr(encoder, "settings"):
-        enc = encoder.settings()
-        notes["encoder"] = {k: v for k, v in enc.items() if k not in ENCODER_BULK}
+        notes["encoder"] = _without_bulk(encoder.settings())
     p_hats: dict[str, np.ndarray] = {}  # routers that estimate P(correct): name -> (n, m)
     choices: dict[str, np.ndarray] = {}
     trained: dict[str, Any] = {}

@@ -1,0 +1,249 @@
+"""MiniLM vs prefill activations vs both: every router of ``tollgate eval`` on each run.
+
+nice python -m bench.encoder_table --out results/encoders [--runs routerbench/standard]
+     [--seeds 0,1,2] [--encoders minilm,activations,both]
+python -m bench.encoder_table --out results/encoders --print   # the table from saved runs
+
+Per run (``bench/encoder_runs.py``), seed and encoder it writes the ``tollgate eval`` JSON
+plus the (λ, prompt) choices, and prints: pooled and within-category AUDC, QNC, peak,
+overpayment, the correctness predictors' mean AUC and Brier score, the diagnostics a router
+does not beat, and the paired bootstrap 95% CI of ΔAUDC against the best MiniLM router of
+the same run and seed (same test rows). It also reports, per encoder, the layer chosen by
+Fisher J with J / d_eff / anisotropy per layer (mean vs last-token pooling) and the latency
+of embedding one uncached prompt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bench.encoder_runs import RUNS, Run, run_table
+from router_core.evaluation.metrics import bootstrap_delta_audc
+
+ROUTERS = (
+    "oracle",
+    "best_single",
+    "single_frontier",
+    "category",
+    "knn",
+    "mlp",
+    "umr",
+    "shared_trunk",
+    "tollgate",
+)
+LEARNED = ("knn", "mlp", "umr", "shared_trunk", "tollgate")
+ENCODERS = ("minilm", "activations", "both")
+
+
+def make(kind: str, pooling: str = "mean"):
+    from router_core.activation_encoder import ActivationEncoder
+    from router_core.concat_encoder import ConcatEncoder
+    from router_core.encoder import Encoder
+
+    if kind == "minilm":
+        return Encoder()
+    if kind == "activations":
+        return ActivationEncoder(pooling=pooling)
+    if kind == "both":
+        return ConcatEncoder([Encoder(), ActivationEncoder(pooling=pooling)])
+    raise ValueError(f"unknown encoder {kind!r}; use {ENCODERS}")
+
+
+def single_prompt_latency_ms(encoder, texts: list[str]) -> float:
+    """Median wall time to embed one prompt with no cache (the serving path)."""
+    from router_core.activation_encoder import ActivationEncoder
+    from router_core.concat_encoder import ConcatEncoder
+    from router_core.encoder import Encoder
+
+    def uncached(e):
+        if isinstance(e, Encoder):
+            return Encoder(cache=False)
+        if isinstance(e, ActivationEncoder):
+            return ActivationEncoder.from_settings(e.settings(), cache=False)
+        return ConcatEncoder([uncached(p) for p in e.parts])
+
+    from router_core.baselines.threads import single_thread
+
+    enc = uncached(encoder)
+    times = []
+    with single_thread():  # every encoder on one thread, as the shared box runs them
+        enc.encode(texts[:1])  # load the weights
+        for t in texts:
+            start = time.perf_counter()
+            enc.encode([t])
+            times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def evaluate(run: Run, seed: int, kind: str, out: Path, n_boot: int) -> dict:
+    from router_core.evaluation.runner import run_evaluation
+
+    table = run_table(run, seed)
+    encoder = make(kind)
+    start = time.perf_counter()
+    res = run_evaluation(
+        table, encoder=encoder, routers=ROUTERS, seed=seed, n_boot=n_boot, log=_log
+    )
+    doc = res.to_json()
+    doc["encoder"] = kind
+    doc["seed"] = seed
+    doc["wall_s"] = time.perf_counter() - start
+    doc["predictors"] = res.predictors
+    doc["notes"] = {k: v for k, v in res.notes.items() if not k.endswith("_by_category")}
+    doc["audc_by_category"] = {
+        k[: -len("_audc_by_category")]: v
+        for k, v in res.notes.items()
+        if k.endswith("_audc_by_category")
+    }
+    test_texts = [str(t) for t in table.prompts[np.asarray(table.split) == "test"]][:12]
+    doc["latency_ms_one_prompt"] = single_prompt_latency_ms(encoder, test_texts)
+    if kind != "minilm":
+        doc["geometry"] = _geometry(encoder, table)
+    stem = _stem(run, seed, kind)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1, default=_jsonable) + "\n")
+    np.savez_compressed(out / f"{stem}.npz", **res.choices)
+    _log(f"{stem}: {doc['wall_s']:.0f} s")
+    return doc
+
+
+def _geometry(encoder, table) -> dict:
+    """J / d_eff / α per layer for both poolings, on the training rows (cached states)."""
+    from router_core.activation_encoder import ActivationEncoder
+    from router_core.layer_geometry import layer_geometry
+    from router_core.prefill_states import POOLINGS
+
+    act = encoder if isinstance(encoder, ActivationEncoder) else encoder.parts[-1]
+    rows = np.flatnonzero(np.asarray(table.split) == "train")
+    block = act.states.states([str(t) for t in table.prompts[rows]])
+    seen = table.with_models(list(table.train_models)).quality[rows]
+    out = {"chosen_layer": act.layer, "pooling": act.pooling, "n_train": len(rows)}
+    for i, pooling in enumerate(POOLINGS):
+        out[pooling] = [g.to_dict() for g in layer_geometry(block[:, :, i], seen)]
+    return out
+
+
+def _jsonable(x):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    raise TypeError(type(x))
+
+
+def _stem(run: Run, seed: int, kind: str) -> str:
+    return f"{run.dataset}_{run.split}_s{seed}_{kind}"
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def table_text(out: Path) -> str:
+    """The combined table of every saved run, with CIs against the best MiniLM router."""
+    docs = sorted(
+        (json.loads(p.read_text()) for p in out.glob("*.json")),
+        key=lambda d: (d["dataset"], d["split"], d["seed"], ENCODERS.index(d["encoder"])),
+    )
+    lines = []
+    for d in docs:
+        base = out / f"{_stem(Run(d['dataset'], d['split']), d['seed'], 'minilm')}.json"
+        ref = json.loads(base.read_text()) if base.exists() else None
+        lines += _run_block(d, ref, out)
+    return "\n".join(lines)
+
+
+def _run_block(d: dict, ref: dict | None, out: Path) -> list[str]:
+    head = (
+        f"\n{d['dataset']}/{d['split']} seed {d['seed']} · encoder {d['encoder']} · "
+        f"{d['n_test']} test prompts · embed one prompt {d['latency_ms_one_prompt']:.0f} ms"
+    )
+    lines = [head]
+    if "geometry" in d:
+        g = d["geometry"]
+        best = {p: max(g[p], key=lambda x: x["fisher_j"]) for p in ("mean", "last")}
+        lines.append(
+            f"  layer {g['chosen_layer']} ({g['pooling']}) by Fisher J on {g['n_train']} "
+            "train prompts; best J: "
+            + ", ".join(
+                f"{p} L{b['layer']} J={b['fisher_j']:.2f} d_eff={b['d_eff']:.1f} "
+                f"α={b['anisotropy']:.2f}"
+                for p, b in best.items()
+            )
+        )
+    lines.append(
+        f"  {'router':<16}{'AUDC':>8}{'within':>8}{'QNC':>7}{'peak':>8}{'overpay':>8}"
+        f"{'AUC':>7}{'Brier':>7}  ΔAUDC vs best MiniLM (95% CI)  not above"
+    )
+    ci = _cis(d, ref, out)
+    for name, m in d["routers"].items():
+        q = "never" if m["qnc"] is None else f"{m['qnc']:.3f}"
+        w = "-" if m.get("audc_within") is None else f"{m['audc_within']:.4f}"
+        auc = "-" if m.get("auc") is None else f"{m['auc']:.3f}"
+        brier = "-" if m.get("brier") is None else f"{m['brier']:.3f}"
+        lines.append(
+            f"  {name:<16}{m['audc']:8.4f}{w:>8}{q:>7}{m['peak']:8.4f}{m['overpay']:8.3f}"
+            f"{auc:>7}{brier:>7}  {ci.get(name, ''):<30} {', '.join(m.get('below', []))}"
+        )
+    return lines
+
+
+def _cis(d: dict, ref: dict | None, out: Path) -> dict[str, str]:
+    """ΔAUDC CIs of each learned router against the best learned MiniLM router."""
+    if ref is None:
+        return {}
+    best = max((r for r in LEARNED if r in ref["routers"]), key=lambda r: ref["routers"][r]["audc"])
+    run = Run(d["dataset"], d["split"])
+    run_key = (run.dataset, run.split)
+    table = run_table(next(r for r in RUNS if (r.dataset, r.split) == run_key), d["seed"])
+    from router_core.evaluation.runner import _complete
+
+    tp = table.with_models(list(table.deployable_models))
+    te = _complete(tp, np.flatnonzero(np.asarray(tp.split) == "test"))
+    Q, C = tp.quality[te], tp.cost[te]
+    mine = np.load(out / f"{_stem(run, d['seed'], d['encoder'])}.npz")
+    theirs = np.load(out / f"{_stem(run, d['seed'], 'minilm')}.npz")
+    cis = {}
+    for name in LEARNED:
+        if name not in mine.files or (d["encoder"] == "minilm" and name == best):
+            continue
+        lo, hi = bootstrap_delta_audc(mine[name], theirs[best], Q, C, n_boot=500, seed=0)
+        mark = " *" if lo > 0 else (" -" if hi < 0 else "")
+        cis[name] = f"vs minilm/{best}: [{lo:+.4f}, {hi:+.4f}]{mark}"
+    return cis
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("results/encoders"))
+    ap.add_argument("--runs", default=",".join(f"{r.dataset}/{r.split}" for r in RUNS))
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--encoders", default=",".join(ENCODERS))
+    ap.add_argument("--bootstrap", type=int, default=500)
+    ap.add_argument("--print", dest="only_print", action="store_true")
+    args = ap.parse_args(argv)
+    if not args.only_print:
+        wanted = set(args.runs.split(","))
+        for seed in (int(s) for s in args.seeds.split(",")):
+            for run in RUNS:
+                if f"{run.dataset}/{run.split}" not in wanted:
+                    continue
+                for kind in args.encoders.split(","):
+                    evaluate(run, seed, kind, args.out, args.bootstrap)
+    print(table_text(args.out))
+    print(
+        "\nΔAUDC: paired bootstrap (500 resamples of the test prompts) against the learned "
+        "MiniLM router of highest AUDC on the same rows; * CI above 0, - below 0."
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
