@@ -42,36 +42,12 @@ LEARNED = ("knn", "mlp", "umr", "shared_trunk", "tollgate")
 ENCODERS = ("minilm", "activations", "both")
 
 
-def make(kind: str, pooling: str = "mean"):
-    from router_core.activation_encoder import ActivationEncoder
-    from router_core.concat_encoder import ConcatEncoder
-    from router_core.encoder import Encoder
-
-    if kind == "minilm":
-        return Encoder()
-    if kind == "activations":
-        return ActivationEncoder(pooling=pooling)
-    if kind == "both":
-        return ConcatEncoder([Encoder(), ActivationEncoder(pooling=pooling)])
-    raise ValueError(f"unknown encoder {kind!r}; use {ENCODERS}")
-
-
 def single_prompt_latency_ms(encoder, texts: list[str]) -> float:
-    """Median wall time to embed one prompt with no cache (the serving path)."""
-    from router_core.activation_encoder import ActivationEncoder
-    from router_core.concat_encoder import ConcatEncoder
-    from router_core.encoder import Encoder
-
-    def uncached(e):
-        if isinstance(e, Encoder):
-            return Encoder(cache=False)
-        if isinstance(e, ActivationEncoder):
-            return ActivationEncoder.from_settings(e.settings(), cache=False)
-        return ConcatEncoder([uncached(p) for p in e.parts])
-
+    """Median wall time to embed one prompt with no cache (the serving path), one thread."""
     from router_core.baselines.threads import single_thread
+    from router_core.encoders import make_encoder
 
-    enc = uncached(encoder)
+    enc = make_encoder(encoder.settings(), cache=False)
     times = []
     with single_thread():  # every encoder on one thread, as the shared box runs them
         enc.encode(texts[:1])  # load the weights
@@ -86,7 +62,11 @@ def evaluate(run: Run, seed: int, kind: str, out: Path, n_boot: int) -> dict:
     from router_core.evaluation.runner import run_evaluation
 
     table = run_table(run, seed)
-    encoder = make(kind)
+    from router_core.encoders import make_encoder
+
+    if kind not in ENCODERS:
+        raise ValueError(f"unknown encoder {kind!r}; use {ENCODERS}")
+    encoder = make_encoder(kind, cache=True)
     start = time.perf_counter()
     res = run_evaluation(
         table, encoder=encoder, routers=ROUTERS, seed=seed, n_boot=n_boot, log=_log
@@ -116,7 +96,7 @@ def evaluate(run: Run, seed: int, kind: str, out: Path, n_boot: int) -> dict:
 
 def _geometry(encoder, table) -> dict:
     """J / d_eff / α per layer for both poolings, on the training rows (cached states)."""
-    from router_core.activation_encoder import ActivationEncoder
+    from router_core.encoders.activations import ActivationEncoder
     from router_core.layer_geometry import layer_geometry
     from router_core.prefill_states import POOLINGS
 

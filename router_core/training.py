@@ -229,7 +229,17 @@ def _positives(u: np.ndarray, tol: float) -> np.ndarray:
 def _embed(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
     if encoder is None:
         encoder = make_encoder(cache=True)
+    if getattr(encoder, "needs_fit", False) and not getattr(encoder, "fitted", False):
+        fit_encoder(encoder, table, progress)
     return encoder.encode(list(map(str, table.prompts)), progress=progress)
+
+
+def fit_encoder(encoder: Any, table: RoutingTable, progress: bool = False) -> None:
+    """Fit an encoder that learns from data (activations: layer, standardiser, PCA) on the
+    training rows only, against the outcomes of the models a trainer may see."""
+    rows = np.flatnonzero(np.asarray(table.split) == "train")
+    seen = table.with_models(list(table.train_models))
+    encoder.fit([str(t) for t in table.prompts[rows]], seen.quality[rows], progress)
 
 
 def train_router(

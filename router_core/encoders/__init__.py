@@ -21,6 +21,8 @@ _KINDS: dict[str, str] = {
     "minilm-onnx": "router_core.encoders.minilm_onnx:MiniLMOnnxEncoder",
     "minilm-onnx-int8": "router_core.encoders.minilm_onnx_int8:MiniLMOnnxInt8Encoder",
     "minilm-static": "router_core.encoders.minilm_static:MiniLMStaticEncoder",
+    "activations": "router_core.encoders.activations:ActivationEncoder",
+    "both": "router_core.encoders.both:ConcatEncoder",
 }
 
 # what `tollgate train` and `tollgate eval` embed with unless told otherwise

@@ -262,10 +262,10 @@ def run_evaluation(
 
             encoder = make_encoder(cache=True)
         if getattr(encoder, "needs_fit", False):  # e.g. PCA of activations: train rows only
-            rows = np.flatnonzero(np.asarray(table.split) == "train")
-            say(f"fitting the {encoder.kind} encoder on {len(rows)} training prompts")
-            seen = table.with_models(list(table.train_models))
-            encoder.fit([str(t) for t in table.prompts[rows]], seen.quality[rows], progress)
+            from router_core.training import fit_encoder
+
+            say(f"fitting the {encoder.kind} encoder on the training prompts")
+            fit_encoder(encoder, table, progress)
         say(f"embedding {len(table)} prompts (cached after the first run)")
         embeddings = encoder.encode(list(map(str, table.prompts)), progress=progress)
     X = np.asarray(embeddings, dtype=np.float32)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router_core.activation_encoder import ActivationEncoder
+from router_core.encoders.activations import ActivationEncoder
 from router_core.layer_geometry import (
     anisotropy,
     best_layer,
@@ -100,3 +100,24 @@ def test_activation_encoder_fits_on_train_and_round_trips_through_settings(tmp_p
     assert np.allclose(again.encode(PROMPTS[:2]), X[:2], atol=1e-2)
     with pytest.raises(RuntimeError):
         ActivationEncoder(states=st).encode(PROMPTS[:1])
+    assert "components" not in ActivationEncoder(states=st).settings()  # unfitted: choices only
+
+
+def test_registry_builds_the_activation_and_both_kinds_fitted_or_not(tmp_path):
+    from router_core.encoders import encoder_for_router, make_encoder
+    from router_core.encoders.both import ConcatEncoder
+
+    bare = make_encoder("activations", cache_dir=tmp_path)
+    assert isinstance(bare, ActivationEncoder) and not bare.fitted and bare.layer is None
+    both = make_encoder("both", cache_dir=tmp_path)
+    assert isinstance(both, ConcatEncoder) and both.needs_fit and not both.fitted
+    assert [p.kind for p in both.parts] == ["minilm", "activations"]
+    outcomes = np.array([[0, 1], [1, 0], [0, 1], [0, 1], [0, 1], [0, 1], [1, 0], [0, 1]], float)
+    both.parts[1].fit(PROMPTS, outcomes, min_class=2)  # 8 prompts: lower the class floor
+    assert both.fitted
+    X = both.encode(PROMPTS[:3])
+    assert X.shape == (3, 384 + both.parts[1].dim)
+    assert np.allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-5)
+    # a router's record rebuilds the same Φ (as serving does)
+    again = encoder_for_router({"encoder": both.settings()})
+    assert np.allclose(again.encode(PROMPTS[:3]), X, atol=1e-2)

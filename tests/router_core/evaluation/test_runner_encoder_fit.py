@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from router_core.concat_encoder import ConcatEncoder
 from router_core.data.table import RoutingTable
+from router_core.encoders.both import ConcatEncoder
 from router_core.evaluation.runner import run_evaluation
 
 

@@ -17,7 +17,8 @@ Unlike the sentence encoder it must be fitted (``fit``) before it encodes; the f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,14 +124,20 @@ class ActivationEncoder:
         return self.transform_states(self._pooled(texts, progress)[:, self.layer])
 
     def settings(self) -> dict[str, Any]:
-        """What a router trained on this Φ records, enough to rebuild it (``from_settings``)."""
-        if self._components is None:
-            raise RuntimeError("an unfitted activation encoder has no settings to record")
-        return {
+        """What a router trained on this Φ records, enough to rebuild it (``from_settings``);
+        before ``fit``, only the choices that say how it will be fitted."""
+        out = {
             "kind": self.kind,
             **self.states.settings(),
-            "layer": int(self.layer),
+            "truncation_side": "left",  # the prompt's end is kept (PrefillStates)
+            "layer": None if self.layer is None else int(self.layer),
             "pooling": self.pooling,
+            "pca_dim": int(self.pca_dim),
+        }
+        if self._components is None:
+            return out
+        return {
+            **out,
             "pca_dim": len(self._components),
             "mean": self._mean.tolist(),
             "scale": self._scale.tolist(),
@@ -139,16 +146,26 @@ class ActivationEncoder:
         }
 
     @classmethod
-    def from_settings(cls, cfg: dict, cache: bool = False) -> ActivationEncoder:
-        """The fitted encoder a router was trained with; the weights must be the same."""
-        enc = cls(
+    def from_settings(
+        cls, cfg: Mapping[str, Any], cache: bool = False, cache_dir: Path | None = None, **_: Any
+    ) -> ActivationEncoder:
+        """The encoder ``cfg`` describes: fitted (a router's record: the same layer, pooling
+        and PCA) or, from a bare ``{"kind": "activations", ...}``, one still to ``fit``."""
+        layer = cfg.get("layer")
+        states = PrefillStates(
             cfg.get("model"),
-            layer=int(cfg["layer"]),
-            pooling=str(cfg["pooling"]),
-            max_tokens=int(cfg["max_tokens"]),
-            pca_dim=int(cfg["pca_dim"]),
+            max_tokens=int(cfg.get("max_tokens", 64)),
             cache=cache,
+            cache_dir=cache_dir,
         )
+        enc = cls(
+            layer=None if layer is None else int(layer),
+            pooling=str(cfg.get("pooling", "mean")),
+            pca_dim=int(cfg.get("pca_dim", 100)),
+            states=states,
+        )
+        if "components" not in cfg:
+            return enc
         if cfg.get("ident") and cfg["ident"] != enc.states.source.ident:
             raise ValueError(
                 f"the router was trained on activations of {cfg['ident']!r}, this machine "

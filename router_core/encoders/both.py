@@ -1,13 +1,14 @@
 """Φ from two encoders at once: [Φ_a(x), Φ_b(x)] / √2, a unit vector again.
 
 Each part is a unit vector, so each contributes half of every inner product: a cosine on the
-concatenation is the mean of the two cosines, and no part dominates by its dimension. Used
-for "both": the sentence encoder beside the activation encoder.
+concatenation is the mean of the two cosines, and no part dominates by its dimension. Kind
+"both": by default the sentence encoder (MiniLM) beside the activation encoder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,10 @@ class ConcatEncoder:
     @property
     def needs_fit(self) -> bool:
         return any(getattr(p, "needs_fit", False) for p in self.parts)
+
+    @property
+    def fitted(self) -> bool:
+        return all(getattr(p, "fitted", True) for p in self.parts)
 
     @property
     def dim(self) -> int:
@@ -44,4 +49,18 @@ class ConcatEncoder:
         return (np.concatenate(blocks, axis=1) / np.sqrt(len(blocks))).astype(np.float32)
 
     def settings(self) -> dict:
-        return {"kind": self.kind, "parts": [p.settings() for p in self.parts]}
+        return {
+            "kind": self.kind,
+            "truncation_side": "left",  # every part keeps the prompt's end
+            "parts": [p.settings() for p in self.parts],
+        }
+
+    @classmethod
+    def from_settings(
+        cls, cfg: Mapping[str, Any], cache: bool = False, cache_dir: Path | None = None, **kw: Any
+    ) -> ConcatEncoder:
+        """The recorded parts, or by default MiniLM beside the activation encoder."""
+        from router_core.encoders import make_encoder
+
+        parts = cfg.get("parts") or [{"kind": "minilm"}, {"kind": "activations"}]
+        return cls([make_encoder(p, cache=cache, cache_dir=cache_dir, **kw) for p in parts])
