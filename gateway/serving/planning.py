@@ -191,7 +191,7 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
     first = settings.backend(next(iter(by_rm.values())))
     started = time.perf_counter()
     phi = await embed(ctx.encoder, embed_text(req.messages, settings.encoder_max_chars))
-    n_prompt = count_prompt_tokens(first, req.messages, tools)
+    n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, first, req.messages, tools)
     plan = ranked(settings, ctx.prices, router, plan, by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)
     return fitted(settings, with_plan_fallbacks(settings, plan))

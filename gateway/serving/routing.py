@@ -54,7 +54,7 @@ def embed_text(messages: list[dict], max_chars: int) -> str:
 
 class RouterHolder:
     """The current router; replacing it is one reference assignment (requests in flight keep
-    the object they started with). A later issue hot-swaps retrained routers through it."""
+    the object they started with). The learning loop hot-swaps retrained routers through it."""
 
     def __init__(self, router: Router) -> None:
         self._router = router
