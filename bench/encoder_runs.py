@@ -4,7 +4,7 @@ A forward pass of SmolLM2-135M over 128 tokens took ~0.4 s per prompt on one idl
 and ~1 s with the dev box's two cores shared by seven processes, so the activation encoder
 cannot embed all ~21k benchmark prompts here in an hour. Each run keeps every test prompt
 where it can and a seeded subset of the rest: RouterBench 1500 of its 2205 train+val
-prompts; MMLU-Pro one subset of 2000 prompts shared by its standard and ood splits (its ood
+prompts; MMLU-Pro one subset of 1200 prompts shared by its standard and ood splits (its ood
 test alone has 5336); LLMRouter 1200 of its train+val prompts. Every encoder and router of a
 run sees the same rows, so the comparison is paired; the absolute numbers are not those of
 the full tables.
@@ -28,8 +28,8 @@ class Run:
 
 RUNS = (
     Run("routerbench", "standard", max_fit_prompts=1500),
-    Run("mmlu-pro", "standard", max_prompts=2000),
-    Run("mmlu-pro", "ood", max_prompts=2000),
+    Run("mmlu-pro", "standard", max_prompts=1200),
+    Run("mmlu-pro", "ood", max_prompts=1200),
     Run("llmrouter", "standard", max_fit_prompts=1200),
 )
 

@@ -84,7 +84,7 @@ def evaluate(run: Run, seed: int, kind: str, out: Path, n_boot: int) -> dict:
     }
     test_texts = [str(t) for t in table.prompts[np.asarray(table.split) == "test"]][:12]
     doc["latency_ms_one_prompt"] = single_prompt_latency_ms(encoder, test_texts)
-    if kind != "minilm":
+    if kind == "activations":  # "both" fits the same layer on the same rows
         doc["geometry"] = _geometry(encoder, table)
     stem = _stem(run, seed, kind)
     out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +106,8 @@ def _geometry(encoder, table) -> dict:
     seen = table.with_models(list(table.train_models)).quality[rows]
     out = {"chosen_layer": act.layer, "pooling": act.pooling, "n_train": len(rows)}
     for i, pooling in enumerate(POOLINGS):
-        out[pooling] = [g.to_dict() for g in layer_geometry(block[:, :, i], seen)]
+        report = act.geometry if pooling == act.pooling else layer_geometry(block[:, :, i], seen)
+        out[pooling] = [g.to_dict() for g in report]
     return out
 
 

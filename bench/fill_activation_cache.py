@@ -1,6 +1,6 @@
 """Fill the prefill-state cache for the evaluation runs, and print the embedding throughput.
 
-nice python -m bench.fill_activation_cache           # the runs of bench/encoder_table.py
+nice python -m bench.fill_activation_cache [mmlu-pro/standard ...]  # default: every run
 
 Every layer's pooled states of every prompt the runs evaluate are computed once and stored
 (``router_core.prefill_states``); the eval runs then read them from disk.
@@ -15,10 +15,13 @@ from bench.encoder_runs import RUNS, run_table
 from router_core.prefill_states import PrefillStates
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    wanted = set((argv if argv is not None else sys.argv[1:]) or [])
     states = PrefillStates()
     seen: set[str] = set()
     for run in RUNS:
+        if wanted and f"{run.dataset}/{run.split}" not in wanted:
+            continue
         texts = [str(t) for t in run_table(run, seed=0).prompts if str(t) not in seen]
         seen.update(texts)
         start = time.perf_counter()

@@ -83,7 +83,7 @@ def layer_geometry(
     states: np.ndarray,
     outcomes: np.ndarray,
     pca_dim: int = 100,
-    max_rows: int = 3000,
+    max_rows: int = 1200,
     min_class: int = 5,
 ) -> list[LayerGeometry]:
     """J, d_eff and α of every layer of ``states`` (n, layers, d) on the given rows.
@@ -98,11 +98,14 @@ def layer_geometry(
     out = []
     for layer in range(states.shape[1]):
         X = states[:, layer].astype(np.float64)
+        U, S, _ = np.linalg.svd(X - X.mean(axis=0), full_matrices=False)  # one SVD for both
+        p = min(pca_dim, len(S))
+        s2 = S**2
         out.append(
             LayerGeometry(
                 layer=layer,
-                fisher_j=fisher_j(pca_reduce(X, pca_dim), outcomes, min_class),
-                d_eff=effective_dimensionality(X),
+                fisher_j=fisher_j(U[:, :p] * S[:p], outcomes, min_class),
+                d_eff=float(s2.sum() ** 2 / max((s2**2).sum(), 1e-300)),
                 anisotropy=anisotropy(X),
             )
         )
