@@ -51,19 +51,25 @@ class Exchange:
         self.attempts: list[dict] = []
         self.circuit_open: GatewayError | None = None
         self.answered: Backend | None = None
-        self.prompt_tokens: int | None = None  # the plan's count, then the upstream's usage
+        self.usage_prompt_tokens: int | None = None  # the upstream's count, once it gave one
         self.completion_tokens: int | None = None
         self.cost_usd: float | None = None
         self.ttft_ms: float | None = None
         self.answer_text = ""  # what the client received, for the learning loop
         self.finished = False
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        """The upstream's count once it reported usage, else the plan's."""
+        if self.usage_prompt_tokens is not None:
+            return self.usage_prompt_tokens
+        return self.plan.prompt_tokens if self.plan else None
+
     # attempts ---------------------------------------------------------------------------
     async def respond(self) -> Response:
         """Forward to the candidates in order until one answers: its response to the client."""
         plan = self.plan
         assert plan is not None and plan.prompt_tokens is not None
-        self.prompt_tokens = plan.prompt_tokens
         forward = open_stream if plan.request.stream else complete
         last: UpstreamFailure | None = None
         async for b, params in self._attempts(plan):
@@ -145,7 +151,7 @@ class Exchange:
 
     # the answer -------------------------------------------------------------------------
     def _take_usage(self, usage: dict) -> None:
-        self.prompt_tokens = int(usage.get("prompt_tokens") or self.prompt_tokens or 0)
+        self.usage_prompt_tokens = int(usage.get("prompt_tokens") or self.prompt_tokens or 0)
         self.completion_tokens = int(usage.get("completion_tokens") or 0)
 
     def _complete(self, b: Backend, resp: Any) -> Response:

@@ -21,7 +21,7 @@ from gateway.errors import GatewayError, invalid
 from gateway.serving.access_log import log_access
 from gateway.serving.chat_request import parse_chat_request
 from gateway.serving.exchange import Exchange
-from gateway.serving.planning import plan_request, start_plan
+from gateway.serving.planning import admissible, plan_request, start_plan
 from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.validation import check_text
 
@@ -60,6 +60,7 @@ async def chat_completions(request: Request) -> Response:
         router = ctx.router.current  # one router for the whole request, whatever hot-swaps
         ex.plan = start_plan(ctx.settings, router, tenant, req)
         ex.plan = await plan_request(ctx, router, ex.plan)
+        ex.plan = admissible(ctx.settings, ctx.prices, ex.plan)
         return await ex.respond()
     except GatewayError as e:
         await ex.finish(e.status, e.message)

@@ -177,7 +177,9 @@ def within_cap(settings: Settings, prices: Mapping[str, Price], plan: Plan) -> P
 
 
 async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
-    """Complete a started plan: Φ(x) and token counts off the loop, the rest pure."""
+    """Complete a started plan: Φ(x) and token counts off the loop, the rest pure. The
+    candidates are not yet checked against the request (``admissible``), so a refusal
+    there still logs what was planned."""
     settings, req = ctx.settings, plan.request
     tools = req.params.get("tools")
     if plan.route is None:
@@ -185,8 +187,7 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
         n_prompt = await anyio.to_thread.run_sync(
             count_prompt_tokens, backend, req.messages, tools)
         plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=n_prompt)
-        plan = with_plan_fallbacks(settings, plan)
-        return within_cap(settings, ctx.prices, fitted(settings, plan))
+        return with_plan_fallbacks(settings, plan)
     by_rm = deployable(settings, router, plan)
     first = settings.backend(next(iter(by_rm.values())))
     started = time.perf_counter()
@@ -194,4 +195,11 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
     n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, first, req.messages, tools)
     plan = ranked(settings, ctx.prices, router, plan, by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)
-    return fitted(settings, with_plan_fallbacks(settings, plan))
+    return with_plan_fallbacks(settings, plan)
+
+
+def admissible(settings: Settings, prices: Mapping[str, Price], plan: Plan) -> Plan:
+    """The candidates that can take this request (400 when none can); a passthrough must
+    also be within its cost cap (a routed one was ranked within it)."""
+    plan = fitted(settings, plan)
+    return plan if plan.route is not None else within_cap(settings, prices, plan)

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
-from tests.gateway.router_fixture import REPLIES
+from tests.gateway.router_fixture import REPLIES, VERSION
 
 MSG = [{"role": "user", "content": "Tell me something useful"}]
 
@@ -51,3 +51,15 @@ def test_unaffordable_candidates_are_skipped_unforwarded(
         ("fake-strong", 429), ("fake-mid", 429), ("fake-cheap", 200)]
     assert [r["model"] for r in upstream.requests] == ["fake-cheap"]
     assert gateway.settled(tid)["spent_usd"] <= 0.001
+
+
+def test_a_request_no_candidate_can_take_logs_what_was_planned(
+    gateway: Gateway, client: openai.OpenAI, upstream: FakeUpstream
+) -> None:
+    with pytest.raises(openai.BadRequestError) as exc:  # more than any backend's output cap
+        client.chat.completions.create(model="auto", messages=MSG, max_tokens=10**6)
+    assert exc.value.response.json()["error"]["param"] == "max_tokens"
+    row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
+    assert row["status"] == 400 and row["attempts"] == [] and upstream.requests == []
+    assert row["route"] == "auto" and row["lam"] == 0.5 and row["router_version"] == VERSION
+    assert row["prompt_tokens"] > 0 and row["chosen_model"] == row["candidates"][0]["backend"]

@@ -18,13 +18,12 @@ from gateway.serving.chat_request import parse_chat_request
 from gateway.serving.planning import (
     PASSTHROUGH_VERSION,
     Plan,
+    admissible,
     deployable,
     expected_cost,
-    fitted,
     passthrough_backend,
     ranked,
     start_plan,
-    within_cap,
 )
 from router_core.router import Router
 from tests.gateway.router_fixture import PRICES, VERSION, build_router
@@ -72,10 +71,11 @@ def _plan(settings: Settings, prices: dict[str, Price], router: Router, model: s
     if plan.route is None:
         backend = passthrough_backend(settings, plan)
         plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=PROMPT_TOKENS)
-        return within_cap(settings, prices, fitted(settings, plan))
+        return admissible(settings, prices, plan)
     phi = np.random.default_rng(0).normal(size=(1, 384)).astype(np.float32)
     by_rm = deployable(settings, router, plan)
-    return fitted(settings, ranked(settings, prices, router, plan, by_rm, phi, PROMPT_TOKENS))
+    return admissible(settings, prices,
+                      ranked(settings, prices, router, plan, by_rm, phi, PROMPT_TOKENS))
 
 
 @pytest.mark.parametrize(("route", "lam", "first"), [
