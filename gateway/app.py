@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -24,8 +24,9 @@ from gateway import __version__
 from gateway.auth import authenticate
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
-from gateway.errors import GatewayError, error_body, model_not_found
-from gateway.learning import loop as learning
+from gateway.errors import GatewayError, as_gateway_error, model_not_found
+from gateway.learning import feedback
+from gateway.learning.loop import build_learning
 from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.review import admin_api, explain
@@ -65,7 +66,7 @@ def create_app(
         built_store, built_writer = build_store(settings)
         store = store if store is not None else built_store
         log_writer = log_writer if log_writer is not None else built_writer
-    store = guard_store(store, settings.reliability)  # issue 4: outage policy, log spool
+    store = guard_store(store, settings.reliability)  # the outage policy and the log spool
     router = router if router is not None else load_router(settings.router_path)
     ctx = GatewayContext(
         settings=settings,
@@ -76,10 +77,11 @@ def create_app(
         prices=resolve_prices(settings),
         metrics=GatewayMetrics(registry),
     )
-    ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)  # issue 4
-    # issue 7: histograms fed from log rows, and scrape-time budget / router / queue gauges
+    ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
+    # histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(
         ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
+    ctx.learning = build_learning(ctx)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -107,20 +109,30 @@ def create_app(
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
     app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
-    app.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"],
-                      openapi_extra=CHAT_COMPLETIONS_OPENAPI)
-    app.add_api_route("/chat/completions", chat_completions, methods=["POST"],
-                      include_in_schema=False)
-    app.add_api_route("/v1/models", list_models, methods=["GET"])
-    app.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
-    app.add_api_route("/health", health, methods=["GET"])
-    app.add_api_route("/ready", ready, methods=["GET"])
-    app.add_api_route("/metrics", metrics, methods=["GET"])
-    app.include_router(admin_api.router)
-    learning.install(app, ctx)
-    app.include_router(explain.build_router())  # GET /v1/routing/{request_id}
-    app.include_router(dashboard_routes.build_router())  # /dashboard (issue 7)
+    for routes in (
+        build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics
+        admin_api.build_router(),  # /admin: tenants, keys, budgets
+        feedback.build_router(),  # POST /v1/feedback
+        explain.build_router(),  # GET /v1/routing/{request_id}
+        dashboard_routes.build_router(),  # /dashboard
+    ):
+        app.include_router(routes)
     return app
+
+
+def build_router() -> APIRouter:
+    """The serving routes and the process's own endpoints."""
+    r = APIRouter()
+    r.add_api_route("/v1/chat/completions", chat_completions, methods=["POST"],
+                    openapi_extra=CHAT_COMPLETIONS_OPENAPI)
+    r.add_api_route("/chat/completions", chat_completions, methods=["POST"],
+                    include_in_schema=False)
+    r.add_api_route("/v1/models", list_models, methods=["GET"])
+    r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
+    r.add_api_route("/health", health, methods=["GET"])
+    r.add_api_route("/ready", ready, methods=["GET"])
+    r.add_api_route("/metrics", metrics, methods=["GET"])
+    return r
 
 
 async def _warm_litellm(settings: Settings) -> None:
@@ -152,35 +164,17 @@ async def _maybe(obj: Any, method: str) -> None:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    @app.exception_handler(GatewayError)
-    async def _gateway_error(_: Request, exc: GatewayError) -> JSONResponse:
-        return exc.response()
+    """Every failure leaves as an OpenAI error body, through ``GatewayError``."""
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        err = exc.errors()[0] if exc.errors() else {}
-        loc = ".".join(str(x) for x in err.get("loc", ())[1:]) or None
-        return JSONResponse(
-            error_body(str(err.get("msg", "invalid request")), "invalid_request_error",
-                       param=loc),
-            status_code=400,
-        )
+    async def answer(_: Request, exc: Exception) -> JSONResponse:
+        err = as_gateway_error(exc)
+        if err is None:
+            log.exception("unhandled error")
+            err = GatewayError(500, f"internal error: {type(exc).__name__}", "server_error")
+        return err.response()
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
-        return JSONResponse(
-            error_body(str(exc.detail), type_, code=str(exc.status_code)),
-            status_code=exc.status_code,
-            headers=getattr(exc, "headers", None),
-        )
-
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error")
-        return JSONResponse(
-            error_body(f"internal error: {type(exc).__name__}", "server_error"), status_code=500
-        )
+    for raised in (GatewayError, RequestValidationError, StarletteHTTPException, Exception):
+        app.add_exception_handler(raised, answer)
 
 
 async def list_models(request: Request) -> Response:

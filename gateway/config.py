@@ -174,11 +174,11 @@ class Route(BaseModel):
 
 
 class Retraining(BaseModel):
-    """Placeholder for the learning loop (a later issue): when to retrain and promote."""
+    """The learning loop's ``retraining:`` section; its other keys (interval_s, poll_s,
+    margin, store_prompt_text, exploration) are read by gateway/learning/loop.py."""
 
     model_config = ConfigDict(extra="allow")
 
-    schedule: str | None = None  # cron expression, e.g. "0 3 * * *"; None = off
     min_observations: int = 500
 
 

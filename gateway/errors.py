@@ -3,9 +3,13 @@ code}}`` with the HTTP status OpenAI would use, so SDK clients raise their usual
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 
 class GatewayError(Exception):
@@ -42,6 +46,38 @@ def error_body(
     message: str, type_: str, *, code: str | None = None, param: str | None = None
 ) -> dict[str, Any]:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def as_gateway_error(exc: BaseException) -> GatewayError | None:
+    """The OpenAI error for an exception FastAPI or the gateway raised; None for the rest
+    (the host app answers those as a 500, a router may first map its own)."""
+    if isinstance(exc, GatewayError):
+        return exc
+    if isinstance(exc, RequestValidationError):
+        return request_invalid(exc)
+    if isinstance(exc, HTTPException):
+        type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return GatewayError(exc.status_code, str(exc.detail), type_, code=str(exc.status_code),
+                            headers=getattr(exc, "headers", None))
+    return None
+
+
+def request_invalid(exc: RequestValidationError) -> GatewayError:
+    """400 for a request FastAPI could not validate; ``param`` is the first bad field's path
+    without its ``body``/``query``/``path`` prefix."""
+    err = exc.errors()[0] if exc.errors() else {}
+    loc = [str(x) for x in err.get("loc", ())]
+    if loc and loc[0] in ("body", "query", "path", "header", "cookie"):
+        loc = loc[1:]
+    return invalid(str(err.get("msg", "invalid request")), ".".join(loc) or None)
+
+
+async def json_body(request: Request) -> Any:
+    """The request's body parsed as JSON; a 400 that quotes the parser otherwise."""
+    try:
+        return json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise invalid(f"the request body is not valid JSON: {e}") from e
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> GatewayError:

@@ -10,7 +10,6 @@ Prices come from config.yaml; a backend without them takes litellm's bundled cos
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,9 +105,3 @@ def count_text_tokens(backend: Backend, text: str) -> int:
     except Exception:  # noqa: BLE001 - classified below
         return max(1, len(text) // 4)
 
-
-def predicted_costs(
-    prices: Mapping[str, Price], names: list[str], prompt_tokens: int, max_out: Mapping[str, int]
-) -> dict[str, float]:
-    """ĉ_h = n_prompt · p_in,h + n_out_max,h · p_out,h for each backend h."""
-    return {n: prices[n].cost(prompt_tokens, max_out[n]) for n in names}

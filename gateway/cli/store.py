@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import click
@@ -27,6 +26,7 @@ from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import make_engine
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.models import PERIODS
+from gateway.store.periods import utcnow
 from gateway.store.records import KeyInfo, NewKey, TenantInfo
 
 T = TypeVar("T")
@@ -59,10 +59,6 @@ def _engine(database_url: str | None, config_path: str | None, *, upgrade: bool 
         raise
     finally:
         engine.dispose()
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _money(usd: float | None) -> str:
@@ -127,7 +123,7 @@ def tenants_create(name: str, budget_usd: float | None, period: str, policy: str
     pol = _parse_policy(policy)
     with _engine(database_url, config_path) as engine:
         info, new = admin.create_tenant(engine, keylib.load_or_create_secret(engine), name,
-                                        _now(), budget_usd=budget_usd, period=period,
+                                        utcnow(), budget_usd=budget_usd, period=period,
                                         policy=pol)
     for line in _tenant_lines(info):
         click.echo(line)
@@ -154,7 +150,7 @@ def tenants_list(include_disabled: bool, as_json: bool, database_url: str | None
                  config_path: str | None) -> None:
     """List tenants with their budget, period and spend in the current period."""
     with _engine(database_url, config_path) as engine:
-        rows = admin.list_tenants(engine, _now(), include_disabled)
+        rows = admin.list_tenants(engine, utcnow(), include_disabled)
     if as_json:
         for t in rows:
             click.echo(json.dumps(t.to_dict()))
@@ -187,7 +183,7 @@ def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, perio
         changes["budget_usd"] = budget_usd
     with _engine(database_url, config_path) as engine:
         tid = admin.resolve_tenant_id(engine, tenant)
-        info = admin.update_tenant(engine, tid, _now(), **changes)
+        info = admin.update_tenant(engine, tid, utcnow(), **changes)
     for line in _tenant_lines(info):
         click.echo(line)
 
@@ -198,7 +194,7 @@ def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, perio
 def tenants_disable(tenant: str, database_url: str | None, config_path: str | None) -> None:
     """Disable TENANT: its keys stop working (within the gateways' auth cache TTL)."""
     with _engine(database_url, config_path) as engine:
-        info = admin.disable_tenant(engine, admin.resolve_tenant_id(engine, tenant), _now())
+        info = admin.disable_tenant(engine, admin.resolve_tenant_id(engine, tenant), utcnow())
     click.echo(f"disabled tenant {info.name} (id {info.id})")
 
 
@@ -217,7 +213,7 @@ def keys_create(tenant: str, name: str | None, database_url: str | None,
     """Create a key for TENANT (id or name); the key is printed alone on the last line."""
     with _engine(database_url, config_path) as engine:
         tid = admin.resolve_tenant_id(engine, tenant)
-        new = admin.create_key(engine, keylib.load_or_create_secret(engine), tid, _now(), name)
+        new = admin.create_key(engine, keylib.load_or_create_secret(engine), tid, utcnow(), name)
     _echo_new_key(new)
 
 
@@ -227,7 +223,7 @@ def keys_create(tenant: str, name: str | None, database_url: str | None,
 def keys_revoke(key_id: str, database_url: str | None, config_path: str | None) -> None:
     """Revoke KEY_ID (takes effect within the gateways' auth cache TTL, 5 s by default)."""
     with _engine(database_url, config_path) as engine:
-        info = admin.revoke_key(engine, key_id, _now())
+        info = admin.revoke_key(engine, key_id, utcnow())
     click.echo(f"revoked {info.id} ({info.prefix}…, tenant {info.tenant_name})")
 
 

@@ -10,7 +10,6 @@ increasing sample indices: DARS aggregates them, nothing is overwritten.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import anyio.to_thread
@@ -19,10 +18,9 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid
+from gateway.errors import GatewayError, invalid, json_body
 from gateway.learning import tables as ldb
 
-router = APIRouter()
 # The served-request row is written after the response is sent; a client that posts
 # feedback at once may arrive first, so an unknown id is re-read for this long (a bound
 # well under a client's usual timeout, since a truly unknown id waits all of it).
@@ -71,16 +69,11 @@ async def _served(ctx: GatewayContext, request_id: str) -> dict | None:
         await asyncio.sleep(0.05)
 
 
-@router.post("/v1/feedback")
 async def feedback(request: Request) -> Response:
     ctx: GatewayContext = request.app.state.ctx
     try:
         tenant = await authenticate(ctx, request)
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError) as e:
-            raise invalid(f"the request body is not valid JSON: {e}") from e
-        rid, quality, comment = parse_feedback(body)
+        rid, quality, comment = parse_feedback(await json_body(request))
         served = await _served(ctx, rid)
         if served is None or served["tenant_id"] != getattr(tenant, "id", None):
             raise GatewayError(
@@ -115,3 +108,9 @@ async def feedback(request: Request) -> Response:
             "quality": quality,
         }
     )
+
+
+def build_router() -> APIRouter:
+    r = APIRouter()
+    r.add_api_route("/v1/feedback", feedback, methods=["POST"])
+    return r

@@ -41,7 +41,7 @@ class HotSwapper:
     ) -> None:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
         self.refused: set[str] = set()  # versions not swapped in (logged once)
-        # called with the new router just before the swap (issue 6: adopt the backends of
+        # called with the new router just before the swap (to adopt the backends of
         # models added by `tollgate models add`, gateway/learning/model_pool.py)
         self.on_swap = on_swap
         self._task: asyncio.Task[None] | None = None

@@ -1,6 +1,6 @@
 """The learning loop inside one gateway: remember routed requests, hot-swap, retrain on time.
 
-Built by ``install(app, ctx)``; the app's lifespan starts and closes it. Options come from the
+Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Options come from the
 ``retraining:`` section of config.yaml (all optional)::
 
     retraining:
@@ -23,7 +23,6 @@ from collections import OrderedDict
 from typing import Any
 
 import anyio.to_thread
-from fastapi import FastAPI
 
 from gateway.context import GatewayContext
 from gateway.learning import tables as ldb
@@ -48,7 +47,7 @@ class Learning:
             min_new=int(ctx.settings.retraining.min_observations),
             margin=float(extra.get("margin", RetrainConfig.margin)),
         )
-        from gateway.learning.model_pool import adopt_backends  # issue 6: models added live
+        from gateway.learning.model_pool import adopt_backends  # models added live
 
         self.swapper = HotSwapper(
             ctx.store.engine, ctx.router, self.poll_s, on_swap=lambda r: adopt_backends(ctx, r)
@@ -133,7 +132,7 @@ class Learning:
                 log.exception("scheduled retrain failed")
 
     async def start(self) -> None:
-        # A database that is down at start must not stop the gateway (issue 4): the seed
+        # A database that is down at start must not stop the gateway: the seed
         # version is recorded in the background once the database answers.
         try:
             await anyio.to_thread.run_sync(ensure_seed_version, self.engine,
@@ -170,10 +169,6 @@ class Learning:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def install(app: FastAPI, ctx: GatewayContext) -> None:
-    """Mount ``/v1/feedback`` and attach the learning loop to ``ctx`` (needs a SQL store)."""
-    from gateway.learning.feedback import router as feedback_router
-
-    app.include_router(feedback_router)
-    if getattr(ctx.store, "engine", None) is not None:
-        ctx.learning = Learning(ctx)
+def build_learning(ctx: GatewayContext) -> Learning | None:
+    """The learning loop for ``ctx``; None without a SQL store (nothing to learn into)."""
+    return Learning(ctx) if getattr(ctx.store, "engine", None) is not None else None

@@ -72,11 +72,6 @@ def ensure_seed_version(engine: Engine, router: Router) -> None:
         pass
 
 
-def current_router(engine: Engine, fallback: Router) -> Router:
-    row = ldb.active_version(engine)
-    return fallback if row is None else ldb.load_version(engine, row["version"])
-
-
 def retrain_once(
     engine: Engine,
     fallback: Router,

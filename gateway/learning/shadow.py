@@ -31,7 +31,7 @@ import random
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import anyio.to_thread
@@ -43,7 +43,7 @@ from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
 from gateway.serving.upstream import UpstreamFailure, complete
-from gateway.store.periods import period_start_s
+from gateway.store.periods import period_start_s, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class Explorer:
         cfg: ExplorationSettings,
         judge: Judge | None,
         rng: random.Random | None = None,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.engine, self.settings, self.prices, self.cfg = engine, settings, prices, cfg
         self.judge = judge

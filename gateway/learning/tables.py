@@ -23,7 +23,7 @@ import io
 import tempfile
 import time
 import zipfile
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
 from gateway.store.models import Base
+from gateway.store.periods import utcnow
 from gateway.store.types import JSONType, UTCDateTime
 from router_core.artifact import load_router, save_router
 from router_core.router import Router
@@ -141,10 +142,6 @@ ledger_t = ExplorationLedgerRow.__table__
 leases_t = LearningLeaseRow.__table__
 
 
-def now_utc() -> datetime:
-    return datetime.now(UTC)
-
-
 # -- served requests and prompts ----------------------------------------------------------
 def record_served(
     engine: Engine,
@@ -160,7 +157,7 @@ def record_served(
     cost_usd: float | None,
 ) -> None:
     """Remember a routed request (and its prompt, once) for feedback and shadow calls."""
-    now = now_utc()
+    now = utcnow()
     with engine.begin() as conn:
         exists = conn.execute(
             select(prompts_t.c.prompt_key).where(prompts_t.c.prompt_key == key)
@@ -228,7 +225,7 @@ def add_observation(
                 request_id=request_id,
                 tenant_id=tenant_id,
                 comment=comment,
-                created_at=now_utc(),
+                created_at=utcnow(),
             )
         )
         return int(res.inserted_primary_key[0])
@@ -314,7 +311,7 @@ def record_version(
             insert(versions_t).values(
                 version=router.version,
                 parent=parent,
-                created_at=now_utc(),
+                created_at=utcnow(),
                 status=status,
                 active=activate,
                 n_observations=n_observations,

@@ -35,7 +35,6 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from sqlalchemy import Engine
 from gateway.reliability.spool import Spool, log_rows_sink
 from gateway.store import ledger
 from gateway.store.errors import StoreUnavailable
+from gateway.store.periods import utcnow
 from gateway.store.records import SettleResult, usd_to_nusd
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def charges_sink(engine: Engine) -> Callable[[list[dict[str, Any]]], None]:
     def sink(rows: list[dict[str, Any]]) -> None:
         again = sum(
             not ledger.charge_once(engine, str(row["id"]), row["tenant_id"], int(row["nusd"]),
-                                   datetime.now(UTC))
+                                   utcnow())
             for row in rows
         )
         if again:  # a replay after a failure part-way: those entries were charged before
@@ -200,7 +200,7 @@ class GuardedStore:
         self.state.served += 1
         return OutageReservation(id=uuid.uuid4().hex, tenant_id=tenant.id,
                                  request_id=request_id, amount_nusd=amount,
-                                 created_at_s=int(datetime.now(UTC).timestamp()))
+                                 created_at_s=int(utcnow().timestamp()))
 
     async def settle(self, reservation: Any, actual_usd: float) -> Any:
         if not isinstance(reservation, OutageReservation):

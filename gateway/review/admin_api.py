@@ -1,6 +1,6 @@
 """The admin API: tenants, keys and budgets, behind the admin key.
 
-Mounted by the app as `app.include_router(admin.router)`. Every call needs
+Mounted by the app as `app.include_router(admin_api.build_router())`. Every call needs
 `Authorization: Bearer <TOLLGATE_ADMIN_KEY>` (or `X-Admin-Key`); without a configured admin
 key the API refuses everything. Errors are OpenAI-shaped whatever app hosts the router: the
 route class below turns validation and store errors into `{"error": {...}}` bodies itself.
@@ -23,13 +23,12 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy.exc import DataError
 
 from gateway.auth import admin_key, bearer_key, is_admin_key
+from gateway.errors import GatewayError, as_gateway_error, invalid
 from gateway.store.errors import Conflict, NotFound, StoreUnavailable
 from gateway.store.records import NewKey
 from gateway.store.store import Store
@@ -60,40 +59,21 @@ Text = Annotated[str, AfterValidator(_storable)]
 Policy = Annotated[dict[str, Any], AfterValidator(_storable)]
 
 
-class AdminError(Exception):
-    """An admin failure, answered as an OpenAI error body."""
-
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.code, self.param = (
-            status, message, type_, code, param)
-
-    def response(self) -> JSONResponse:
-        return JSONResponse({"error": {"message": self.message, "type": self.type,
-                                       "param": self.param, "code": self.code}},
-                            status_code=self.status)
-
-
-def _as_admin_error(exc: Exception) -> AdminError | None:
-    if isinstance(exc, AdminError):
-        return exc
-    if isinstance(exc, RequestValidationError):
-        err = exc.errors()[0] if exc.errors() else {}
-        loc = [str(x) for x in err.get("loc", ())]
-        param = ".".join(loc[1:] if loc and loc[0] in ("body", "query", "path") else loc)
-        return AdminError(400, str(err.get("msg", "invalid request")), param=param or None)
+def _as_gateway_error(exc: Exception) -> GatewayError | None:
+    """The OpenAI error for what an admin call raised (store errors get their status here)."""
+    if (err := as_gateway_error(exc)) is not None:
+        return err
     if isinstance(exc, NotFound):
-        return AdminError(404, str(exc), code="not_found")
+        return GatewayError(404, str(exc), code="not_found")
     if isinstance(exc, Conflict):
-        return AdminError(409, str(exc), code="conflict")
+        return GatewayError(409, str(exc), code="conflict")
     if isinstance(exc, StoreUnavailable):
-        return AdminError(503, str(exc), "server_error", code="database_unavailable")
+        return GatewayError(503, str(exc), "server_error", code="database_unavailable")
     if isinstance(exc, ValueError):
-        return AdminError(400, str(exc))
+        return invalid(str(exc))
     if isinstance(exc, DataError):  # a value the database cannot take (e.g. NUL in a path)
-        return AdminError(400, "a value in the request cannot be stored: "
-                          f"{type(getattr(exc, 'orig', exc)).__name__}", code="invalid_value")
+        return invalid("a value in the request cannot be stored: "
+                       f"{type(getattr(exc, 'orig', exc)).__name__}", code="invalid_value")
     return None
 
 
@@ -107,7 +87,7 @@ class OpenAIErrorRoute(APIRoute):
             try:
                 return await handler(request)
             except Exception as exc:
-                err = _as_admin_error(exc)
+                err = _as_gateway_error(exc)
                 if err is None:
                     raise
                 return err.response()
@@ -119,7 +99,7 @@ def _store(request: Request) -> Store:
     ctx = getattr(request.app.state, "ctx", None)
     store = getattr(ctx, "store", None) or getattr(request.app.state, "store", None)
     if store is None:
-        raise AdminError(503, "the gateway has no store", "server_error")
+        raise GatewayError(503, "the gateway has no store", "server_error")
     return store
 
 
@@ -127,11 +107,11 @@ async def require_admin(request: Request) -> None:
     """The admin key, compared in constant time."""
     settings = getattr(getattr(request.app.state, "ctx", None), "settings", None)
     if not admin_key(settings):
-        raise AdminError(403, "The admin API is disabled: set TOLLGATE_ADMIN_KEY.",
+        raise GatewayError(403, "The admin API is disabled: set TOLLGATE_ADMIN_KEY.",
                          "permission_error", code="admin_disabled")
     given = bearer_key(request) or request.headers.get("x-admin-key", "")
     if not is_admin_key(settings, given):
-        raise AdminError(401, "Incorrect admin key provided.", code="invalid_api_key")
+        raise GatewayError(401, "Incorrect admin key provided.", code="invalid_api_key")
 
 
 class TenantCreate(BaseModel):
@@ -168,7 +148,7 @@ def _new_key(new: NewKey) -> dict[str, Any]:
     return {"api_key": new.api_key, "key": new.info.to_dict()}
 
 
-def build_admin_router() -> APIRouter:
+def build_router() -> APIRouter:
     """The admin router (stateless: the store and key come from the hosting app)."""
     r = APIRouter(prefix="/admin", tags=["admin"], route_class=OpenAIErrorRoute,
                   dependencies=[Depends(require_admin)])
@@ -221,5 +201,3 @@ def build_admin_router() -> APIRouter:
 
     return r
 
-
-router = build_admin_router()

@@ -16,13 +16,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
+
+from gateway.store.periods import utcnow
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -161,7 +163,7 @@ class StateCollector(Collector):
 
     def __init__(self, ctx: Any, clock: Callable[[], datetime] | None = None) -> None:
         self._ctx = ctx
-        self._clock = clock or (lambda: datetime.now(UTC))
+        self._clock = clock or utcnow
 
     def describe(self) -> Iterator[Metric]:
         return iter(())  # read at collect time only: no database access at registration

@@ -50,10 +50,6 @@ def normalize_url(url: str | URL) -> URL:
     return u
 
 
-def is_sqlite(url: str | URL) -> bool:
-    return normalize_url(url).get_backend_name() == "sqlite"
-
-
 def pool_capacity(engine: Engine) -> int:
     """How many connections the engine can hand out at once (sizes the thread limiter)."""
     pool = engine.pool

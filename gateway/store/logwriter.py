@@ -27,6 +27,7 @@ from sqlalchemy import Engine, insert
 
 from gateway.store.dberrors import is_unavailable
 from gateway.store.models import request_logs
+from gateway.store.periods import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ class LogWriter:
         self._linger_s = linger_s
         self._max_backoff_s = max_backoff_s
         self._limiter = limiter
-        self._clock = clock or (lambda: datetime.now(UTC))
+        self._clock = clock or utcnow
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=max_queue)
         self._task: asyncio.Task[None] | None = None
         self._in_hand = 0

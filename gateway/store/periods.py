@@ -12,6 +12,11 @@ from datetime import UTC, datetime, timedelta
 from gateway.store.models import PERIODS
 
 
+def utcnow() -> datetime:
+    """Now, as an aware UTC datetime: the one clock the stored timestamps are read against."""
+    return datetime.now(UTC)
+
+
 def validate_period(period: str) -> str:
     if period not in PERIODS:
         raise ValueError(f"period must be one of {', '.join(PERIODS)}, not {period!r}")

@@ -23,7 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
 
@@ -38,6 +38,7 @@ from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import database_url_from_env, make_engine, pool_capacity
 from gateway.store.errors import StoreUnavailable
 from gateway.store.logwriter import LogWriter
+from gateway.store.periods import utcnow
 from gateway.store.records import (
     KeyInfo,
     NewKey,
@@ -56,10 +57,6 @@ T = TypeVar("T")
 def _select_one(engine: Engine) -> None:
     with engine.connect() as conn:
         conn.exec_driver_sql("SELECT 1")
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass(frozen=True)

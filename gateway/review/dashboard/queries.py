@@ -4,7 +4,7 @@ Shared by the explanation API, ``tollgate logs`` and the dashboard, so all three
 "the requests of tenant T in the last hour with feedback" means. Queries are synchronous
 SQLAlchemy Core on the store's engine (callers on the event loop run them in a thread).
 
-Feedback lives in the learning loop's ``observations`` table (issue 5, rows with
+Feedback lives in the learning loop's ``observations`` table (rows with
 ``source = 'feedback'``, quality in [0, 1], one row per feedback event). It is read by
 reflection when that table exists, so the review side works before and after it lands.
 """
@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gateway.store.models import request_logs, tenants
+from gateway.store.periods import utcnow
 
 # (table, score column, source value that marks a client's feedback or None)
 FEEDBACK_TABLES = (("observations", "quality", "feedback"), ("feedback", "score", None))
@@ -32,7 +33,7 @@ def parse_time(value: str | datetime | None, now: datetime | None = None) -> dat
     """A point in time from ISO 8601 ("2026-11-30T10:00") or an age ("15m", "2h", "7d")."""
     if value is None or isinstance(value, datetime):
         return value
-    now = now or datetime.now(UTC)
+    now = now or utcnow()
     m = _DURATION.match(value)
     if m:
         return now - timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])

@@ -10,7 +10,7 @@ the store, so a revoked key loses the dashboard at once.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -34,6 +34,7 @@ from gateway.review.dashboard.queries import (
 )
 from gateway.review.dashboard.summary import summarise
 from gateway.review.explain import load_explanation
+from gateway.store.periods import utcnow
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
@@ -119,7 +120,7 @@ def build_router() -> APIRouter:
         try:
             who = await dashboard_principal(request)
             w = _window(window)
-            now = datetime.now(UTC)
+            now = utcnow()
             start = now - parse_duration(w)
             scope = _scope(who, tenant)
             data = await anyio.to_thread.run_sync(_summary_data, ctx, scope, start, now)
@@ -138,7 +139,7 @@ def build_router() -> APIRouter:
         ctx: GatewayContext = request.app.state.ctx
         try:
             who = await dashboard_principal(request)
-            start = datetime.now(UTC) - parse_duration(_window(window))
+            start = utcnow() - parse_duration(_window(window))
             limit, offset = max(1, min(limit, 500)), max(0, offset)
             try:
                 f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,

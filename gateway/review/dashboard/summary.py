@@ -23,7 +23,7 @@ into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a mon
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -251,7 +251,3 @@ def budget_bars(tenants: Sequence[Any], now: datetime) -> list[dict[str, Any]]:
                      "period_end": end.isoformat() if end else None})
     return sorted(bars, key=lambda b: -b["percent_used"])
 
-
-def default_window(now: datetime | None = None) -> tuple[datetime, datetime]:
-    now = now or datetime.now(UTC)
-    return now - timedelta(hours=24), now

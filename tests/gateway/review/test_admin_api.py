@@ -46,7 +46,7 @@ def served(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
 
     app = FastAPI(lifespan=lifespan)
     app.state.store = store
-    app.include_router(admin.router)
+    app.include_router(admin.build_router())
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
