@@ -8,7 +8,7 @@ from typing import Any
 import click
 from sqlalchemy.engine import Engine
 
-from gateway.learning import tables as ldb
+from gateway.learning import router_versions
 from gateway.learning.retrain import RetrainConfig, retrain_once
 from router_core.promotion import DEFAULT_MARGIN
 
@@ -81,7 +81,7 @@ def register(main: Any) -> None:
         """Every recorded router version with its status and held-out metrics."""
         engine, _ = _cli_engine(database_url, config_path)
         try:
-            rows = ldb.history(engine)
+            rows = router_versions.history(engine)
         finally:
             engine.dispose()
         for r in rows:
@@ -107,7 +107,7 @@ def register(main: Any) -> None:
         """Make VERSION the live router again (replicas hot-swap to it)."""
         engine, _ = _cli_engine(database_url, config_path)
         try:
-            ldb.activate(engine, version)
+            router_versions.activate(engine, version)
         except LookupError as e:
             raise click.ClickException(str(e)) from e
         finally:

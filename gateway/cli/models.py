@@ -44,11 +44,11 @@ def _live_router(router_dir: Path, engine: Any) -> Any:
     from router_core.artifact import load_router
 
     if engine is not None:
-        from gateway.learning import tables as ldb
+        from gateway.learning import router_versions
 
-        row = ldb.active_version(engine)
+        row = router_versions.active_version(engine)
         if row is not None:
-            return ldb.load_version(engine, row["version"])
+            return router_versions.load_version(engine, row["version"])
     return load_router(router_dir)
 
 
@@ -63,10 +63,10 @@ def _publish(router: Any, t: Targets, engine: Any, parent: str, status: str) -> 
     save_router(router, t.write_router, probes=load_probes(t.read_router))
     if engine is None:
         return
-    from gateway.learning import tables as ldb
+    from gateway.learning import router_versions
 
-    row = ldb.active_version(engine) or {}
-    ldb.record_version(
+    row = router_versions.active_version(engine) or {}
+    router_versions.record_version(
         engine,
         router,
         status=status,

@@ -21,7 +21,7 @@ from typing import Any
 import anyio.to_thread
 from sqlalchemy import Engine
 
-from gateway.learning import tables as ldb
+from gateway.learning import router_versions
 from gateway.serving.routing import RouterHolder
 from router_core.encoder import Encoder
 from router_core.router import Router
@@ -49,12 +49,12 @@ class HotSwapper:
 
     def check_once(self) -> str | None:
         """Swap if the active version differs from the current one; the new version or None."""
-        row = ldb.active_version(self.engine)
+        row = router_versions.active_version(self.engine)
         if row is None or row["version"] == self.holder.current.version:
             return None
         if row["version"] in self.refused:
             return None
-        router = ldb.load_version(self.engine, row["version"])
+        router = router_versions.load_version(self.engine, row["version"])
         wanted = Encoder.for_router(router.config).settings()
         serving = Encoder.for_router(self.holder.current.config).settings()
         if wanted != serving:

@@ -25,6 +25,7 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError
 
+from gateway.learning import leases, router_versions
 from gateway.learning import tables as ldb
 from router_core import supervision as sv
 from router_core.data.table import RoutingTable
@@ -55,10 +56,10 @@ def ensure_seed_version(engine: Engine, router: Router) -> None:
     Replicas starting together race to record it: the loser's insert hits the unique
     version and is dropped, since the winner recorded the same router.
     """
-    if ldb.history(engine):
+    if router_versions.history(engine):
         return
     try:
-        ldb.record_version(
+        router_versions.record_version(
             engine,
             router,
             status="seed",
@@ -85,12 +86,12 @@ def retrain_once(
 
     cfg = config or RetrainConfig()
     holder = holder or uuid.uuid4().hex
-    if not ldb.acquire_lease(engine, LEASE, holder, cfg.lease_ttl_s):
+    if not leases.acquire_lease(engine, LEASE, holder, cfg.lease_ttl_s):
         return {"status": "locked", "reason": "another replica is retraining"}
     try:
         ensure_seed_version(engine, fallback)
-        active = ldb.active_version(engine)
-        current = ldb.load_version(engine, active["version"])
+        active = router_versions.active_version(engine)
+        current = router_versions.load_version(engine, active["version"])
         max_id = ldb.max_observation_id(engine)
         new = max_id - int(active["max_observation_id"])
         if new < cfg.min_new and not force:
@@ -119,7 +120,7 @@ def retrain_once(
         except (ValueError, FloatingPointError) as e:  # e.g. too sparse to describe a model
             log.warning("retraining failed, the live router stays: %s", e)
             return {"status": "failed", "reason": f"{type(e).__name__}: {e}"}
-        seq = len(ldb.history(engine)) + 1
+        seq = len(router_versions.history(engine)) + 1
         candidate = dataclasses.replace(
             result.router, version=f"v{seq}-{time.strftime('%Y%m%dT%H%M%S')}-{holder[:6]}"
         )
@@ -133,7 +134,7 @@ def retrain_once(
             "n_observations": len(obs),
             "seconds": round(time.perf_counter() - t0, 2),
         }
-        ldb.record_version(
+        router_versions.record_version(
             engine,
             candidate,
             status="promoted" if decision.promote else "refused",
@@ -150,7 +151,7 @@ def retrain_once(
             **metrics,
         }
     finally:
-        ldb.release_lease(engine, LEASE, holder)
+        leases.release_lease(engine, LEASE, holder)
 
 
 def _mixed(

@@ -38,6 +38,7 @@ import anyio.to_thread
 from sqlalchemy import Engine, select
 
 from gateway.config import Backend, Settings
+from gateway.learning import exploration_ledger
 from gateway.learning import tables as ldb
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.routing import embed_text
@@ -194,7 +195,7 @@ class Explorer:
     async def _book(self, usd: float) -> int | None:
         start = self._period()
         ok = await anyio.to_thread.run_sync(
-            ldb.reserve_exploration, self.engine, start, self.cfg.budget_usd, usd
+            exploration_ledger.reserve, self.engine, start, self.cfg.budget_usd, usd
         )
         if not ok:
             self.skipped_budget += 1
@@ -203,7 +204,7 @@ class Explorer:
         return start
 
     async def _settle(self, start: int, held: float, actual: float) -> None:
-        await anyio.to_thread.run_sync(ldb.settle_exploration, self.engine, start, held, actual)
+        await anyio.to_thread.run_sync(exploration_ledger.settle, self.engine, start, held, actual)
 
     def _pick(self, pool: list[str], served: str, observed: set[str]) -> list[str]:
         others = [b for b in pool if b != served]

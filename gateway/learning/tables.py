@@ -1,4 +1,6 @@
-"""The learning loop's tables and their queries (synchronous; run them in a thread).
+"""The learning loop's tables, and the queries on served requests, prompts and observations
+(synchronous; run them in a thread). Router versions, leases and the exploration ledger are
+queried from router_versions.py, leases.py and exploration_ledger.py.
 
 - ``learning_prompts``: prompt key → text (NULL in privacy mode) and frozen Φ(x), so the head
   can be retrained from Φ(x) alone.
@@ -19,12 +21,7 @@ Alembic revision ``0002_learning``; these models mirror it.
 from __future__ import annotations
 
 import hashlib
-import io
-import tempfile
-import time
-import zipfile
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +38,6 @@ from sqlalchemy import (
     func,
     insert,
     select,
-    update,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
@@ -49,14 +45,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 from gateway.store.models import Base
 from gateway.store.periods import utcnow
 from gateway.store.types import JSONType, UTCDateTime
-from router_core.artifact import load_router, save_router
-from router_core.router import Router
-
-NANO = 1_000_000_000
-
-
-def usd_to_nusd(usd: float) -> int:
-    return round(usd * NANO)
 
 
 def prompt_key(text: str) -> str:
@@ -270,204 +258,3 @@ def load_prompts(engine: Engine, keys: list[str]) -> tuple[dict[str, str | None]
                 text[k] = t
                 emb[k] = np.frombuffer(e, dtype=np.float32)
     return text, np.stack([emb[k] for k in keys]) if keys else np.zeros((0, 384), np.float32)
-
-
-# -- router versions ------------------------------------------------------------------------
-def pack_router(router: Router, metrics: dict | None = None) -> bytes:
-    """The artifact directory of ``router`` as zip bytes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = save_router(router, Path(tmp) / "router", metrics=metrics or {})
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            for f in sorted(path.iterdir()):
-                zf.write(f, f.name)
-        return buf.getvalue()
-
-
-def unpack_router(blob: bytes) -> Router:
-    with tempfile.TemporaryDirectory() as tmp:
-        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
-            zf.extractall(tmp)
-        return load_router(tmp)
-
-
-def record_version(
-    engine: Engine,
-    router: Router,
-    *,
-    status: str,
-    parent: str | None,
-    metrics: dict,
-    n_observations: int,
-    max_obs_id: int,
-    activate: bool,
-) -> int:
-    """Store a version; when ``activate``, it becomes the only active one (one transaction)."""
-    blob = pack_router(router, metrics)
-    with engine.begin() as conn:
-        if activate:
-            conn.execute(update(versions_t).where(versions_t.c.active).values(active=False))
-        res = conn.execute(
-            insert(versions_t).values(
-                version=router.version,
-                parent=parent,
-                created_at=utcnow(),
-                status=status,
-                active=activate,
-                n_observations=n_observations,
-                max_observation_id=max_obs_id,
-                metrics=metrics,
-                artifact=blob,
-            )
-        )
-        return int(res.inserted_primary_key[0])
-
-
-def active_version(engine: Engine) -> dict | None:
-    """The active version's row without the artifact (cheap to poll)."""
-    cols = [c for c in versions_t.c if c.name != "artifact"]
-    with engine.connect() as conn:
-        row = conn.execute(select(*cols).where(versions_t.c.active)).first()
-    return None if row is None else dict(row._mapping)
-
-
-def load_version(engine: Engine, version: str) -> Router:
-    with engine.connect() as conn:
-        blob = conn.execute(
-            select(versions_t.c.artifact).where(versions_t.c.version == version)
-        ).scalar_one()
-    return unpack_router(blob)
-
-
-def history(engine: Engine) -> list[dict]:
-    cols = [c for c in versions_t.c if c.name != "artifact"]
-    with engine.connect() as conn:
-        rows = conn.execute(select(*cols).order_by(versions_t.c.seq)).all()
-    return [dict(r._mapping) for r in rows]
-
-
-def activate(engine: Engine, version: str) -> None:
-    """Make ``version`` the active router (rollback); raises LookupError if unknown."""
-    with engine.begin() as conn:
-        found = conn.execute(
-            select(versions_t.c.seq).where(versions_t.c.version == version)
-        ).first()
-        if found is None:
-            raise LookupError(f"no router version {version!r}")
-        conn.execute(update(versions_t).where(versions_t.c.active).values(active=False))
-        conn.execute(update(versions_t).where(versions_t.c.version == version).values(active=True))
-
-
-# -- leases -----------------------------------------------------------------------------------
-def acquire_lease(engine: Engine, name: str, holder: str, ttl_s: float) -> bool:
-    """Take (or renew) the lease ``name`` for ``ttl_s`` seconds; False if another holds it.
-
-    One conditional UPDATE (expired or ours), or an INSERT for a new name: the database
-    serialises both, so two replicas never both hold it.
-    """
-    now = time.time()
-    with engine.begin() as conn:
-        res = conn.execute(
-            update(leases_t)
-            .where(
-                leases_t.c.name == name,
-                (leases_t.c.expires_at_s < now) | (leases_t.c.holder == holder),
-            )
-            .values(holder=holder, expires_at_s=now + ttl_s)
-        )
-        if res.rowcount == 1:
-            return True
-    try:
-        with engine.begin() as conn:
-            conn.execute(
-                insert(leases_t).values(name=name, holder=holder, expires_at_s=now + ttl_s)
-            )
-        return True
-    except IntegrityError:
-        return False
-
-
-def release_lease(engine: Engine, name: str, holder: str) -> None:
-    with engine.begin() as conn:
-        conn.execute(
-            update(leases_t)
-            .where(leases_t.c.name == name, leases_t.c.holder == holder)
-            .values(expires_at_s=0.0)
-        )
-
-
-# -- exploration ledger -----------------------------------------------------------------------
-def reserve_exploration(engine: Engine, period_start_s: int, budget_usd: float, usd: float) -> bool:
-    """Book ``usd`` in this period's exploration budget in one conditional UPDATE.
-
-    Invariant: spent + reserved ≤ budget after every booking, under any interleaving.
-    """
-    amount, budget = usd_to_nusd(usd), usd_to_nusd(budget_usd)
-    if amount > budget:
-        return False
-    for _ in range(2):
-        with engine.begin() as conn:
-            res = conn.execute(
-                update(ledger_t)
-                .where(
-                    ledger_t.c.period_start_s == period_start_s,
-                    ledger_t.c.spent_nusd + ledger_t.c.reserved_nusd + amount
-                    <= ledger_t.c.budget_nusd,
-                )
-                .values(reserved_nusd=ledger_t.c.reserved_nusd + amount)
-            )
-            if res.rowcount == 1:
-                return True
-            exists = conn.execute(
-                select(ledger_t.c.period_start_s).where(ledger_t.c.period_start_s == period_start_s)
-            ).first()
-        if exists is not None:
-            return False
-        try:
-            with engine.begin() as conn:
-                conn.execute(
-                    insert(ledger_t).values(
-                        period_start_s=period_start_s,
-                        budget_nusd=budget,
-                        spent_nusd=0,
-                        reserved_nusd=0,
-                    )
-                )
-        except IntegrityError:  # another replica opened the period first: retry the update
-            pass
-    return False
-
-
-def settle_exploration(
-    engine: Engine, period_start_s: int, reserved_usd: float, actual_usd: float
-) -> None:
-    """Move a booking from reserved to spent at its actual cost (capped at the booking)."""
-    held = usd_to_nusd(reserved_usd)
-    spent = min(usd_to_nusd(actual_usd), held)
-    with engine.begin() as conn:
-        conn.execute(
-            update(ledger_t)
-            .where(ledger_t.c.period_start_s == period_start_s)
-            .values(
-                reserved_nusd=ledger_t.c.reserved_nusd - held,
-                spent_nusd=ledger_t.c.spent_nusd + spent,
-            )
-        )
-
-
-def exploration_spend(engine: Engine, period_start_s: int | None = None) -> dict:
-    """Spent and reserved USD in one period (or summed over all periods)."""
-    q = select(
-        func.coalesce(func.sum(ledger_t.c.spent_nusd), 0),
-        func.coalesce(func.sum(ledger_t.c.reserved_nusd), 0),
-        func.coalesce(func.max(ledger_t.c.budget_nusd), 0),
-    )
-    if period_start_s is not None:
-        q = q.where(ledger_t.c.period_start_s == period_start_s)
-    with engine.connect() as conn:
-        spent, reserved, budget = conn.execute(q).one()
-    return {
-        "spent_usd": int(spent) / NANO,
-        "reserved_usd": int(reserved) / NANO,
-        "budget_usd": int(budget) / NANO,
-    }

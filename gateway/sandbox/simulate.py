@@ -280,7 +280,7 @@ def run_simulation(
     import httpx
     import openai
 
-    from gateway.learning import tables as ldb
+    from gateway.learning import exploration_ledger, router_versions
     from gateway.learning.retrain import RetrainConfig, retrain_once
     from gateway.learning.shadow import ReferenceJudge
     from router_core.data import load_dataset
@@ -399,14 +399,14 @@ def run_simulation(
                 report = retrain_once(
                     engine, ctx.router.current, RetrainConfig(min_new=0, margin=margin), force=True
                 )
-                active = ldb.active_version(engine)["version"]
+                active = router_versions.active_version(engine)["version"]
                 deadline = time.monotonic() + 120
                 while ctx.router.current.version != active:
                     if time.monotonic() > deadline:
                         raise RuntimeError("the gateway did not hot-swap")
                     time.sleep(0.1)
                 live = evaluate_on_holdout(ctx.router.current, phi_test, test)
-                spent = ldb.exploration_spend(engine)["spent_usd"]
+                spent = exploration_ledger.spending(engine)["spent_usd"]
                 row = {
                     "round": rnd,
                     "audc": live.audc,

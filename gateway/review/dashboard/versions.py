@@ -24,9 +24,9 @@ from gateway.store.models import request_logs
 def _recorded(engine: Engine) -> list[dict[str, Any]]:
     if "router_versions" not in sa.inspect(engine).get_table_names():
         return []
-    from gateway.learning import tables as learning_db
+    from gateway.learning import router_versions
 
-    return learning_db.history(engine)
+    return router_versions.history(engine)
 
 
 def _served(engine: Engine, tenant_id: str | None) -> dict[str, dict[str, Any]]:

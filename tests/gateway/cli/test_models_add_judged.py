@@ -141,12 +141,12 @@ def test_models_add_probe_outcome_grades_answers_and_fits_a_readout(
     assert router.calibration.a["fake-strong"] == 2.0
     assert "fake-new" in [e["model_name"] for e in yaml.safe_load(cfg.read_text())["model_list"]]
     # recorded and activated in the database: running gateways hot-swap to it
-    from gateway.learning import tables as learning_db
+    from gateway.learning import router_versions
     from gateway.store.engine import make_engine
 
     engine = make_engine(db_url)
     try:
-        assert learning_db.active_version(engine)["version"] == router.version != "probe-router-1"
+        assert router_versions.active_version(engine)["version"] == router.version != "probe-router-1"
     finally:
         engine.dispose()
 

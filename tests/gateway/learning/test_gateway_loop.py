@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from gateway.config import settings_from_dict
+from gateway.learning import router_versions
 from gateway.learning import tables as ldb
 from router_core.router import Calibration, Router
 from tests.fakes.upstream import FakeUpstream
@@ -137,7 +138,7 @@ def test_hot_swap_under_concurrent_load_has_zero_errors(
     key, _ = gw.tenant()
     engine = ldb_engine(gw)
     other = _cheap_first(test_router, "test-router-2")
-    ldb.record_version(
+    router_versions.record_version(
         engine,
         other,
         status="promoted",
@@ -167,7 +168,7 @@ def test_hot_swap_under_concurrent_load_has_zero_errors(
         t.start()
     try:
         for version in ["test-router-2", VERSION, "test-router-2"]:
-            ldb.activate(engine, version)  # what `tollgate router rollback` does
+            router_versions.activate(engine, version)  # what `tollgate router rollback` does
             deadline = time.monotonic() + 60
             while gw.app.state.ctx.router.current.version != version:
                 assert time.monotonic() < deadline, "the replica did not swap"

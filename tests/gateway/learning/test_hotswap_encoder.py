@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.learning import tables as ldb
+from gateway.learning import router_versions
 from gateway.learning.hotswap import HotSwapper
 from gateway.serving.routing import RouterHolder
 from gateway.store.engine import make_engine
@@ -23,7 +23,7 @@ from router_core.artifact import load_router
 
 
 def _record(engine, router, parent: str | None) -> None:
-    ldb.record_version(engine, router, status="promoted", parent=parent, metrics={},
+    router_versions.record_version(engine, router, status="promoted", parent=parent, metrics={},
                        n_observations=0, max_obs_id=0, activate=True)
 
 

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
+from gateway.learning import leases, router_versions
 from gateway.learning import tables as ldb
 from gateway.learning.retrain import RetrainConfig, retrain_once
 from gateway.sandbox.simulate import cold_router
@@ -95,19 +96,19 @@ def test_retrain_once_promotes_records_and_rolls_back(data, tmp_path) -> None:
     assert report["candidate"]["audc"] > report["current"]["audc"]
     # nothing new since: a scheduled retrain skips; a held lease makes another replica wait
     assert retrain_once(engine, cold, cfg)["status"] == "skipped"
-    assert ldb.acquire_lease(engine, "retrain", "other-replica", 60)
+    assert leases.acquire_lease(engine, "retrain", "other-replica", 60)
     assert retrain_once(engine, cold, cfg, force=True)["status"] == "locked"
-    ldb.release_lease(engine, "retrain", "other-replica")
-    hist = ldb.history(engine)
+    leases.release_lease(engine, "retrain", "other-replica")
+    hist = router_versions.history(engine)
     assert [h["status"] for h in hist] == ["seed", "promoted"]
     assert hist[1]["active"] and not hist[0]["active"]
-    assert ldb.load_version(engine, hist[1]["version"]).version == hist[1]["version"]
+    assert router_versions.load_version(engine, hist[1]["version"]).version == hist[1]["version"]
     runner = CliRunner()
     out = runner.invoke(main, ["router", "history", "--database-url", url])
     assert out.exit_code == 0, out.output
     assert "* " + hist[1]["version"] in out.output and "cold" in out.output
     out = runner.invoke(main, ["router", "rollback", "cold", "--database-url", url])
-    assert out.exit_code == 0 and ldb.active_version(engine)["version"] == "cold"
+    assert out.exit_code == 0 and router_versions.active_version(engine)["version"] == "cold"
     out = runner.invoke(main, ["router", "rollback", "nope", "--database-url", url])
     assert out.exit_code != 0 and "no router version" in out.output
     engine.dispose()

@@ -65,7 +65,7 @@ def _feedback(gw: Gateway, key: str, rid: str, score: float, comment: str | None
 def _record_version(gw: Gateway, router, encoder) -> dict:
     """Evaluate the live router on a small held-out table with the learning loop's own
     evaluation (deferral points per λ, AUDC, QNC) and record it as a router version."""
-    from gateway.learning import tables as learning_db
+    from gateway.learning import router_versions
     from router_core.data.table import RoutingTable
     from router_core.promotion import PromotionDecision, evaluate_on_holdout
 
@@ -87,7 +87,7 @@ def _record_version(gw: Gateway, router, encoder) -> dict:
     cand = evaluate_on_holdout(candidate, encoder.encode(PROMPTS), table)
     metrics = PromotionDecision(False, "not better than the live router", cand, score,
                                 0.005).to_dict()
-    learning_db.record_version(gw.engine, candidate, status="refused", parent=router.version,
+    router_versions.record_version(gw.engine, candidate, status="refused", parent=router.version,
                                metrics=metrics, n_observations=n, max_obs_id=0, activate=False)
     return metrics
 
