@@ -34,7 +34,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
               "Train a Tollgate router (CSCR head + calibration) and save it to OUT."),
     "eval": ("router_core.evaluation.cli", "eval_command",
              "Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."),
-    "simulate": ("gateway.sandbox.simulate", "simulate_command",
+    "simulate": ("gateway.cli.simulate", "simulate_command",
                  ("Close the learning loop on recorded benchmark outcomes and print it round "
                   "by round.")),
 }

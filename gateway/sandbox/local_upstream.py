@@ -215,174 +215,170 @@ def _tool_call(body: dict, b: FakeBackend) -> dict | None:
     }
 
 
-def _make_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def send_json(handler: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
+    """One JSON response with its length (the connection stays open for the next request)."""
+    send_bytes(handler, status, json.dumps(obj).encode())
 
-        def log_message(self, *args: object) -> None:  # keep test output quiet
-            pass
 
-        # helpers -----------------------------------------------------------------------
-        def _send_json(self, status: int, obj: Any) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+def send_bytes(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
-        def _error(self, status: int, message: str, type_: str) -> None:
-            self._send_json(status, {"error": {"message": message, "type": type_, "code": None}})
 
-        def _wait(self, seconds: float) -> None:
-            up._stop.wait(seconds)
+class _Handler(BaseHTTPRequestHandler):
+    """The routes of a ``FakeUpstream`` (``up``, set by ``_make_handler``)."""
 
-        def _reset(self) -> None:
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-            )
-            self.connection.close()
+    protocol_version = "HTTP/1.1"
+    up: FakeUpstream
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    # helpers -------------------------------------------------------------------------------
+    def _error(self, status: int, message: str, type_: str) -> None:
+        send_json(self, status, {"error": {"message": message, "type": type_, "code": None}})
+
+    def _wait(self, seconds: float) -> None:
+        self.up._stop.wait(seconds)
+
+    def _reset(self) -> None:
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+    # routes --------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            data = [{"id": n, "object": "model", "owned_by": "fake"} for n in self.up.backends]
+            send_json(self, 200, {"object": "list", "data": data})
+        else:
+            self._error(404, f"no route {self.path}", "invalid_request_error")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"no route {self.path}", "invalid_request_error")
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._error(400, "body is not JSON", "invalid_request_error")
+            return
+        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
+        b = self.up.backends.get(body.get("model"))
+        if b is None:
+            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
+            return
+        mode = self.up._take_mode(b.name)
+        if b.delay_s:
+            self._wait(b.delay_s)
+        stream = bool(body.get("stream"))
+        if not self._fail(mode, b, stream):
+            self._stream(body, b, mode) if stream else self._complete(body, b)
+
+    def _fail(self, mode: str, b: FakeBackend, stream: bool) -> bool:
+        """Answer as failure ``mode`` says; False when the request is to be answered."""
+        if mode == "error_500":
+            self._error(500, "the fake upstream failed", "server_error")
+        elif mode == "error_429":
+            self._error(429, "rate limited by the fake upstream", "rate_limit_error")
+        elif mode == "error_400":
+            self._error(400, "the fake upstream refuses this request", "invalid_request_error")
+        elif mode == "hang" or (mode == "stall_mid_stream" and not stream):
+            self._wait(b.hang_s)
             self.close_connection = True
+        elif mode == "reset":
+            self._reset()
+        elif mode == "malformed_json" and not stream:
+            send_bytes(self, 200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
+        else:
+            return False
+        return True
 
-        # routes ------------------------------------------------------------------------
-        def do_GET(self) -> None:
-            if self.path.rstrip("/") == "/v1/models":
-                data = [{"id": n, "object": "model", "owned_by": "fake"} for n in up.backends]
-                self._send_json(200, {"object": "list", "data": data})
+    def _usage(self, body: dict, completion_tokens: int) -> dict:
+        p = count_prompt_tokens(body, self.up.count_tokens)
+        return {"prompt_tokens": p, "completion_tokens": completion_tokens,
+                "total_tokens": p + completion_tokens}
+
+    def _complete(self, body: dict, b: FakeBackend) -> None:
+        call = _tool_call(body, b)
+        text = b.text_for(body)
+        n = int(body.get("n") or 1)
+        choices = []
+        for i in range(n):
+            if call is not None:
+                msg = {"role": "assistant", "content": None, "tool_calls": [call]}
+                finish = "tool_calls"
             else:
-                self._error(404, f"no route {self.path}", "invalid_request_error")
+                msg = {"role": "assistant", "content": text}
+                finish = "stop"
+            choices.append({"index": i, "message": msg, "finish_reason": finish, "logprobs": None})
+        count = self.up.count_tokens or _words
+        completion = 8 if call is not None else count(text) * n
+        send_json(self, 200, {
+            "id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
+            "model": b.name, "system_fingerprint": "fp_fake", "choices": choices,
+            "usage": self._usage(body, completion),
+        })
 
-        def do_POST(self) -> None:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length)
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                self._error(404, f"no route {self.path}", "invalid_request_error")
-                return
-            try:
-                body = json.loads(raw)
-            except ValueError:
-                self._error(400, "body is not JSON", "invalid_request_error")
-                return
-            up._record(body, {k.lower(): v for k, v in self.headers.items()})
-            b = up.backends.get(body.get("model"))
-            if b is None:
-                self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
-                return
-            mode = up._take_mode(b.name)
-            if b.delay_s:
-                self._wait(b.delay_s)
-            stream = bool(body.get("stream"))
-            if mode == "error_500":
-                self._error(500, "the fake upstream failed", "server_error")
-            elif mode == "error_429":
-                self._error(429, "rate limited by the fake upstream", "rate_limit_error")
-            elif mode == "error_400":
-                self._error(400, "the fake upstream refuses this request", "invalid_request_error")
-            elif mode == "hang" or (mode == "stall_mid_stream" and not stream):
-                self._wait(b.hang_s)
-                self.close_connection = True
-            elif mode == "reset":
-                self._reset()
-            elif mode == "malformed_json" and not stream:
-                data = b'{"id": "chatcmpl-broken", "choices": [{"message": '
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            elif stream:
-                self._stream(body, b, mode)
-            else:
-                self._complete(body, b)
+    def _stream(self, body: dict, b: FakeBackend, mode: str) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        cid, created = _completion_id(), int(time.time())
 
-        def _usage(self, body: dict, completion_tokens: int) -> dict:
-            p = count_prompt_tokens(body, up.count_tokens)
-            return {
-                "prompt_tokens": p,
-                "completion_tokens": completion_tokens,
-                "total_tokens": p + completion_tokens,
+        def chunk(delta: dict | None, finish: str | None = None, usage: dict | None = None) -> None:
+            obj: dict[str, Any] = {
+                "id": cid, "object": "chat.completion.chunk", "created": created, "model": b.name,
+                "choices": [] if delta is None
+                else [{"index": 0, "delta": delta, "finish_reason": finish}],
             }
+            if usage is not None:
+                obj["usage"] = usage
+            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+            self.wfile.flush()
 
-        def _complete(self, body: dict, b: FakeBackend) -> None:
+        try:
+            chunk({"role": "assistant", "content": ""})
             call = _tool_call(body, b)
-            text = b.text_for(body)
-            n = int(body.get("n") or 1)
-            choices = []
-            for i in range(n):
-                if call is not None:
-                    msg = {"role": "assistant", "content": None, "tool_calls": [call]}
-                    finish = "tool_calls"
-                else:
-                    msg = {"role": "assistant", "content": text}
-                    finish = "stop"
-                choices.append(
-                    {"index": i, "message": msg, "finish_reason": finish, "logprobs": None}
-                )
-            count = up.count_tokens or _words
-            completion = 8 if call is not None else count(text) * n
-            self._send_json(
-                200,
-                {
-                    "id": _completion_id(),
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": b.name,
-                    "system_fingerprint": "fp_fake",
-                    "choices": choices,
-                    "usage": self._usage(body, completion),
-                },
-            )
+            if call is not None:
+                chunk({"tool_calls": [{"index": 0, **call}]})
+                completion, finish = 8, "tool_calls"
+            else:
+                if not self._stream_words(b.text_for(body).split(), mode, b, chunk):
+                    return
+                completion = (self.up.count_tokens or _words)(b.text_for(body))
+                finish = "stop"
+            chunk({}, finish)
+            if (body.get("stream_options") or {}).get("include_usage"):
+                chunk(None, usage=self._usage(body, completion))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return
 
-        def _stream(self, body: dict, b: FakeBackend, mode: str) -> None:
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.end_headers()
-            self.close_connection = True
-            cid, created = _completion_id(), int(time.time())
-
-            def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> None:
-                obj: dict[str, Any] = {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": b.name,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
-                    if delta is not None
-                    else [],
-                }
-                if usage is not None:
-                    obj["usage"] = usage
-                self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+    def _stream_words(self, words: list[str], mode: str, b: FakeBackend,
+                      chunk: Callable[[dict], None]) -> bool:
+        """The reply word by word; False where a mid-stream failure mode cut it off."""
+        half = len(words) // 2
+        for i, w in enumerate(words):
+            if mode == "stall_mid_stream" and i == max(half, 1):
+                self._wait(b.hang_s)
+                return False
+            if mode == "malformed_json" and i == max(half, 1):
+                self.wfile.write(b"data: {not json\n\n")
                 self.wfile.flush()
+                return False
+            chunk({"content": w if i == 0 else " " + w})
+        return True
 
-            try:
-                chunk({"role": "assistant", "content": ""})
-                call = _tool_call(body, b)
-                if call is not None:
-                    chunk({"tool_calls": [{"index": 0, **call}]})
-                    completion, finish = 8, "tool_calls"
-                else:
-                    words = b.text_for(body).split()
-                    half = len(words) // 2
-                    for i, w in enumerate(words):
-                        if mode == "stall_mid_stream" and i == max(half, 1):
-                            self._wait(b.hang_s)
-                            return
-                        if mode == "malformed_json" and i == max(half, 1):
-                            self.wfile.write(b"data: {not json\n\n")
-                            self.wfile.flush()
-                            return
-                        chunk({"content": w if i == 0 else " " + w})
-                    completion = (up.count_tokens or _words)(b.text_for(body))
-                    finish = "stop"
-                chunk({}, finish)
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    chunk(None, usage=self._usage(body, completion))
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                return
 
-    return Handler
+def _make_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"up": up})

@@ -1,9 +1,8 @@
 """``tollgate simulate``: the learning loop closed end to end on RouterBench's recorded outcomes.
 
-1. A replay upstream on 127.0.0.1 answers as the benchmark models: each model's recorded
-   answer to the prompt, with usage priced so the gateway's cost is the recorded USD
-   (output price p_m = mean recorded cost of m / 1000 per token, completion tokens =
-   recorded cost / p_m; input is free). Routing therefore trades the models' real prices.
+1. A replay upstream on 127.0.0.1 (gateway/sandbox/replay.py) answers as the benchmark
+   models: each model's recorded answer to the prompt, priced so the gateway's cost is the
+   recorded USD. Routing therefore trades the models' real prices.
 2. A real gateway (uvicorn, SQLite, the learning loop) starts from a *cold* router: the
    benchmark's models with random descriptors and a flat calibration (p̂ = 0.5 for all), so
    it routes to the cheapest model in reach.
@@ -21,17 +20,15 @@
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,108 +36,12 @@ import click
 import numpy as np
 
 from gateway.sandbox.local_server import serve_in_thread
+from gateway.sandbox.replay import Replay, replay_upstream
 from router_core.data.table import RoutingTable
 from router_core.router import Calibration, Expert, Head, Router
 
 LAMBDAS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-TOKENS_PER_MEAN_QUERY = 1000  # p_m = mean cost / this: a typical answer is ~1000 "tokens"
 MAX_TOKENS = 50_000  # covers the largest recorded cost / p_m ratio
-
-
-# -- the replay upstream ----------------------------------------------------------------------
-class Replay:
-    """Recorded answers, grades and costs by (prompt text, model)."""
-
-    def __init__(self, table: RoutingTable) -> None:
-        self.models = table.models
-        mean = np.nanmean(table.cost, axis=0)
-        self.price = {m: float(mean[j]) / TOKENS_PER_MEAN_QUERY for j, m in enumerate(self.models)}
-        self.cells: dict[tuple[str, str], tuple[str, float, float]] = {}
-        for i, prompt in enumerate(map(str, table.prompts)):
-            for j, m in enumerate(self.models):
-                q, c = table.quality[i, j], table.cost[i, j]
-                if np.isfinite(q) and np.isfinite(c):
-                    resp = table.responses.get(m)
-                    text = "" if resp is None or resp[i] is None else str(resp[i])
-                    self.cells[(prompt, m)] = (text, float(q), float(c))
-
-    def answer(self, prompt: str, model: str, max_tokens: int | None) -> dict:
-        text, _, cost = self.cells[(prompt, model)]
-        tokens = max(1, round(cost / self.price[model]))
-        if max_tokens is not None:
-            tokens = min(tokens, int(max_tokens))
-        return {
-            "id": "chatcmpl-" + uuid.uuid4().hex,
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens},
-        }
-
-    def grade(self, prompt: str, model: str, answer: str) -> float | None:
-        """The reference check: the recorded grade of exactly this recorded answer."""
-        cell = self.cells.get((prompt, model))
-        if cell is None or cell[0] != answer:
-            return None
-        return cell[1]
-
-
-def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:  # quiet
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            prompt = "\n\n".join(
-                str(m.get("content", ""))
-                for m in reversed(body.get("messages", []))
-                if m.get("role") in ("system", "developer", "user")
-            )
-            try:
-                out, status = replay.answer(prompt, body["model"], body.get("max_tokens")), 200
-            except KeyError:
-                msg = f"no recorded answer of {body.get('model')!r} to this prompt"
-                out = {
-                    "error": {
-                        "message": msg,
-                        "type": "invalid_request_error",
-                        "param": "messages",
-                        "code": "not_recorded",
-                    }
-                }
-                status = 404
-            data = json.dumps(out).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
-
-
-@contextmanager
-def replay_upstream(replay: Replay) -> Iterator[str]:
-    """Serve ``replay`` on 127.0.0.1; yields the base URL (…/v1)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 # -- routers ----------------------------------------------------------------------------------
@@ -206,56 +107,26 @@ def running_gateway(settings: Any, router: Router, encoder: Any) -> Iterator[tup
         yield url, app
 
 
-def gateway_settings(
-    replay: Replay,
-    base_url: str,
-    db_url: str,
-    *,
-    epsilon: float,
-    candidates: int,
-    budget_usd: float,
-    admin_key: str,
-) -> Any:
+def gateway_settings(replay: Replay, base_url: str, db_url: str, *, epsilon: float,
+                     candidates: int, budget_usd: float, admin_key: str) -> Any:
+    """A gateway over the replay upstream's models, learning loop and exploration on."""
     from gateway.config import settings_from_dict
 
     model_list = [
-        {
-            "model_name": m,
-            "litellm_params": {
-                "model": f"openai/{m}",
-                "api_base": base_url,
-                "api_key": "sk-replay",
-            },
-            "model_info": {
-                "input_cost_per_token": 0.0,
-                "output_cost_per_token": replay.price[m],
-                "max_output_tokens": MAX_TOKENS,
-                "timeout": 120,
-            },
-        }
+        {"model_name": m,
+         "litellm_params": {"model": f"openai/{m}", "api_base": base_url, "api_key": "sk-replay"},
+         "model_info": {"input_cost_per_token": 0.0, "output_cost_per_token": replay.price[m],
+                        "max_output_tokens": MAX_TOKENS, "timeout": 120}}
         for m in replay.models
     ]
-    return settings_from_dict(
-        {
-            "model_list": model_list,
-            "routes": {"auto": {"cost_weight": 0.5}},
-            "database_url": db_url,
-            "admin_key": admin_key,
-            "retraining": {
-                "poll_s": 0.2,
-                "min_observations": 0,
-                "exploration": {
-                    "enabled": epsilon > 0,
-                    "epsilon": {"auto": epsilon},
-                    "candidates": candidates,
-                    "budget_usd": budget_usd,
-                    "period": "total",
-                    "max_tokens": MAX_TOKENS,
-                    "judge": {"kind": "reference"},
-                },
-            },
-        }
-    )
+    exploration = {"enabled": epsilon > 0, "epsilon": {"auto": epsilon}, "candidates": candidates,
+                   "budget_usd": budget_usd, "period": "total", "max_tokens": MAX_TOKENS,
+                   "judge": {"kind": "reference"}}
+    return settings_from_dict({
+        "model_list": model_list, "routes": {"auto": {"cost_weight": 0.5}},
+        "database_url": db_url, "admin_key": admin_key,
+        "retraining": {"poll_s": 0.2, "min_observations": 0, "exploration": exploration},
+    })
 
 
 # -- the simulation ---------------------------------------------------------------------------
@@ -277,20 +148,62 @@ def run_simulation(
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict:
     """Run the closed loop; returns the JSON document ``tollgate simulate --json`` writes."""
-    import httpx
-    import openai
-
-    from gateway.learning import exploration_ledger, router_versions
-    from gateway.learning.retrain import RetrainConfig, retrain_once
     from gateway.learning.shadow import ReferenceJudge
     from router_core.data import load_dataset
     from router_core.encoder import Encoder
-    from router_core.promotion import evaluate_on_holdout
-    from router_core.training import TrainConfig, train_router
 
     if feedback not in ("recorded", "judge"):
         raise ValueError("feedback must be 'recorded' or 'judge'")
     table = load_dataset(dataset, data_dir=data_dir)
+    encoder = Encoder()
+    p = _prompts(table, encoder, seed, max_prompts, max_test_prompts, log)
+    replay = Replay(table.rows(np.sort(p.train_rows)))
+    start_router, refs = _references(p, encoder, seed, log)
+    admin_key = "tg-admin-" + uuid.uuid4().hex
+    out_rounds: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp, replay_upstream(replay) as up_url:
+        db_url = f"sqlite:///{Path(tmp) / 'simulate.db'}"
+        settings = gateway_settings(replay, up_url, db_url, epsilon=epsilon,
+                                    candidates=candidates, budget_usd=budget_usd,
+                                    admin_key=admin_key)
+        with running_gateway(settings, start_router, encoder) as (gw_url, app):
+            ctx = app.state.ctx
+            explorer = ctx.learning.explorer
+            explorer.judge = ReferenceJudge(replay.grade)
+            explorer.judge_served = feedback == "judge"
+            explorer.rng = random.Random(seed)
+            client = _Client(gw_url, _tenant_key(gw_url, admin_key), feedback, _truth(p))
+            spent_before = 0.0
+            lam_rng = random.Random(seed)
+            for rnd, chunk in enumerate(np.array_split(p.train_rows, rounds), start=1):
+                t0 = time.perf_counter()
+                lams = [lam_rng.choice(LAMBDAS) for _ in chunk]
+                failures = client.send_round(table, chunk, lams, workers)
+                while ctx.learning._tasks:  # shadow calls and judging run behind the answers
+                    time.sleep(0.1)
+                report = _retrain_and_swap(ctx, margin)
+                row, spent_before = _score_round(ctx, p, rnd, spent_before)
+                if failures:
+                    log(f"round {rnd}: {len(failures)} feedback posts refused, e.g. {failures[0]}")
+                out_rounds.append(row)
+                _log_round(log, row, len(chunk), report, time.perf_counter() - t0)
+    return {"rounds": out_rounds, **refs}
+
+
+@dataclass(frozen=True)
+class _Prompts:
+    """The benchmark rows a simulation runs on, with the embeddings of those it uses."""
+
+    table: RoutingTable
+    train_rows: np.ndarray  # train+val row indices in the order the rounds send them
+    te: np.ndarray  # mask of the test rows the live router is scored on
+    test: RoutingTable
+    phi: np.ndarray  # Φ(x) of every used row (zeros elsewhere)
+    phi_test: np.ndarray
+
+
+def _prompts(table: RoutingTable, encoder: Any, seed: int, max_prompts: int | None,
+             max_test_prompts: int | None, log: Callable[[str], None]) -> _Prompts:
     split = np.asarray(table.split)
     train_rows = np.flatnonzero(np.isin(split, ["train", "val"]))
     rng = np.random.default_rng(seed)
@@ -302,139 +215,147 @@ def run_simulation(
         keep = rng.permutation(np.flatnonzero(te))[:max_test_prompts]
         te = np.zeros(len(table), dtype=bool)
         te[keep] = True
-    test = table.rows(te)
-    encoder = Encoder()
     log("embedding the prompts (cached after the first run)")
     used = np.zeros(len(table), dtype=bool)
     used[train_rows] = True
     used |= te
     phi = np.zeros((len(table), encoder.dim), dtype=np.float32)
-    phi[used] = encoder.encode([str(p) for p in table.prompts[used]])
-    phi_test = phi[te]
+    phi[used] = encoder.encode([str(x) for x in table.prompts[used]])
+    return _Prompts(table, train_rows, te, table.rows(te), phi, phi[te])
 
-    replay = Replay(table.rows(np.sort(train_rows)))
-    mean_cost = np.nanmean(table.cost[train_rows], axis=0)
-    start_router = cold_router(table.models, mean_cost, seed=seed, encoder=encoder.settings())
-    start = evaluate_on_holdout(start_router, phi_test, test)
+
+def _references(p: _Prompts, encoder: Any, seed: int, log: Callable[[str], None]
+                ) -> tuple[Router, dict]:
+    """The cold router the gateway starts from, and the AUDCs the live router is compared
+    with: the cold start, the router trained offline on the same prompts, the baselines."""
+    from router_core.promotion import evaluate_on_holdout
+    from router_core.training import TrainConfig, train_router
+
+    mean_cost = np.nanmean(p.table.cost[p.train_rows], axis=0)
+    start_router = cold_router(p.table.models, mean_cost, seed=seed, encoder=encoder.settings())
+    start = evaluate_on_holdout(start_router, p.phi_test, p.test)
     log("training the offline router on the same prompts")
-    offline_table = table.rows(np.sort(train_rows))
-    offline = train_router(
-        offline_table, TrainConfig(progress=False, seed=seed), embeddings=phi[np.sort(train_rows)]
-    ).router
-    offline_score = evaluate_on_holdout(offline, phi_test, test)
-    base = baselines(table, train_rows, te)
+    train = np.sort(p.train_rows)
+    offline = train_router(p.table.rows(train), TrainConfig(progress=False, seed=seed),
+                           embeddings=p.phi[train]).router
+    offline_score = evaluate_on_holdout(offline, p.phi_test, p.test)
+    base = baselines(p.table, p.train_rows, p.te)
     log(
         f"start AUDC {start.audc:.4f}  offline AUDC {offline_score.audc:.4f}  baselines "
         + ", ".join(f"{k} {v:.4f}" for k, v in base.items())
     )
+    return start_router, {"start_audc": start.audc, "offline_audc": offline_score.audc,
+                          "baselines": base}
 
-    truth = {
-        (str(table.prompts[i]), m): float(table.quality[i, j])
-        for i in train_rows
-        for j, m in enumerate(table.models)
-        if np.isfinite(table.quality[i, j])
-    }
-    chunks = np.array_split(train_rows, rounds)
-    admin_key = "tg-admin-" + uuid.uuid4().hex
-    out_rounds: list[dict] = []
-    with tempfile.TemporaryDirectory() as tmp, replay_upstream(replay) as up_url:
-        db_url = f"sqlite:///{Path(tmp) / 'simulate.db'}"
-        settings = gateway_settings(
-            replay,
-            up_url,
-            db_url,
-            epsilon=epsilon,
-            candidates=candidates,
-            budget_usd=budget_usd,
-            admin_key=admin_key,
+
+def _truth(p: _Prompts) -> dict[tuple[str, str], float]:
+    """Recorded grade by (prompt, model), for the feedback a client posts."""
+    t = p.table
+    return {(str(t.prompts[i]), m): float(t.quality[i, j])
+            for i in p.train_rows for j, m in enumerate(t.models) if np.isfinite(t.quality[i, j])}
+
+
+def _tenant_key(gw_url: str, admin_key: str) -> str:
+    """A tenant without a budget, made through the admin API; its API key."""
+    import httpx
+
+    r = httpx.post(gw_url + "/admin/tenants", timeout=60,
+                   headers={"authorization": f"Bearer {admin_key}"},
+                   json={"name": "simulator", "budget_usd": None, "period": "total"})
+    r.raise_for_status()
+    return r.json()["api_key"]
+
+
+class _Client:
+    """The simulated clients: the OpenAI SDK against the gateway, and (``feedback ==
+    "recorded"``) each served answer's recorded correctness posted to ``/v1/feedback``."""
+
+    def __init__(self, gw_url: str, key: str, feedback: str,
+                 truth: dict[tuple[str, str], float]) -> None:
+        import openai
+
+        self.gw_url, self.key, self.feedback, self.truth = gw_url, key, feedback, truth
+        self.sdk = openai.OpenAI(base_url=gw_url + "/v1", api_key=key, max_retries=2,
+                                 timeout=300)
+
+    def send_round(self, table: RoutingTable, chunk: np.ndarray, lams: list[float],
+                   workers: int) -> list[str]:
+        """The round's prompts, each with its λ; returns the feedback posts refused."""
+        failures: list[str] = []
+
+        def one(args: tuple[int, float]) -> None:
+            i, lam = args
+            failure = self.ask(str(table.prompts[i]), lam)
+            if failure is not None:
+                failures.append(failure)
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, zip(chunk.tolist(), lams)))
+        return failures
+
+    def ask(self, prompt: str, lam: float) -> str | None:
+        import httpx
+
+        raw = self.sdk.chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": prompt}],
+            extra_body={"tollgate": {"cost_weight": lam}})
+        if self.feedback != "recorded":
+            return None
+        served = raw.parse().model
+        fb = httpx.post(
+            self.gw_url + "/v1/feedback", timeout=60,
+            headers={"authorization": f"Bearer {self.key}"},
+            json={"request_id": raw.headers["x-tollgate-request-id"],
+                  "correct": self.truth[(prompt, served)] >= 0.5})
+        # a refused post is counted and reported, not fatal
+        return None if fb.status_code == 200 else f"{fb.status_code} {fb.text[:200]}"
+
+
+def _retrain_and_swap(ctx: Any, margin: float) -> dict:
+    """``retrain_once`` on what the round observed; waits until the gateway serves the
+    active version. Returns the retrain report."""
+    from gateway.learning import router_versions
+    from gateway.learning.retrain import RetrainConfig, retrain_once
+
+    engine = ctx.store.engine
+    report = retrain_once(
+        engine, ctx.router.current, RetrainConfig(min_new=0, margin=margin), force=True
+    )
+    active = router_versions.active_version(engine)["version"]
+    deadline = time.monotonic() + 120
+    while ctx.router.current.version != active:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the gateway did not hot-swap")
+        time.sleep(0.1)
+    return report
+
+
+def _score_round(ctx: Any, p: _Prompts, rnd: int, spent_before: float) -> tuple[dict, float]:
+    """The live router on the test rows, and what exploration spent this round."""
+    from gateway.learning import exploration_ledger
+    from router_core.promotion import evaluate_on_holdout
+
+    live = evaluate_on_holdout(ctx.router.current, p.phi_test, p.test)
+    spent = exploration_ledger.spending(ctx.store.engine)["spent_usd"]
+    row = {"round": rnd, "audc": live.audc, "qnc": live.qnc,
+           "exploration_usd": spent - spent_before}
+    return row, spent
+
+
+def _log_round(log: Callable[[str], None], row: dict, n_prompts: int, report: dict,
+               seconds: float) -> None:
+    qnc = "never" if row["qnc"] is None else f"{row['qnc']:.3f}"
+    guard = ""
+    if report.get("candidate") and report.get("current"):
+        guard = (
+            f" (held-out AUDC candidate {report['candidate']['audc']:.4f} vs live "
+            f"{report['current']['audc']:.4f} on {report['n_holdout']} prompts)"
         )
-        with running_gateway(settings, start_router, encoder) as (gw_url, app):
-            ctx = app.state.ctx
-            learning = ctx.learning
-            learning.explorer.judge = ReferenceJudge(replay.grade)
-            learning.explorer.judge_served = feedback == "judge"
-            learning.explorer.rng = random.Random(seed)
-            r = httpx.post(
-                gw_url + "/admin/tenants",
-                timeout=60,
-                headers={"authorization": f"Bearer {admin_key}"},
-                json={"name": "simulator", "budget_usd": None, "period": "total"},
-            )
-            r.raise_for_status()
-            key = r.json()["api_key"]
-            client = openai.OpenAI(base_url=gw_url + "/v1", api_key=key, max_retries=2, timeout=300)
-            engine = ctx.store.engine
-            spent_before = 0.0
-            lam_rng = random.Random(seed)
-            failures: list[str] = []  # feedback posts the gateway refused, per round
-            for rnd, chunk in enumerate(chunks, start=1):
-                t0 = time.perf_counter()
-                lams = [lam_rng.choice(LAMBDAS) for _ in chunk]
-                failures.clear()
-
-                def one(args: tuple[int, float]) -> None:
-                    i, lam = args
-                    prompt = str(table.prompts[i])
-                    raw = client.chat.completions.with_raw_response.create(
-                        model="auto",
-                        messages=[{"role": "user", "content": prompt}],
-                        extra_body={"tollgate": {"cost_weight": lam}},
-                    )
-                    served = raw.parse().model
-                    if feedback == "recorded":
-                        rid = raw.headers["x-tollgate-request-id"]
-                        fb = httpx.post(
-                            gw_url + "/v1/feedback",
-                            timeout=60,
-                            headers={"authorization": f"Bearer {key}"},
-                            json={"request_id": rid, "correct": truth[(prompt, served)] >= 0.5},
-                        )
-                        if fb.status_code != 200:  # counted and reported, not fatal
-                            failures.append(f"{fb.status_code} {fb.text[:200]}")
-
-                with ThreadPoolExecutor(workers) as pool:
-                    list(pool.map(one, zip(chunk.tolist(), lams)))
-                while learning._tasks:  # shadow calls and judging run behind the answers
-                    time.sleep(0.1)
-                report = retrain_once(
-                    engine, ctx.router.current, RetrainConfig(min_new=0, margin=margin), force=True
-                )
-                active = router_versions.active_version(engine)["version"]
-                deadline = time.monotonic() + 120
-                while ctx.router.current.version != active:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the gateway did not hot-swap")
-                    time.sleep(0.1)
-                live = evaluate_on_holdout(ctx.router.current, phi_test, test)
-                spent = exploration_ledger.spending(engine)["spent_usd"]
-                row = {
-                    "round": rnd,
-                    "audc": live.audc,
-                    "qnc": live.qnc,
-                    "exploration_usd": spent - spent_before,
-                }
-                spent_before = spent
-                if failures:
-                    log(f"round {rnd}: {len(failures)} feedback posts refused, e.g. {failures[0]}")
-                out_rounds.append(row)
-                qnc = "never" if live.qnc is None else f"{live.qnc:.3f}"
-                guard = ""
-                if report.get("candidate") and report.get("current"):
-                    guard = (
-                        f" (held-out AUDC candidate {report['candidate']['audc']:.4f} vs live "
-                        f"{report['current']['audc']:.4f} on {report['n_holdout']} prompts)"
-                    )
-                log(
-                    f"round {rnd}: {len(chunk)} prompts, retrain {report['status']}{guard}, "
-                    f"live AUDC {live.audc:.4f}, QNC {qnc}, exploration "
-                    f"${row['exploration_usd']:.4f}, {time.perf_counter() - t0:.0f}s"
-                )
-    return {
-        "rounds": out_rounds,
-        "start_audc": start.audc,
-        "offline_audc": offline_score.audc,
-        "baselines": base,
-    }
+    log(
+        f"round {row['round']}: {n_prompts} prompts, retrain {report['status']}{guard}, "
+        f"live AUDC {row['audc']:.4f}, QNC {qnc}, exploration "
+        f"${row['exploration_usd']:.4f}, {seconds:.0f}s"
+    )
 
 
 def print_table(result: dict) -> None:
@@ -446,71 +367,3 @@ def print_table(result: dict) -> None:
     click.echo(f"offline (same prompts) AUDC {result['offline_audc']:.4f}")
     for k, v in result["baselines"].items():
         click.echo(f"{k:<20} AUDC {v:.4f}")
-
-
-@click.command("simulate")
-@click.option("--dataset", default="routerbench", show_default=True)
-@click.option("--data-dir", default=None, help="Benchmark data folder (default: shared data).")
-@click.option("--rounds", type=int, default=4, show_default=True)
-@click.option(
-    "--feedback", type=click.Choice(["recorded", "judge"]), default="recorded", show_default=True
-)
-@click.option("--json", "json_path", default=None, help="Write the result as JSON here.")
-@click.option(
-    "--epsilon",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="Exploration probability per request.",
-)
-@click.option(
-    "--candidates",
-    type=int,
-    default=10,
-    show_default=True,
-    help="Other models asked per explored request.",
-)
-@click.option("--exploration-budget-usd", type=float, default=100.0, show_default=True)
-@click.option("--max-prompts", type=int, default=None, help="Use only this many prompts.")
-@click.option(
-    "--max-test-prompts",
-    type=int,
-    default=None,
-    help="Score on a seeded subset of the test split of this size.",
-)
-@click.option("--workers", type=int, default=8, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-def simulate_command(
-    dataset: str,
-    data_dir: str | None,
-    rounds: int,
-    feedback: str,
-    json_path: str | None,
-    epsilon: float,
-    candidates: int,
-    exploration_budget_usd: float,
-    max_prompts: int | None,
-    max_test_prompts: int | None,
-    workers: int,
-    seed: int,
-) -> None:
-    """Close the learning loop on recorded benchmark outcomes and print it round by round."""
-    result = run_simulation(
-        dataset,
-        data_dir,
-        rounds,
-        feedback,
-        epsilon=epsilon,
-        candidates=candidates,
-        budget_usd=exploration_budget_usd,
-        workers=workers,
-        max_prompts=max_prompts,
-        max_test_prompts=max_test_prompts,
-        seed=seed,
-    )
-    print_table(result)
-    if json_path:
-        Path(json_path).write_text(json.dumps(result, indent=2))
-
-
-__all__ = ["run_simulation", "simulate_command"]
