@@ -23,6 +23,7 @@ import click
 import numpy as np
 import yaml
 
+from gateway.cli.describe_model import describe
 from gateway.cli.model_files import Targets, edit_config, targets
 from gateway.config import resolve_config_path
 from gateway.learning.model_pool import ARTIFACT_KEY, artifact_backends
@@ -89,27 +90,16 @@ def models_group() -> None:
 
 
 _common = [
-    click.option(
-        "--config",
-        "config",
-        type=click.Path(dir_okay=False, path_type=Path),
-        default=None,
-        help="config.yaml to update (default: the one `tollgate serve` uses).",
-    ),
-    click.option(
-        "--router",
-        "router",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        help="Router artifact directory (default: config's router_path, else a copy of the "
-        "packaged one in $TOLLGATE_HOME or ./router).",
-    ),
-    click.option(
-        "--database-url",
-        envvar="TOLLGATE_DATABASE_URL",
-        default=None,
-        help="Record and activate the new version here, so running gateways hot-swap.",
-    ),
+    click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
+                 default=None,
+                 help="config.yaml to update (default: the one `tollgate serve` uses)."),
+    click.option("--router", "router", type=click.Path(file_okay=False, path_type=Path),
+                 default=None,
+                 help="Router artifact directory (default: config's router_path, else a copy of "
+                 "the packaged one in $TOLLGATE_HOME or ./router)."),
+    click.option("--database-url", envvar="TOLLGATE_DATABASE_URL", default=None,
+                 help="Record and activate the new version here, so running gateways "
+                 "hot-swap."),
 ]
 
 
@@ -163,25 +153,11 @@ def _with_common(fn: Any) -> Any:
 @click.option("--judge-price-out", type=float, default=None, help="Judge USD per 1M output.")
 @_with_common
 def add_command(
-    name: str,
-    litellm_model: str,
-    api_base: str | None,
-    api_key_env: str | None,
-    price_in: float | None,
-    price_out: float | None,
-    fingerprint: str,
-    weights: str | None,
-    max_spend: float,
-    concurrency: int,
-    max_tokens: int,
-    force: bool,
-    judge_model: str | None,
-    judge_api_base: str | None,
-    judge_api_key_env: str | None,
-    judge_price_in: float | None,
-    judge_price_out: float | None,
-    config: Path | None,
-    router: Path | None,
+    name: str, litellm_model: str, api_base: str | None, api_key_env: str | None,
+    price_in: float | None, price_out: float | None, fingerprint: str, weights: str | None,
+    max_spend: float, concurrency: int, max_tokens: int, force: bool, judge_model: str | None,
+    judge_api_base: str | None, judge_api_key_env: str | None, judge_price_in: float | None,
+    judge_price_out: float | None, config: Path | None, router: Path | None,
     database_url: str | None,
 ) -> None:
     """Describe model NAME on the router's probes and add it to the pool.
@@ -191,125 +167,127 @@ def add_command(
     judge's calls count against ``--max-spend`` too. perplexity with ``--judge-model``:
     the same grades refine the fingerprint (the readout with a·e_h as its prior mean).
     """
-    import os
-
     from tqdm.auto import tqdm
 
-    from router_core.artifact import load_probes
-    from router_core.descriptors.base import ProbeSet
-    from router_core.fingerprints.answers import LiveAnswers, SpendCapExceeded
-    from router_core.fingerprints.space import kind_for_artifact
-    from router_core.router import Expert
+    from router_core.fingerprints.answers import SpendCapExceeded
 
     t = targets(config, router)
     engine = _engine(database_url)
     current = _live_router(t.read_router, engine)
-    probes = ProbeSet.from_json(load_probes(t.read_router))
-    if not len(probes):
-        raise click.ClickException(f"{t.read_router} has no probes.json: cannot describe models")
-    if len(probes) != current.head.out_dim:
-        raise click.ClickException(
-            f"{len(probes)} probes but the router's space has {current.head.out_dim} dimensions"
-        )
-    try:
-        kind = kind_for_artifact(current.config, fingerprint, allow_other=force)
-    except ValueError as exc:
-        raise click.ClickException(str(exc)) from exc
-
+    probes, kind = _probes_and_kind(t.read_router, current, fingerprint, force)
     if fingerprint == "probe-outcome" and not judge_model:
         raise click.BadParameter(
             "probe-outcome descriptors need each probe answer graded: give --judge-model",
             param_hint="--judge-model",
         )
-    api_key = os.environ.get(api_key_env) if api_key_env else None
     steps = len(probes) * (
         1  # answers, or logits
         + (fingerprint in ("perplexity", "probe-outcome"))  # scores, or grades
         + (fingerprint == "perplexity" and bool(judge_model))  # grades
     )
     bar = tqdm(total=steps, desc=f"fingerprint {name}", unit="probe")
-    live = LiveAnswers(
-        litellm_model,
-        api_base=api_base,
-        api_key=api_key,
-        price_in_per_m=price_in,
-        price_out_per_m=price_out,
-        max_spend_usd=max_spend,
-        max_tokens=max_tokens,
-        concurrency=concurrency,
-        progress=bar.update,
-    )
+    live = _answers(litellm_model, api_base, api_key_env, price_in, price_out, max_spend,
+                    max_tokens, concurrency, bar.update)
     if hasattr(kind, "progress"):
         kind.progress = bar.update
-    readout, judge, outcomes = None, None, None
 
-    def graded(answers: list[str | None]) -> tuple[np.ndarray, Any]:
-        """The judge's grades of NAME's probe answers (≥ 3/4 of the probes, else an
-        error) and the judge, whose spend is reported."""
-        judge = LiveAnswers(
-            judge_model,
-            api_base=judge_api_base,
-            api_key=os.environ.get(judge_api_key_env) if judge_api_key_env else None,
-            price_in_per_m=judge_price_in,
-            price_out_per_m=judge_price_out,
-            max_spend_usd=max(max_spend - live.spend.usd, 0.0),
-            max_tokens=16,
-            concurrency=concurrency,
-            progress=bar.update,
-        )
-        outcomes = judge_outcomes(probes, answers, judge)
-        judged = int(np.isfinite(outcomes).sum())
-        if len(probes) - judged > len(probes) // 4:  # as for perplexity: ≥ 3/4 of them
-            errors = (live.spend.errors + judge.spend.errors)[-3:]
-            raise click.ClickException(
-                f"only {judged} of {len(probes)} probes answered and graded: "
-                + "; ".join(errors)
-            )
-        return outcomes, judge
+    def make_judge() -> Any:  # what the model's answers left of the spend cap
+        return _answers(judge_model, judge_api_base, judge_api_key_env, judge_price_in,
+                        judge_price_out, max(max_spend - live.spend.usd, 0.0), 16, concurrency,
+                        bar.update)
 
     try:
-        if fingerprint == "perplexity":
-            answers = live.answers(name, probes)
-            missing = sum(a is None for a in answers)
-            if missing > len(probes) // 4:
-                raise click.ClickException(
-                    f"{missing} of {len(probes)} probes got no answer: "
-                    + "; ".join(live.spend.errors[-3:])
-                )
-            e = kind.describe({name: answers}, probes, [name])[0]
-            if judge_model:  # the graded answers refine the fingerprint (its readout prior)
-                outcomes, judge = graded(answers)
-                readout = probe_readout(
-                    current, probes, outcomes, prior=current.calibration.a0 * e
-                )
-                if readout is not None:
-                    e = readout.descriptor
-                else:  # nothing to refine by: say so rather than pass it off as refined
-                    click.echo(
-                        f"the judge graded all {int(np.isfinite(outcomes).sum())} answers "
-                        f"alike: {name} keeps its bare fingerprint and the pooled calibration",
-                        err=True,
-                    )
-        elif fingerprint == "logit":
-            e = kind.describe({name: weights or litellm_model}, probes, [name])[0]
-        else:  # probe-outcome: the model's answers, graded, then its readout
-            outcomes, judge = graded(live.answers(name, probes))
-            readout = probe_readout(current, probes, outcomes)
-            if readout is None:
-                raise click.ClickException(
-                    f"the judge graded all {int(np.isfinite(outcomes).sum())} answers alike: "
-                    f"no signal to place {name} by"
-                )
-            e = readout.descriptor
+        d = describe(name, fingerprint, kind, current, probes, live,
+                     make_judge if judge_model else None, weights or litellm_model)
     except SpendCapExceeded as exc:
         raise click.ClickException(str(exc)) from exc
     finally:
         bar.close()
+    version = _new_version(current.version, f"add-{name}")
+    entry = _backend_entry(name, litellm_model, api_base, api_key_env, price_in, price_out)
+    added = _with_added(current, version, name, d, kind.name, live, entry)
+    _publish(added, t, engine, current.version, "added")
+    edit_config(t, add=entry)
+    _report_added(name, kind.name, version, len(probes), live, d, judge_model, t)
+
+
+def _answers(model: str | None, api_base: str | None, key_env: str | None,
+             price_in: float | None, price_out: float | None, max_spend: float,
+             max_tokens: int, concurrency: int, progress: Any) -> Any:
+    """A LiveAnswers for ``model``: its key read from ``key_env``, its spend capped."""
+    import os
+
+    from router_core.fingerprints.answers import LiveAnswers
+
+    return LiveAnswers(model, api_base=api_base,
+                       api_key=os.environ.get(key_env) if key_env else None,
+                       price_in_per_m=price_in, price_out_per_m=price_out,
+                       max_spend_usd=max_spend, max_tokens=max_tokens, concurrency=concurrency,
+                       progress=progress)
+
+
+def _with_added(current: Any, version: str, name: str, d: Any, kind: str, live: Any,
+                entry: dict[str, Any]) -> Any:
+    """``current`` with the new expert (and its backend in the artifact's pool). Its cost is
+    the mean USD per answered probe, else the pool's median."""
+    from router_core.router import Expert
+
     if live.spend.calls:
-        cost = live.spend.usd / live.spend.calls  # mean USD per answered probe
+        cost = live.spend.usd / live.spend.calls
     else:
         cost = float(np.median([x.cost_usd for x in current.experts]))
-    version = _new_version(current.version, f"add-{name}")
+    added = current.with_expert(
+        Expert(name, d.descriptor.astype(np.float32), cost, kind),
+        version,
+        a=d.readout.a if d.readout else None,  # a readout brings its own calibration
+        b=d.readout.b if d.readout else None,
+    )
+    backends = {**artifact_backends(current), name: entry}
+    return replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
+
+
+def _probes_and_kind(router_dir: Path, current: Any, fingerprint: str, force: bool
+                     ) -> tuple[Any, Any]:
+    """The artifact's probes and the descriptor kind configured as the artifact recorded it;
+    an error where they cannot describe a model in ``current``'s space."""
+    from router_core.artifact import load_probes
+    from router_core.descriptors.base import ProbeSet
+    from router_core.fingerprints.space import kind_for_artifact
+
+    probes = ProbeSet.from_json(load_probes(router_dir))
+    if not len(probes):
+        raise click.ClickException(f"{router_dir} has no probes.json: cannot describe models")
+    if len(probes) != current.head.out_dim:
+        raise click.ClickException(
+            f"{len(probes)} probes but the router's space has {current.head.out_dim} dimensions"
+        )
+    try:
+        return probes, kind_for_artifact(current.config, fingerprint, allow_other=force)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _report_added(name: str, kind: str, version: str, n_probes: int, live: Any, d: Any,
+                  judge_model: str | None, t: Targets) -> None:
+    click.echo(
+        f"added {name} ({kind} descriptor, {n_probes} probes) as router version "
+        f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
+        + ("" if live.spend.priced else " (price unknown: spend not counted)")
+    )
+    click.echo(f"wrote {_wrote(t)}")
+    if d.judge is not None:
+        judged = int(np.isfinite(d.outcomes).sum())
+        click.echo(
+            f"judge {judge_model}: {judged} of {n_probes} probe answers graded, mean "
+            f"{np.nanmean(d.outcomes):.2f}; judge spend ${d.judge.spend.usd:.6f} over "
+            f"{d.judge.spend.calls} calls" + ("" if d.judge.spend.priced else " (price unknown)")
+        )
+
+
+def _backend_entry(name: str, litellm_model: str, api_base: str | None,
+                   api_key_env: str | None, price_in: float | None, price_out: float | None
+                   ) -> dict[str, Any]:
+    """The config.yaml ``model_list`` entry of the new model (the key by reference only)."""
     params: dict[str, Any] = {"model": litellm_model}
     if api_base:
         params["api_base"] = api_base
@@ -320,62 +298,7 @@ def add_command(
         info["input_cost_per_million"] = price_in
     if price_out is not None:
         info["output_cost_per_million"] = price_out
-    entry = {"model_name": name, "litellm_params": params, "model_info": info}
-    backends = {**artifact_backends(current), name: entry}
-    added = current.with_expert(
-        Expert(name, e.astype(np.float32), cost, kind.name),
-        version,
-        a=readout.a if readout else None,  # a readout brings its own calibration
-        b=readout.b if readout else None,
-    )
-    added = replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
-    _publish(added, t, engine, current.version, "added")
-    edit_config(t, add=entry)
-    click.echo(
-        f"added {name} ({kind.name} descriptor, {len(probes)} probes) as router version "
-        f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
-        + ("" if live.spend.priced else " (price unknown: spend not counted)")
-    )
-    click.echo(f"wrote {_wrote(t)}")
-    if judge is not None:
-        judged = int(np.isfinite(outcomes).sum())
-        click.echo(
-            f"judge {judge_model}: {judged} of {len(probes)} probe answers graded, mean "
-            f"{np.nanmean(outcomes):.2f}; judge spend ${judge.spend.usd:.6f} over "
-            f"{judge.spend.calls} calls" + ("" if judge.spend.priced else " (price unknown)")
-        )
-
-
-def judge_outcomes(probes: Any, answers: list[str | None], judge: Any) -> np.ndarray:
-    """Each probe answer graded by ``judge`` (a LiveAnswers) with the shadow rubric, in
-    [0, 1]; NaN where there was no answer or no parsable grade."""
-    from gateway.learning.shadow import DEFAULT_RUBRIC, parse_score
-
-    asked = [i for i, a in enumerate(answers) if a]
-    grades = judge.complete(
-        [DEFAULT_RUBRIC.format(prompt=probes.prompts[i], answer=answers[i]) for i in asked]
-    )
-    if judge.progress is not None:  # unanswered probes were not sent: count them done
-        judge.progress(len(answers) - len(asked))
-    out = np.full(len(answers), np.nan)
-    for i, text in zip(asked, grades):
-        score = parse_score(text) if text else None
-        if score is not None:
-            out[i] = score
-    return out
-
-
-def probe_readout(
-    router: Any, probes: Any, outcomes: np.ndarray, prior: np.ndarray | None = None
-) -> Any:
-    """The model's readout in ``router``'s space from its probe outcomes (or None);
-    ``prior``: the readout's prior mean (a fingerprinted model's a·e)."""
-    from router_core.encoder import Encoder
-    from router_core.readout import fit_readout
-
-    encoder = Encoder.for_router(router.config)
-    Q = router.project(encoder.encode(list(probes.prompts)))
-    return fit_readout(Q, outcomes, prior=prior)
+    return {"model_name": name, "litellm_params": params, "model_info": info}
 
 
 @models_group.command("list")
