@@ -20,7 +20,6 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import Principal, require_principal
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError
 from gateway.review.dashboard.access import not_found
 from gateway.review.dashboard.queries import fetch_log
 
@@ -31,6 +30,36 @@ FLUSH_WAIT_S = 2.0
 def _is_upstream_attempt(a: dict[str, Any]) -> bool:
     """An attempt that reached an upstream (not a candidate skipped for budget)."""
     return not str(a.get("error") or "").startswith(BUDGET_SKIP)
+
+
+def _candidate(i: int, c: dict[str, Any], equivalent: list[str]) -> dict[str, Any]:
+    return {
+        "rank": i + 1,
+        "backend": c.get("backend") or c.get("model"),
+        "router_model": c.get("model"),
+        "similarity": c.get("similarity"),
+        "quality": c.get("quality"),
+        "cost": c.get("cost"),
+        "cost_usd": c.get("cost_usd"),
+        "score": c.get("score"),
+        "equivalent": (c.get("backend") or c.get("model")) in equivalent,
+        "chosen": i == 0,
+    }
+
+
+def _summary(row: dict[str, Any], winner: str | None, answered: str | None, routed: bool,
+             n_tried: int) -> str:
+    """One line: who won and why, and who answered when a fallback did."""
+    reason = row.get("reason")
+    if routed:
+        summary = f"{winner}: {reason}"
+    elif reason == "passthrough":
+        summary = f"{row.get('chosen_model')}: named by the client (passthrough, not routed)"
+    else:
+        summary = reason or "no routing decision"
+    if answered and answered != winner and routed:
+        summary += f"; answered by {answered} after {n_tried - 1} failed attempt(s)"
+    return summary
 
 
 def explain_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -50,30 +79,9 @@ def explain_row(row: dict[str, Any]) -> dict[str, Any]:
     ]
     feedback = list(row.get("feedback") or [])
     scores = [float(f["score"]) for f in feedback if f.get("score") is not None]
-    candidates = [
-        {
-            "rank": i + 1,
-            "backend": c.get("backend") or c.get("model"),
-            "router_model": c.get("model"),
-            "similarity": c.get("similarity"),
-            "quality": c.get("quality"),
-            "cost": c.get("cost"),
-            "cost_usd": c.get("cost_usd"),
-            "score": c.get("score"),
-            "equivalent": (c.get("backend") or c.get("model")) in equivalent,
-            "chosen": i == 0,
-        }
-        for i, c in enumerate(cands)
-    ]
+    candidates = [_candidate(i, c, equivalent) for i, c in enumerate(cands)]
     reason = row.get("reason")
-    if routed:
-        summary = f"{winner}: {reason}"
-    elif reason == "passthrough":
-        summary = f"{row.get('chosen_model')}: named by the client (passthrough, not routed)"
-    else:
-        summary = reason or "no routing decision"
-    if answered and answered != winner and routed:
-        summary += f"; answered by {answered} after {len(tried) - 1} failed attempt(s)"
+    summary = _summary(row, winner, answered, routed, len(tried))
     ts = row.get("created_at")
     return {
         "object": "routing.explanation",
@@ -134,12 +142,10 @@ async def load_explanation(ctx: GatewayContext, who: Principal, request_id: str
 
 
 async def get_explanation(request_id: str, request: Request) -> Response:
+    """GatewayError (401, 404) is answered by the app as an OpenAI error body."""
     ctx: GatewayContext = request.app.state.ctx
-    try:
-        who = await require_principal(request)
-        return JSONResponse(await load_explanation(ctx, who, request_id))
-    except GatewayError as e:
-        return e.response()
+    who = await require_principal(request)
+    return JSONResponse(await load_explanation(ctx, who, request_id))
 
 
 def build_router() -> APIRouter:

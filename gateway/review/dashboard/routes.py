@@ -72,130 +72,126 @@ def _window(value: str | None) -> str:
 
 
 def build_router() -> APIRouter:
-    env = _templates()
+    pages = _Pages(_templates())
     r = APIRouter(prefix="/dashboard", include_in_schema=False)
+    r.add_api_route("", pages.page, methods=["GET"])
+    r.add_api_route("/login", pages.login, methods=["POST"])
+    r.add_api_route("/logout", logout, methods=["POST"])
+    r.add_api_route("/static/{name}", static, methods=["GET"])
+    r.add_api_route("/api/summary", summary, methods=["GET"])
+    r.add_api_route("/api/requests", requests, methods=["GET"])
+    r.add_api_route("/api/explain/{request_id}", explain, methods=["GET"])
+    r.add_api_route("/api/routers", routers, methods=["GET"])
+    r.add_api_route("/plot/deferral.png", deferral, methods=["GET"])
+    return r
 
-    @r.get("")
-    async def page(request: Request) -> Response:
+
+class _Pages:
+    """The two HTML pages: the login form, and the dashboard once a key is in the cookie."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+
+    async def page(self, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         who = await principal_for_key(ctx, request.cookies.get(COOKIE))
         if who is None:
-            return _html(env, "login.html")
-        return _html(env, "dashboard.html", who=who, windows=WINDOWS,
+            return _html(self.env, "login.html")
+        return _html(self.env, "dashboard.html", who=who, windows=WINDOWS,
                      router_version=ctx.router.current.version)
 
-    @r.post("/login")
-    async def login(request: Request) -> Response:
+    async def login(self, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         who = await principal_for_key(ctx, key) if key else None
         if who is None:
-            return _html(env, "login.html", status=401,
+            return _html(self.env, "login.html", status=401,
                          error="That key is not the admin key or a live tenant key.")
         resp = RedirectResponse("/dashboard", status_code=303)
         resp.set_cookie(COOKIE, key, httponly=True, samesite="strict", path="/dashboard",
                         secure=request.url.scheme == "https", max_age=8 * 3600)
         return resp
 
-    @r.post("/logout")
-    async def logout() -> Response:
-        resp = RedirectResponse("/dashboard", status_code=303)
-        resp.delete_cookie(COOKIE, path="/dashboard")
-        return resp
 
-    @r.get("/static/{name}")
-    async def static(name: str) -> Response:
-        path = (STATIC / name).resolve()
-        if path.parent != STATIC or not path.is_file() or path.suffix not in STATIC_TYPES:
-            return JSONResponse({"error": {"message": "not found", "type": "invalid_request_error",
-                                           "param": None, "code": "not_found"}}, 404)
-        return FileResponse(path, media_type=STATIC_TYPES[path.suffix],
-                            headers={"cache-control": "public, max-age=3600"})
+async def logout() -> Response:
+    resp = RedirectResponse("/dashboard", status_code=303)
+    resp.delete_cookie(COOKIE, path="/dashboard")
+    return resp
 
-    @r.get("/api/summary")
-    async def summary(request: Request, window: str | None = None,
-                      tenant: str | None = None) -> Response:
-        ctx: GatewayContext = request.app.state.ctx
-        try:
-            who = await dashboard_principal(request)
-            w = _window(window)
-            now = utcnow()
-            start = now - parse_duration(w)
-            scope = _scope(who, tenant)
-            data = await anyio.to_thread.run_sync(_summary_data, ctx, scope, start, now)
-            return JSONResponse({"viewer": {"admin": who.admin, "label": who.label},
-                                 "window": w, **data})
-        except GatewayError as e:
-            return e.response()
 
-    @r.get("/api/requests")
-    async def requests(request: Request, window: str | None = None, tenant: str | None = None,
-                       limit: int = 50, offset: int = 0, route: str | None = None,
-                       model: str | None = None, status: str | None = None,
-                       feedback: str | None = None) -> Response:
-        """A page of the request log, newest first: ``offset`` rows skipped, ``limit`` shown;
-        ``has_more`` says whether a next page exists."""
-        ctx: GatewayContext = request.app.state.ctx
-        try:
-            who = await dashboard_principal(request)
-            start = utcnow() - parse_duration(_window(window))
-            limit, offset = max(1, min(limit, 500)), max(0, offset)
-            try:
-                f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,
-                              model=model, status=status, feedback=feedback,
-                              limit=limit + 1, offset=offset)
-                rows = await anyio.to_thread.run_sync(select_logs, ctx.store.engine, f)
-            except ValueError as e:
-                raise invalid(str(e)) from e
-            names = await anyio.to_thread.run_sync(tenant_names, ctx.store.engine)
-            if not who.admin:
-                names = {k: v for k, v in names.items() if k == who.tenant_id}
-            return JSONResponse({"object": "list", "offset": offset, "limit": limit,
-                                 "has_more": len(rows) > limit, "data": [
-                {k: v for k, v in flat(row, names).items()} for row in rows[:limit]]})
-        except GatewayError as e:
-            return e.response()
+async def static(name: str) -> Response:
+    path = (STATIC / name).resolve()
+    if path.parent != STATIC or not path.is_file() or path.suffix not in STATIC_TYPES:
+        return JSONResponse({"error": {"message": "not found", "type": "invalid_request_error",
+                                       "param": None, "code": "not_found"}}, 404)
+    return FileResponse(path, media_type=STATIC_TYPES[path.suffix],
+                        headers={"cache-control": "public, max-age=3600"})
 
-    @r.get("/api/explain/{request_id}")
-    async def explain(request_id: str, request: Request) -> Response:
-        ctx: GatewayContext = request.app.state.ctx
-        try:
-            who = await dashboard_principal(request)
-            return JSONResponse(await load_explanation(ctx, who, request_id))
-        except GatewayError as e:
-            return e.response()
 
-    @r.get("/api/routers")
-    async def routers(request: Request) -> Response:
-        ctx: GatewayContext = request.app.state.ctx
-        try:
-            who = await dashboard_principal(request)
-            live = ctx.router.current.version
-            data = await anyio.to_thread.run_sync(
-                versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
-                None if who.admin else who.tenant_id)
-            return JSONResponse({"object": "list", "live": live, "data": data})
-        except GatewayError as e:
-            return e.response()
+# The JSON endpoints raise GatewayError; the app answers it as an OpenAI error body.
+async def summary(request: Request, window: str | None = None,
+                  tenant: str | None = None) -> Response:
+    ctx: GatewayContext = request.app.state.ctx
+    who = await dashboard_principal(request)
+    w = _window(window)
+    now = utcnow()
+    start = now - parse_duration(w)
+    data = await anyio.to_thread.run_sync(_summary_data, ctx, _scope(who, tenant), start, now)
+    return JSONResponse({"viewer": {"admin": who.admin, "label": who.label}, "window": w, **data})
 
-    @r.get("/plot/deferral.png")
-    async def deferral(request: Request, version: str) -> Response:
-        ctx: GatewayContext = request.app.state.ctx
-        try:
-            await dashboard_principal(request)
-            metrics = await anyio.to_thread.run_sync(
-                versions_mod.version_metrics, ctx.store.engine, version)
-            png = None if metrics is None else await anyio.to_thread.run_sync(
-                versions_mod.deferral_png, version, metrics)
-            if png is None:
-                raise GatewayError(404, f"no stored evaluation curve for router {version!r}",
-                                   code="not_found", param="version")
-            return Response(png, media_type="image/png", headers={"cache-control": "no-store"})
-        except GatewayError as e:
-            return e.response()
 
-    return r
+async def requests(request: Request, window: str | None = None, tenant: str | None = None,
+                   limit: int = 50, offset: int = 0, route: str | None = None,
+                   model: str | None = None, status: str | None = None,
+                   feedback: str | None = None) -> Response:
+    """A page of the request log, newest first: ``offset`` rows skipped, ``limit`` shown;
+    ``has_more`` says whether a next page exists."""
+    ctx: GatewayContext = request.app.state.ctx
+    who = await dashboard_principal(request)
+    start = utcnow() - parse_duration(_window(window))
+    limit, offset = max(1, min(limit, 500)), max(0, offset)
+    try:
+        f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route, model=model,
+                      status=status, feedback=feedback, limit=limit + 1, offset=offset)
+        rows = await anyio.to_thread.run_sync(select_logs, ctx.store.engine, f)
+    except ValueError as e:
+        raise invalid(str(e)) from e
+    names = await anyio.to_thread.run_sync(tenant_names, ctx.store.engine)
+    if not who.admin:
+        names = {k: v for k, v in names.items() if k == who.tenant_id}
+    return JSONResponse({"object": "list", "offset": offset, "limit": limit,
+                         "has_more": len(rows) > limit, "data": [
+        {k: v for k, v in flat(row, names).items()} for row in rows[:limit]]})
+
+
+async def explain(request_id: str, request: Request) -> Response:
+    ctx: GatewayContext = request.app.state.ctx
+    who = await dashboard_principal(request)
+    return JSONResponse(await load_explanation(ctx, who, request_id))
+
+
+async def routers(request: Request) -> Response:
+    ctx: GatewayContext = request.app.state.ctx
+    who = await dashboard_principal(request)
+    live = ctx.router.current.version
+    data = await anyio.to_thread.run_sync(
+        versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
+        None if who.admin else who.tenant_id)
+    return JSONResponse({"object": "list", "live": live, "data": data})
+
+
+async def deferral(request: Request, version: str) -> Response:
+    ctx: GatewayContext = request.app.state.ctx
+    await dashboard_principal(request)
+    metrics = await anyio.to_thread.run_sync(
+        versions_mod.version_metrics, ctx.store.engine, version)
+    png = None if metrics is None else await anyio.to_thread.run_sync(
+        versions_mod.deferral_png, version, metrics)
+    if png is None:
+        raise GatewayError(404, f"no stored evaluation curve for router {version!r}",
+                           code="not_found", param="version")
+    return Response(png, media_type="image/png", headers={"cache-control": "no-store"})
 
 
 def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a mon
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -82,6 +83,27 @@ def _none(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
 
 
+@dataclass(frozen=True)
+class _Buckets:
+    width: int  # seconds
+    origin: pd.Timestamp
+    n: int
+    ends: list[pd.Timestamp]
+    labels: list[str]
+
+
+def _buckets(df: pd.DataFrame, now: datetime, window_start: datetime) -> _Buckets:
+    """Round-width buckets from the first row in the window (or the window's start) to now."""
+    first = df["created_at"].min() if len(df) else pd.Timestamp(now)
+    start = max(pd.Timestamp(window_start), first)
+    width = bucket_width(max(1.0, (pd.Timestamp(now) - start).total_seconds()))
+    origin = pd.Timestamp(start).floor(f"{width}s")
+    n_buckets = int(np.floor((pd.Timestamp(now) - origin).total_seconds() / width)) + 1
+    edges = [origin + pd.Timedelta(seconds=width * i) for i in range(n_buckets)]
+    ends = [e + pd.Timedelta(seconds=width) for e in edges]
+    return _Buckets(width, origin, n_buckets, ends, [e.isoformat() for e in edges])
+
+
 def summarise(
     rows: Sequence[Mapping[str, Any]],
     *,
@@ -96,25 +118,36 @@ def summarise(
     ``tenants``: TenantInfo-like records (id, name, budget_usd, spent_usd, period_start);
     ``prices``: backend -> Price (input_per_token, output_per_token)."""
     df = frame(rows)
-    first = df["created_at"].min() if len(df) else pd.Timestamp(now)
-    start = max(pd.Timestamp(window_start), first)
-    width = bucket_width(max(1.0, (pd.Timestamp(now) - start).total_seconds()))
-    origin = pd.Timestamp(start).floor(f"{width}s")
-    n_buckets = int(np.floor((pd.Timestamp(now) - origin).total_seconds() / width)) + 1
-    edges = [origin + pd.Timedelta(seconds=width * i) for i in range(n_buckets)]
-    ends = [e + pd.Timedelta(seconds=width) for e in edges]
-    labels = [e.isoformat() for e in edges]
-    idx = ((df["created_at"] - origin).dt.total_seconds() // width).astype(int) if len(df) else (
-        pd.Series([], dtype=int))
+    bk = _buckets(df, now, window_start)
+    idx = ((df["created_at"] - bk.origin).dt.total_seconds() // bk.width).astype(int) if len(
+        df) else pd.Series([], dtype=int)
     df = df.assign(bucket=idx)
     answered = df[df["status"] == 200]
+    mix = _model_mix(answered, bk.n)
+    latency, rates = _latency_and_rates(df, bk.n)
+    return {
+        "now": pd.Timestamp(now).isoformat(),
+        "window_start": pd.Timestamp(window_start).isoformat(),
+        "bucket_seconds": bk.width,
+        "buckets": bk.labels,
+        "tenant_names": dict(names),
+        "spend": _spend(df, tenants, bk),
+        "budgets": budget_bars(tenants, now),
+        "model_mix": mix,
+        "saving": _saving(answered, prices, bk.n),
+        "latency": latency,
+        "rates": rates,
+        "feedback": _feedback(answered, mix["models"]),
+    }
 
-    # spend against budget --------------------------------------------------------------
+
+def _spend(df: pd.DataFrame, tenants: Sequence[Any], bk: _Buckets) -> list[dict[str, Any]]:
+    """Each tenant's spend in its budget period up to the end of each bucket, S(t)."""
     # rows at or after the end of bucket b are exactly the rows of buckets > b
     per_bucket = df.groupby(["tenant_id", "bucket"])["cost_usd"].sum()
     spend = []
     for t in tenants:
-        costs = np.zeros(n_buckets)
+        costs = np.zeros(bk.n)
         if t.id in per_bucket.index.get_level_values(0):
             mine = per_bucket.loc[t.id]
             costs[mine.index.to_numpy(dtype=int)] = mine.to_numpy(dtype=float)
@@ -122,44 +155,54 @@ def summarise(
         series: list[float | None] = [
             None if pd.Timestamp(t.period_start) > end
             else max(0.0, float(t.spent_usd) - float(later[b]))
-            for b, end in enumerate(ends)
+            for b, end in enumerate(bk.ends)
         ]
         spend.append({"tenant_id": t.id, "tenant": t.name, "budget_usd": t.budget_usd,
                       "period": t.period, "spent_usd": t.spent_usd, "spend": series})
-    budgets = budget_bars(tenants, now)
+    return spend
 
-    # model mix -------------------------------------------------------------------------
+
+def _model_mix(answered: pd.DataFrame, n_buckets: int) -> dict[str, Any]:
     models = sorted(m for m in answered["chosen_model"].dropna().unique())
     counts = answered.groupby(["bucket", "chosen_model"]).size()
     mix = {m: [int(counts.get((b, m), 0)) for b in range(n_buckets)] for m in models}
     totals = answered["chosen_model"].value_counts()
-    model_share = {m: int(totals.get(m, 0)) for m in models}
+    return {"models": models, "series": mix,
+            "totals": {m: int(totals.get(m, 0)) for m in models}}
 
-    # saving against the strongest backend ----------------------------------------------
+
+def _saving(answered: pd.DataFrame, prices: Mapping[str, Any], n_buckets: int
+            ) -> dict[str, Any]:
+    """The estimated saving against always using the strongest backend."""
     strongest = max(prices, key=lambda n: prices[n].input_per_token + prices[n].output_per_token,
                     default=None)
     saving: dict[str, Any] = {"strongest": strongest}
-    if strongest is not None:
-        ps = prices[strongest]
-        est = (answered["prompt_tokens"] * ps.input_per_token
-               + answered["completion_tokens"] * ps.output_per_token)
-        actual_b = answered.groupby("bucket")["cost_usd"].sum()
-        est_b = est.groupby(answered["bucket"]).sum()
-        saving.update({
-            "actual_usd": float(answered["cost_usd"].sum()),
-            "strongest_usd": float(est.sum()),
-            "cumulative_actual": np.cumsum(
-                [float(actual_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
-            "cumulative_strongest": np.cumsum(
-                [float(est_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
-        })
-        saving["saving_usd"] = saving["strongest_usd"] - saving["actual_usd"]
-        saving["saving_share"] = (saving["saving_usd"] / saving["strongest_usd"]
-                                  if saving["strongest_usd"] > 0 else None)
+    if strongest is None:
+        return saving
+    ps = prices[strongest]
+    est = (answered["prompt_tokens"] * ps.input_per_token
+           + answered["completion_tokens"] * ps.output_per_token)
+    actual_b = answered.groupby("bucket")["cost_usd"].sum()
+    est_b = est.groupby(answered["bucket"]).sum()
+    saving.update({
+        "actual_usd": float(answered["cost_usd"].sum()),
+        "strongest_usd": float(est.sum()),
+        "cumulative_actual": np.cumsum(
+            [float(actual_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
+        "cumulative_strongest": np.cumsum(
+            [float(est_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
+    })
+    saving["saving_usd"] = saving["strongest_usd"] - saving["actual_usd"]
+    saving["saving_share"] = (saving["saving_usd"] / saving["strongest_usd"]
+                              if saving["strongest_usd"] > 0 else None)
+    return saving
 
-    # latency, errors, fallbacks ----------------------------------------------------------
+
+def _latency_and_rates(df: pd.DataFrame, n_buckets: int) -> tuple[dict, dict]:
+    """Latency percentiles, and request volume, error (client 4xx, upstream 5xx) and
+    fallback rates, per bucket and over the window."""
     by_b = df.groupby("bucket")
-    lat_series = {f"p{p}": [] for p in (50, 95)}
+    lat_series: dict[str, list] = {f"p{p}": [] for p in (50, 95)}
     err, client_err, upstream_err, fb_rate, volume = [], [], [], [], []
     client = (df["status"] >= 400) & (df["status"] < 500)
     upstream = df["status"] >= 500
@@ -200,8 +243,11 @@ def summarise(
                          for k, v in df["status"].dropna().value_counts().items()},
         },
     }
+    return latency, rates
 
-    # feedback coverage ------------------------------------------------------------------
+
+def _feedback(answered: pd.DataFrame, models: list[str]) -> dict[str, Any]:
+    """Feedback coverage: overall and per model."""
     with_fb = answered[answered["n_feedback"] > 0]
     per_model = []
     for m in models:
@@ -212,28 +258,13 @@ def summarise(
             "coverage": len(gf) / len(g) if len(g) else None,
             "mean_score": _none(float(gf["feedback_mean"].mean())) if len(gf) else None,
         })
-    feedback = {
+    return {
         "answered": len(answered),
         "with_feedback": len(with_fb),
         "coverage": len(with_fb) / len(answered) if len(answered) else None,
         "events": int(answered["n_feedback"].sum()),
         "mean_score": _none(float(with_fb["feedback_mean"].mean())) if len(with_fb) else None,
         "per_model": per_model,
-    }
-
-    return {
-        "now": pd.Timestamp(now).isoformat(),
-        "window_start": pd.Timestamp(window_start).isoformat(),
-        "bucket_seconds": width,
-        "buckets": labels,
-        "tenant_names": dict(names),
-        "spend": spend,
-        "budgets": budgets,
-        "model_mix": {"models": models, "series": mix, "totals": model_share},
-        "saving": saving,
-        "latency": latency,
-        "rates": rates,
-        "feedback": feedback,
     }
 
 
