@@ -62,6 +62,28 @@ def create_app(
 ) -> FastAPI:
     """Build a gateway. Parts not given are built from ``settings`` (the store from
     ``database_url``, the router from ``router_path`` or the packaged artifact)."""
+    ctx = build_context(settings, store=store, log_writer=log_writer, router=router,
+                        encoder=encoder, registry=registry)
+    app = FastAPI(title="Tollgate", version=__version__, lifespan=_lifespan(ctx))
+    app.state.ctx = ctx
+    _install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
+    app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
+    for routes in (
+        build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics
+        admin_api.build_router(),  # /admin: tenants, keys, budgets
+        feedback.build_router(),  # POST /v1/feedback
+        explain.build_router(),  # GET /v1/routing/{request_id}
+        dashboard_routes.build_router(),  # /dashboard
+    ):
+        app.include_router(routes)
+    return app
+
+
+def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Router | None,
+                  encoder: Encoder | None, registry: CollectorRegistry | None
+                  ) -> GatewayContext:
+    """The gateway's state: every part given or built from ``settings``, wired together."""
     if store is None or log_writer is None:
         built_store, built_writer = build_store(settings)
         store = store if store is not None else built_store
@@ -82,6 +104,12 @@ def create_app(
     observability.install(
         ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
     ctx.learning = build_learning(ctx)
+    return ctx
+
+
+def _lifespan(ctx: GatewayContext) -> Any:
+    """Start the store, the log writer, the warm encoder and the learning loop; stop them
+    in the reverse order."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -89,9 +117,9 @@ def create_app(
         await _maybe(ctx.store, "start")  # the store starts (and closes) its own writer
         if own_writer:
             await _maybe(ctx.log_writer, "start")
-        _set_torch_threads(settings.encoder_threads)
+        _set_torch_threads(ctx.settings.encoder_threads)
         await anyio.to_thread.run_sync(ctx.encoder.encode, ["warm up the encoder"])
-        await _warm_litellm(settings)
+        await _warm_litellm(ctx.settings)
         await _maybe(ctx.learning, "start")
         ctx.ready = True
         try:
@@ -104,20 +132,7 @@ def create_app(
             await _maybe(ctx.store, "close")
             await ctx.reliability.close()
 
-    app = FastAPI(title="Tollgate", version=__version__, lifespan=lifespan)
-    app.state.ctx = ctx
-    _install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
-    app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
-    for routes in (
-        build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics
-        admin_api.build_router(),  # /admin: tenants, keys, budgets
-        feedback.build_router(),  # POST /v1/feedback
-        explain.build_router(),  # GET /v1/routing/{request_id}
-        dashboard_routes.build_router(),  # /dashboard
-    ):
-        app.include_router(routes)
-    return app
+    return lifespan
 
 
 def build_router() -> APIRouter:

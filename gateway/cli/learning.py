@@ -34,82 +34,88 @@ def _db_options(fn: Any) -> Any:
     )(fn)
 
 
-def register(main: Any) -> None:
+@click.command("retrain")
+@_db_options
+@click.option("--force", is_flag=True, help="Retrain even without min_observations new.")
+@click.option("--min-new", type=int, default=None, help="New observations needed.")
+@click.option(
+    "--margin",
+    type=float,
+    default=DEFAULT_MARGIN,
+    show_default=True,
+    help="Promote unless the candidate's held-out AUDC is lower by more.",
+)
+def retrain_cmd(
+    database_url: str | None,
+    config_path: str | None,
+    force: bool,
+    min_new: int | None,
+    margin: float,
+) -> None:
+    """Retrain on the observations, promote if not worse, record the version."""
+    from router_core.artifact import load_router
+
+    engine, settings = _cli_engine(database_url, config_path)
+    try:
+        fallback = load_router(settings.router_path if settings else None)
+        default_min = settings.retraining.min_observations if settings else 500
+        cfg = RetrainConfig(min_new=default_min if min_new is None else min_new, margin=margin)
+        report = retrain_once(engine, fallback, cfg, force=force)
+    finally:
+        engine.dispose()
+    click.echo(json.dumps(report, indent=2, default=str))
+    if report["status"] == "locked":
+        raise SystemExit(2)
+
+
+@click.group("router")
+def router_group() -> None:
+    """Router versions: history and rollback."""
+
+
+@router_group.command("history")
+@_db_options
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per version.")
+def history_cmd(database_url: str | None, config_path: str | None, as_json: bool) -> None:
+    """Every recorded router version with its status and held-out metrics."""
+    engine, _ = _cli_engine(database_url, config_path)
+    try:
+        rows = router_versions.history(engine)
+    finally:
+        engine.dispose()
+    for r in rows:
+        m = r.get("metrics") or {}
+        cand = m.get("candidate") or {}
+        cur = m.get("current") or {}
+        if as_json:
+            click.echo(json.dumps(r, default=str))
+            continue
+        mark = "*" if r["active"] else " "
+        audc = f"{cand['audc']:.4f}" if "audc" in cand else "-"
+        prev = f"{cur['audc']:.4f}" if cur and "audc" in cur else "-"
+        click.echo(
+            f"{mark} {r['version']:<40} {r['status']:<9} audc {audc} "
+            f"(current {prev}) obs {r['n_observations']} "
+            f"{r['created_at']:%Y-%m-%d %H:%M:%S}"
+        )
+
+
+@router_group.command("rollback")
+@click.argument("version")
+@_db_options
+def rollback_cmd(version: str, database_url: str | None, config_path: str | None) -> None:
+    """Make VERSION the live router again (replicas hot-swap to it)."""
+    engine, _ = _cli_engine(database_url, config_path)
+    try:
+        router_versions.activate(engine, version)
+    except LookupError as e:
+        raise click.ClickException(str(e)) from e
+    finally:
+        engine.dispose()
+    click.echo(f"active router version: {version}")
+
+
+def register(main: click.Group) -> None:
     """Add ``tollgate retrain`` and ``tollgate router history|rollback`` to the CLI."""
-
-    @main.command("retrain")
-    @_db_options
-    @click.option("--force", is_flag=True, help="Retrain even without min_observations new.")
-    @click.option("--min-new", type=int, default=None, help="New observations needed.")
-    @click.option(
-        "--margin",
-        type=float,
-        default=DEFAULT_MARGIN,
-        show_default=True,
-        help="Promote unless the candidate's held-out AUDC is lower by more.",
-    )
-    def retrain_cmd(
-        database_url: str | None,
-        config_path: str | None,
-        force: bool,
-        min_new: int | None,
-        margin: float,
-    ) -> None:
-        """Retrain on the observations, promote if not worse, record the version."""
-        from router_core.artifact import load_router
-
-        engine, settings = _cli_engine(database_url, config_path)
-        try:
-            fallback = load_router(settings.router_path if settings else None)
-            default_min = settings.retraining.min_observations if settings else 500
-            cfg = RetrainConfig(min_new=default_min if min_new is None else min_new, margin=margin)
-            report = retrain_once(engine, fallback, cfg, force=force)
-        finally:
-            engine.dispose()
-        click.echo(json.dumps(report, indent=2, default=str))
-        if report["status"] == "locked":
-            raise SystemExit(2)
-
-    @main.group("router")
-    def router_group() -> None:
-        """Router versions: history and rollback."""
-
-    @router_group.command("history")
-    @_db_options
-    @click.option("--json", "as_json", is_flag=True, help="One JSON object per version.")
-    def history_cmd(database_url: str | None, config_path: str | None, as_json: bool) -> None:
-        """Every recorded router version with its status and held-out metrics."""
-        engine, _ = _cli_engine(database_url, config_path)
-        try:
-            rows = router_versions.history(engine)
-        finally:
-            engine.dispose()
-        for r in rows:
-            m = r.get("metrics") or {}
-            cand = m.get("candidate") or {}
-            cur = m.get("current") or {}
-            if as_json:
-                click.echo(json.dumps(r, default=str))
-                continue
-            mark = "*" if r["active"] else " "
-            audc = f"{cand['audc']:.4f}" if "audc" in cand else "-"
-            prev = f"{cur['audc']:.4f}" if cur and "audc" in cur else "-"
-            click.echo(
-                f"{mark} {r['version']:<40} {r['status']:<9} audc {audc} "
-                f"(current {prev}) obs {r['n_observations']} "
-                f"{r['created_at']:%Y-%m-%d %H:%M:%S}"
-            )
-
-    @router_group.command("rollback")
-    @click.argument("version")
-    @_db_options
-    def rollback_cmd(version: str, database_url: str | None, config_path: str | None) -> None:
-        """Make VERSION the live router again (replicas hot-swap to it)."""
-        engine, _ = _cli_engine(database_url, config_path)
-        try:
-            router_versions.activate(engine, version)
-        except LookupError as e:
-            raise click.ClickException(str(e)) from e
-        finally:
-            engine.dispose()
-        click.echo(f"active router version: {version}")
+    main.add_command(retrain_cmd)
+    main.add_command(router_group)

@@ -82,76 +82,83 @@ def retrain_once(
     holder: str | None = None,
 ) -> dict[str, Any]:
     """One retraining attempt; returns a report dict with ``status`` and the metrics."""
-    from router_core.training import TrainConfig, train_router
-
     cfg = config or RetrainConfig()
     holder = holder or uuid.uuid4().hex
     if not leases.acquire_lease(engine, LEASE, holder, cfg.lease_ttl_s):
         return {"status": "locked", "reason": "another replica is retraining"}
     try:
-        ensure_seed_version(engine, fallback)
-        active = router_versions.active_version(engine)
-        current = router_versions.load_version(engine, active["version"])
-        max_id = ldb.max_observation_id(engine)
-        new = max_id - int(active["max_observation_id"])
-        if new < cfg.min_new and not force:
-            return {"status": "skipped", "reason": f"{new} new observations < {cfg.min_new}"}
-        t0 = time.perf_counter()
-        obs = ldb.load_observations(engine, max_id)
-        obs = obs[obs["model"].isin(current.model_names)]
-        agg = sv.aggregate(obs, models=current.model_names)
-        keys = [str(k) for k in agg.prompt_keys]
-        text, phi = ldb.load_prompts(engine, keys)
-        hold = sv.holdout_mask(keys, cfg.holdout_fraction)
-        if hold.sum() < cfg.min_holdout or (~hold).sum() < cfg.min_holdout:
-            return {"status": "skipped", "reason": f"too few prompts ({len(keys)}) to hold out"}
-        fit = agg.rows(~hold)
-        # a model never observed on the training prompts has no descriptor to learn: leave it
-        # out of the candidate (exploration will observe it; it rejoins at a later retrain)
-        seen = [m for j, m in enumerate(agg.models) if fit.observed[:, j].any()]
-        prompts = {k: (text[k] or k) for k in keys}
-        table = sv.to_table(fit, prompts, beta=cfg.beta, name="observations").with_models(seen)
-        emb = phi[~hold]
-        if cfg.base is not None and cfg.base_weight < 1.0:
-            table, emb = _mixed(cfg, table, emb)
-        tcfg = TrainConfig(**{"progress": False, **cfg.train})
-        try:
-            result = train_router(table, tcfg, init=current, models=tuple(seen), embeddings=emb)
-        except (ValueError, FloatingPointError) as e:  # e.g. too sparse to describe a model
-            log.warning("retraining failed, the live router stays: %s", e)
-            return {"status": "failed", "reason": f"{type(e).__name__}: {e}"}
-        seq = len(router_versions.history(engine)) + 1
-        candidate = dataclasses.replace(
-            result.router, version=f"v{seq}-{time.strftime('%Y%m%dT%H%M%S')}-{holder[:6]}"
-        )
-        holdout = sv.to_table(agg.rows(hold), beta=0.0, labels="risk", split="test")
-        decision = decide_promotion(candidate, current, phi[hold], holdout, margin=cfg.margin)
-        metrics = {
-            **decision.to_dict(),
-            "train": result.metrics,
-            "n_prompts": len(keys),
-            "n_holdout": int(hold.sum()),
-            "n_observations": len(obs),
-            "seconds": round(time.perf_counter() - t0, 2),
-        }
-        router_versions.record_version(
-            engine,
-            candidate,
-            status="promoted" if decision.promote else "refused",
-            parent=current.version,
-            metrics=metrics,
-            n_observations=len(obs),
-            max_obs_id=max_id if decision.promote else int(active["max_observation_id"]),
-            activate=decision.promote,
-        )
-        log.info("retrain %s: %s", candidate.version, decision.reason)
-        return {
-            "status": "promoted" if decision.promote else "refused",
-            "version": candidate.version,
-            **metrics,
-        }
+        return _retrain(engine, fallback, cfg, force, holder)
     finally:
         leases.release_lease(engine, LEASE, holder)
+
+
+def _retrain(engine: Engine, fallback: Router, cfg: RetrainConfig, force: bool, holder: str
+             ) -> dict[str, Any]:
+    """Under the lease: train a candidate on the observations' training prompts, judge it
+    against the live router on the held-out ones, record it (promoted or refused)."""
+    from router_core.training import TrainConfig, train_router
+
+    ensure_seed_version(engine, fallback)
+    active = router_versions.active_version(engine)
+    current = router_versions.load_version(engine, active["version"])
+    max_id = ldb.max_observation_id(engine)
+    new = max_id - int(active["max_observation_id"])
+    if new < cfg.min_new and not force:
+        return {"status": "skipped", "reason": f"{new} new observations < {cfg.min_new}"}
+    t0 = time.perf_counter()
+    obs = ldb.load_observations(engine, max_id)
+    obs = obs[obs["model"].isin(current.model_names)]
+    agg = sv.aggregate(obs, models=current.model_names)
+    keys = [str(k) for k in agg.prompt_keys]
+    text, phi = ldb.load_prompts(engine, keys)
+    hold = sv.holdout_mask(keys, cfg.holdout_fraction)
+    if hold.sum() < cfg.min_holdout or (~hold).sum() < cfg.min_holdout:
+        return {"status": "skipped", "reason": f"too few prompts ({len(keys)}) to hold out"}
+    table, emb, seen = _training_set(cfg, agg, hold, {k: (text[k] or k) for k in keys}, phi)
+    tcfg = TrainConfig(**{"progress": False, **cfg.train})
+    try:
+        result = train_router(table, tcfg, init=current, models=tuple(seen), embeddings=emb)
+    except (ValueError, FloatingPointError) as e:  # e.g. too sparse to describe a model
+        log.warning("retraining failed, the live router stays: %s", e)
+        return {"status": "failed", "reason": f"{type(e).__name__}: {e}"}
+    seq = len(router_versions.history(engine)) + 1
+    candidate = dataclasses.replace(
+        result.router, version=f"v{seq}-{time.strftime('%Y%m%dT%H%M%S')}-{holder[:6]}"
+    )
+    holdout = sv.to_table(agg.rows(hold), beta=0.0, labels="risk", split="test")
+    decision = decide_promotion(candidate, current, phi[hold], holdout, margin=cfg.margin)
+    metrics = {
+        **decision.to_dict(),
+        "train": result.metrics,
+        "n_prompts": len(keys),
+        "n_holdout": int(hold.sum()),
+        "n_observations": len(obs),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    status = "promoted" if decision.promote else "refused"
+    router_versions.record_version(
+        engine, candidate, status=status, parent=current.version, metrics=metrics,
+        n_observations=len(obs),
+        max_obs_id=max_id if decision.promote else int(active["max_observation_id"]),
+        activate=decision.promote,
+    )
+    log.info("retrain %s: %s", candidate.version, decision.reason)
+    return {"status": status, "version": candidate.version, **metrics}
+
+
+def _training_set(cfg: RetrainConfig, agg: Any, hold: np.ndarray, prompts: dict[str, str],
+                  phi: np.ndarray) -> tuple[RoutingTable, np.ndarray, list[str]]:
+    """The training prompts' table and embeddings (the base benchmark mixed in when
+    configured), and the models observed on them."""
+    fit = agg.rows(~hold)
+    # a model never observed on the training prompts has no descriptor to learn: leave it
+    # out of the candidate (exploration will observe it; it rejoins at a later retrain)
+    seen = [m for j, m in enumerate(agg.models) if fit.observed[:, j].any()]
+    table = sv.to_table(fit, prompts, beta=cfg.beta, name="observations").with_models(seen)
+    emb = phi[~hold]
+    if cfg.base is not None and cfg.base_weight < 1.0:
+        table, emb = _mixed(cfg, table, emb)
+    return table, emb, seen
 
 
 def _mixed(

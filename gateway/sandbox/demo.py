@@ -22,7 +22,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from gateway.config import DEFAULT_CONFIG_PATH, load_settings, settings_from_dict
+from gateway.config import (
+    DEFAULT_CONFIG_PATH,
+    load_settings,
+    resolve_config_path,
+    settings_from_dict,
+)
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
@@ -64,17 +69,8 @@ def run_demo(
     from router_core.litellm_env import litellm
 
     table = load_dataset("routerbench", data_dir=data_dir)
-    split = np.asarray(table.split)
-    test_rows = np.flatnonzero(split == "test")
-    train_rows = np.flatnonzero(split == "train")
-    rng = np.random.default_rng(seed)
-    rows = np.sort(rng.choice(test_rows, size=min(n_prompts, len(test_rows)), replace=False))
-    # the strongest model: highest mean quality on the training rows
-    strongest = table.models[int(np.nanargmax(np.nanmean(table.quality[train_rows], axis=0)))]
-
+    rows, strongest = _sample(table, n_prompts, seed)
     # the repository's pool and prices (an installed copy: ./config.yaml or $TOLLGATE_CONFIG)
-    from gateway.config import resolve_config_path
-
     base = load_settings(
         DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else resolve_config_path(None)
     )
@@ -91,24 +87,9 @@ def run_demo(
     with tempfile.TemporaryDirectory(prefix="tollgate-demo-") as tmp, FakeUpstream(
         backends, count_tokens=count_tokens
     ) as up:
-        model_list = []
-        for b in pool:
-            entry = up.model_entry(b.model_name, **b.model_info.model_dump(exclude_none=True))
-            model_list.append(entry)
-        routes = {k: v.model_dump(exclude_none=True) for k, v in base.routes.items()}
-        if cost_weight is not None:
-            routes["auto"]["cost_weight"] = cost_weight
-        raw = {
-            "model_list": model_list,
-            "routes": routes,
-            "database_url": f"sqlite:///{Path(tmp) / 'demo.db'}",
-            "admin_key": admin_key,
-            "router_path": str(router_path) if router_path else None,
-            "reliability": {"spool_dir": str(Path(tmp) / "spool")},
-        }
-        settings = settings_from_dict(raw, source="demo")
+        settings = _settings(up, pool, base, Path(tmp), admin_key, cost_weight, router_path)
         echo(f"tollgate demo: {len(rows)} RouterBench test prompts, {len(pool)} local upstreams "
-             f"on {up.base_url}, route auto (λ={routes['auto']['cost_weight']}) vs always "
+             f"on {up.base_url}, route auto (λ={settings.routes['auto'].cost_weight}) vs always "
              f"{strongest}")
         with serve_in_thread(create_app(settings)) as url:
             r = httpx.post(f"{url}/admin/tenants", json={"name": "demo"},
@@ -118,6 +99,38 @@ def run_demo(
                                    max_retries=0)
             results = _send_all(client, table, rows, strongest, echo)
     return _report(results, table, strongest, echo)
+
+
+def _sample(table: Any, n_prompts: int, seed: int) -> tuple[np.ndarray, str]:
+    """A seeded sample of test rows, and the strongest model (highest mean quality on the
+    training rows)."""
+    split = np.asarray(table.split)
+    test_rows = np.flatnonzero(split == "test")
+    train_rows = np.flatnonzero(split == "train")
+    rng = np.random.default_rng(seed)
+    rows = np.sort(rng.choice(test_rows, size=min(n_prompts, len(test_rows)), replace=False))
+    strongest = table.models[int(np.nanargmax(np.nanmean(table.quality[train_rows], axis=0)))]
+    return rows, strongest
+
+
+def _settings(up: FakeUpstream, pool: list[Any], base: Any, tmp: Path, admin_key: str,
+              cost_weight: float | None, router_path: Path | None) -> Any:
+    """The demo gateway: the repository's pool and routes on the local upstreams, a
+    temporary SQLite file."""
+    model_list = [up.model_entry(b.model_name, **b.model_info.model_dump(exclude_none=True))
+                  for b in pool]
+    routes = {k: v.model_dump(exclude_none=True) for k, v in base.routes.items()}
+    if cost_weight is not None:
+        routes["auto"]["cost_weight"] = cost_weight
+    raw = {
+        "model_list": model_list,
+        "routes": routes,
+        "database_url": f"sqlite:///{tmp / 'demo.db'}",
+        "admin_key": admin_key,
+        "router_path": str(router_path) if router_path else None,
+        "reliability": {"spool_dir": str(tmp / "spool")},
+    }
+    return settings_from_dict(raw, source="demo")
 
 
 def _send_all(client: Any, table: Any, rows: np.ndarray, strongest: str, echo: Echo
