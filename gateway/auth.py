@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,13 +54,17 @@ async def tenant_for_key(ctx: GatewayContext, key: str) -> Any:
 
 async def authenticate(ctx: GatewayContext, request: Request) -> Any:
     """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down."""
-    key = bearer_key(request)
+    return await _known(bearer_key(request), lambda key: tenant_for_key(ctx, key))
+
+
+async def _known(key: str | None, find: Callable[[str], Awaitable[Any]]) -> Any:
+    """What ``find`` knows ``key`` as; 401 for a missing key or one it does not know."""
     if key is None:
         raise unauthorized(NO_KEY)
-    tenant = await tenant_for_key(ctx, key)
-    if tenant is None:
+    found = await find(key)
+    if found is None:
         raise unauthorized()
-    return tenant
+    return found
 
 
 @dataclass(frozen=True)
@@ -94,10 +99,5 @@ async def require_principal(request: Request, *, cookie_key: str | None = None) 
     """The caller from ``Authorization: Bearer`` (or a key the dashboard's login cookie
     carries); 401 in OpenAI's error format otherwise."""
     ctx: GatewayContext = request.app.state.ctx
-    key = bearer_key(request) or cookie_key
-    if key is None:
-        raise unauthorized(NO_KEY)
-    p = await principal_for_key(ctx, key)
-    if p is None:
-        raise unauthorized()
-    return p
+    return await _known(bearer_key(request) or cookie_key,
+                        lambda key: principal_for_key(ctx, key))

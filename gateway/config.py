@@ -107,6 +107,13 @@ class ModelInfo(BaseModel):
         return self
 
 
+def _per_token(per_token: float | None, per_million: float | None) -> float | None:
+    """A price given per token, else per million tokens, as USD per token."""
+    if per_token is not None:
+        return per_token
+    return None if per_million is None else per_million / 1e6
+
+
 class Backend(BaseModel):
     """One ``model_name`` of ``model_list``: a model clients can also name directly.
 
@@ -140,16 +147,12 @@ class Backend(BaseModel):
     @property
     def input_cost_per_token(self) -> float | None:
         i = self.model_info
-        if i.input_cost_per_token is not None:
-            return i.input_cost_per_token
-        return None if i.input_cost_per_million is None else i.input_cost_per_million / 1e6
+        return _per_token(i.input_cost_per_token, i.input_cost_per_million)
 
     @property
     def output_cost_per_token(self) -> float | None:
         i = self.model_info
-        if i.output_cost_per_token is not None:
-            return i.output_cost_per_token
-        return None if i.output_cost_per_million is None else i.output_cost_per_million / 1e6
+        return _per_token(i.output_cost_per_token, i.output_cost_per_million)
 
     def call_params(self, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """litellm_params (default: the first deployment's) with ``os.environ/NAME`` values

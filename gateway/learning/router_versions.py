@@ -53,16 +53,9 @@ def record_version(
             conn.execute(update(versions_t).where(versions_t.c.active).values(active=False))
         res = conn.execute(
             insert(versions_t).values(
-                version=router.version,
-                parent=parent,
-                created_at=utcnow(),
-                status=status,
-                active=activate,
-                n_observations=n_observations,
-                max_observation_id=max_obs_id,
-                metrics=metrics,
-                artifact=blob,
-            )
+                version=router.version, parent=parent, created_at=utcnow(), status=status,
+                active=activate, n_observations=n_observations, max_observation_id=max_obs_id,
+                metrics=metrics, artifact=blob)
         )
         return int(res.inserted_primary_key[0])
 

@@ -122,12 +122,10 @@ class LearningLeaseRow(Base):
     expires_at_s: Mapped[float] = mapped_column(Float)
 
 
-prompts_t = LearningPromptRow.__table__
-requests_t = LearningRequestRow.__table__
-observations_t = ObservationRow.__table__
-versions_t = RouterVersionRow.__table__
-ledger_t = ExplorationLedgerRow.__table__
-leases_t = LearningLeaseRow.__table__
+prompts_t, requests_t, observations_t = (
+    LearningPromptRow.__table__, LearningRequestRow.__table__, ObservationRow.__table__)
+versions_t, ledger_t, leases_t = (
+    RouterVersionRow.__table__, ExplorationLedgerRow.__table__, LearningLeaseRow.__table__)
 
 
 # -- served requests and prompts ----------------------------------------------------------
@@ -163,18 +161,9 @@ def record_served(
                     )
             except IntegrityError:  # another request stored the same prompt first
                 pass
-        conn.execute(
-            insert(requests_t).values(
-                request_id=request_id,
-                tenant_id=tenant_id,
-                prompt_key=key,
-                route=route,
-                model=model,
-                backend=backend,
-                cost_usd=cost_usd,
-                created_at=now,
-            )
-        )
+        conn.execute(insert(requests_t).values(
+            request_id=request_id, tenant_id=tenant_id, prompt_key=key, route=route, model=model,
+            backend=backend, cost_usd=cost_usd, created_at=now))
 
 
 def get_served(engine: Engine, request_id: str) -> dict | None:

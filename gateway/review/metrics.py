@@ -38,35 +38,22 @@ class GatewayMetrics:
         self.requests = Counter(
             "tollgate_requests",
             "Chat completion requests by route, answering backend and HTTP status.",
-            ["route", "model", "status", "stream"],
-            registry=r,
-        )
+            ["route", "model", "status", "stream"], registry=r)
         self.latency = Histogram(
             "tollgate_request_latency_seconds",
             "Wall time of a chat completion request (to the last byte for streams).",
-            ["route", "stream"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+            ["route", "stream"], buckets=LATENCY_BUCKETS, registry=r)
         self.overhead = Histogram(
             "tollgate_gateway_overhead_seconds",
             "Time spent before the first upstream attempt: auth, routing, budget.",
-            ["route"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+            ["route"], buckets=LATENCY_BUCKETS, registry=r)
         self.routing = Histogram(
-            "tollgate_routing_seconds",
-            "Encoder plus router decision time.",
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+            "tollgate_routing_seconds", "Encoder plus router decision time.",
+            buckets=LATENCY_BUCKETS, registry=r)
         self.attempts = Counter(
             "tollgate_upstream_attempts",
             "Upstream attempts by backend and outcome (HTTP status or error kind).",
-            ["model", "outcome"],
-            registry=r,
-        )
+            ["model", "outcome"], registry=r)
         self.cost = Counter(
             "tollgate_cost_usd", "Settled spend in USD by backend.", ["model"], registry=r
         )
@@ -89,25 +76,21 @@ class RowMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
         self.upstream_latency = Histogram(
-            "tollgate_upstream_latency_seconds",
-            "Latency of each upstream attempt (to the response or first byte) by backend "
-            "and outcome status.",
+            "tollgate_upstream_latency_seconds", "Latency of each upstream attempt (to the "
+            "response or first byte) by backend and outcome status.",
             ["model", "status"], buckets=LATENCY_BUCKETS, registry=r)
         self.ttft = Histogram(
-            "tollgate_time_to_first_token_seconds",
-            "Streaming requests: time from the request to the first byte relayed.",
-            ["route", "model"], buckets=TTFT_BUCKETS, registry=r)
+            "tollgate_time_to_first_token_seconds", "Streaming requests: time from the request "
+            "to the first byte relayed.", ["route", "model"], buckets=TTFT_BUCKETS, registry=r)
         self.fallbacks = Counter(
-            "tollgate_fallbacks",
-            "Requests that went past their first candidate (upstream failure or budget), "
-            "by route and the backend that answered ('none' if none did).",
+            "tollgate_fallbacks", "Requests that went past their first candidate (upstream "
+            "failure or budget), by route and the backend that answered ('none' if none did).",
             ["route", "model"], registry=r)
         self.tenant_spend = Counter(
             "tollgate_tenant_spend_usd", "Settled spend in USD by tenant.", ["tenant_id"],
             registry=r)
         self.by_version = Counter(
-            "tollgate_routed_requests",
-            "Routed requests by router version and chosen backend.",
+            "tollgate_routed_requests", "Routed requests by router version and chosen backend.",
             ["router_version", "model"], registry=r)
 
     def observe(self, row: dict[str, Any]) -> None:

@@ -7,14 +7,7 @@ errors; everything else in this package is its implementation.
 from gateway.store.engine import DEFAULT_DATABASE_URL, database_url_from_env, make_engine
 from gateway.store.errors import BudgetExceeded, Conflict, NotFound, StoreError, StoreUnavailable
 from gateway.store.logwriter import LogWriter
-from gateway.store.records import (
-    KeyInfo,
-    NewKey,
-    Reservation,
-    SettleResult,
-    Tenant,
-    TenantInfo,
-)
+from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
 from gateway.store.store import Store, open_store
 
 __all__ = [

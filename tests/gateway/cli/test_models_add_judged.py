@@ -146,7 +146,8 @@ def test_models_add_probe_outcome_grades_answers_and_fits_a_readout(
 
     engine = make_engine(db_url)
     try:
-        assert router_versions.active_version(engine)["version"] == router.version != "probe-router-1"
+        active = router_versions.active_version(engine)["version"]
+        assert active == router.version != "probe-router-1"
     finally:
         engine.dispose()
 
