@@ -3,6 +3,8 @@ budgets and booked like them: one conditional UPDATE, money in integer nano-doll
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_EVEN
+
 from sqlalchemy import Engine, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -10,12 +12,18 @@ from gateway.learning.tables import ledger_t
 from gateway.store.records import nusd_to_usd, usd_to_nusd
 
 
+def nusd(usd: float) -> int:
+    """USD → nano-dollars to the nearest: exploration is booked at its estimate and settled at
+    its actual cost, so no rounding direction needs to protect a tenant."""
+    return usd_to_nusd(usd, ROUND_HALF_EVEN)
+
+
 def reserve(engine: Engine, period_start_s: int, budget_usd: float, usd: float) -> bool:
     """Book ``usd`` in this period's exploration budget in one conditional UPDATE.
 
     Invariant: spent + reserved ≤ budget after every booking, under any interleaving.
     """
-    amount, budget = usd_to_nusd(usd), usd_to_nusd(budget_usd)
+    amount, budget = nusd(usd), nusd(budget_usd)
     if amount > budget:
         return False
     for _ in range(2):
@@ -55,8 +63,8 @@ def settle(
     engine: Engine, period_start_s: int, reserved_usd: float, actual_usd: float
 ) -> None:
     """Move a booking from reserved to spent at its actual cost (capped at the booking)."""
-    held = usd_to_nusd(reserved_usd)
-    spent = min(usd_to_nusd(actual_usd), held)
+    held = nusd(reserved_usd)
+    spent = min(nusd(actual_usd), held)
     with engine.begin() as conn:
         conn.execute(
             update(ledger_t)

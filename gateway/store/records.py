@@ -13,13 +13,14 @@ NANO = Decimal(1_000_000_000)
 MAX_AMOUNT_USD = 1e9
 
 
-def usd_to_nusd(usd: float | Decimal) -> int:
-    """USD → integer nano-dollars, rounded up (a reservation or charge never shrinks)."""
+def usd_to_nusd(usd: float | Decimal, rounding: str = ROUND_CEILING) -> int:
+    """USD → integer nano-dollars, rounded up by default (a reservation or charge never
+    shrinks); ``rounding`` is a ``decimal`` rounding mode."""
     value = usd if isinstance(usd, Decimal) else Decimal(repr(float(usd)))
     if not value.is_finite() or abs(value) > Decimal(repr(MAX_AMOUNT_USD)):
         raise ValueError(f"amount must be finite and at most {MAX_AMOUNT_USD:g} USD, "
                          f"got {usd!r}")
-    return int((value * NANO).to_integral_value(rounding=ROUND_CEILING))
+    return int((value * NANO).to_integral_value(rounding=rounding))
 
 
 def nusd_to_usd(nusd: int | None) -> float | None:

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from gateway.config import settings_from_dict
 from gateway.learning import tables as ldb
+from gateway.learning.exploration_ledger import nusd
 from gateway.learning.shadow import ExplorationSettings, parse_score
-from gateway.store.records import usd_to_nusd
 from router_core.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import (
@@ -101,7 +101,7 @@ def test_exploration_stays_within_its_budget_and_records_judged_observations(
     ledger = _ledger(gw.engine)["rows"]
     assert len(ledger) == 1
     row = ledger[0]
-    budget = usd_to_nusd(BUDGET_USD)
+    budget = nusd(BUDGET_USD)
     assert row["budget_nusd"] == budget
     assert row["reserved_nusd"] == 0  # every booking settled
     assert 0 < row["spent_nusd"] <= budget
@@ -120,7 +120,7 @@ def test_exploration_stays_within_its_budget_and_records_judged_observations(
             words = sum(len(str(m.get("content", "")).split()) for m in req["messages"])
             reply = "Score: 8" if name == "fake-judge" else REPLIES[name]
             expected += (words * price[0] + len(reply.split()) * price[1]) / 1e6
-    assert row["spent_nusd"] == pytest.approx(usd_to_nusd(expected), abs=5)
+    assert row["spent_nusd"] == pytest.approx(nusd(expected), abs=5)
     with gw.engine.connect() as conn:
         obs = conn.execute(sa.select(ldb.observations_t)).mappings().all()
     sources = {o["source"] for o in obs}
