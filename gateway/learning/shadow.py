@@ -261,14 +261,8 @@ class Explorer:
                     comment=f"judge={self.judge.name}",
                 )
             )
-            stored.append(
-                {
-                    "backend": backend,
-                    "quality": quality,
-                    "cost_usd": cost,
-                    "source": source,
-                }
-            )
+            stored.append({"backend": backend, "quality": quality, "cost_usd": cost,
+                           "source": source})
 
         if self.judge_served:
             q = await self._judge(prompt, served.router_model, served.answer_text)
@@ -277,30 +271,40 @@ class Explorer:
                             float(served.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
         for name in self._pick(list(served.pool), served.backend, observed):
-            backend = self.settings.backend(name)
-            price = self.prices[name]
-            n_prompt = count_prompt_tokens(backend, messages)
-            worst = price.cost(n_prompt, self.cfg.max_tokens)
-            start = await self._book(worst)
-            if start is None:
+            booked, text, actual = await self._shadow_call(name, messages)
+            if not booked:
                 break
-            self.calls += 1
-            actual = 0.0
-            try:
-                resp = await complete(backend, messages, {"max_tokens": self.cfg.max_tokens})
-                usage = getattr(resp, "usage", None)
-                actual = price.cost(
-                    int(getattr(usage, "prompt_tokens", 0) or n_prompt),
-                    int(getattr(usage, "completion_tokens", 0) or 0),
-                )
-                text = resp.choices[0].message.content or ""
-            except UpstreamFailure as e:
-                log.warning("shadow call to %s failed: %s", name, e)
+            if text is None:
                 continue
-            finally:
-                await self._settle(start, worst, actual)
-            q = await self._judge(prompt, backend.router_model, text)
+            router_model = self.settings.backend(name).router_model
+            q = await self._judge(prompt, router_model, text)
             if q is not None:
-                await store(name, backend.router_model, q, actual, "shadow")
+                await store(name, router_model, q, actual, "shadow")
         log.info("explored request %s: %s", served.request_id, stored)
         return stored
+
+    async def _shadow_call(self, name: str, messages: Any) -> tuple[bool, str | None, float]:
+        """One shadow call to backend ``name``, its worst case booked first and settled at its
+        actual cost: (booked, the answer or None if the call failed, actual USD)."""
+        backend = self.settings.backend(name)
+        price = self.prices[name]
+        n_prompt = count_prompt_tokens(backend, messages)
+        worst = price.cost(n_prompt, self.cfg.max_tokens)
+        start = await self._book(worst)
+        if start is None:
+            return False, None, 0.0
+        self.calls += 1
+        actual = 0.0
+        try:
+            resp = await complete(backend, messages, {"max_tokens": self.cfg.max_tokens})
+            usage = getattr(resp, "usage", None)
+            actual = price.cost(
+                int(getattr(usage, "prompt_tokens", 0) or n_prompt),
+                int(getattr(usage, "completion_tokens", 0) or 0),
+            )
+            return True, resp.choices[0].message.content or "", actual
+        except UpstreamFailure as e:
+            log.warning("shadow call to %s failed: %s", name, e)
+            return True, None, actual
+        finally:
+            await self._settle(start, worst, actual)
