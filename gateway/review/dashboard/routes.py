@@ -74,15 +74,13 @@ def _window(value: str | None) -> str:
 def build_router() -> APIRouter:
     pages = _Pages(_templates())
     r = APIRouter(prefix="/dashboard", include_in_schema=False)
-    r.add_api_route("", pages.page, methods=["GET"])
-    r.add_api_route("/login", pages.login, methods=["POST"])
-    r.add_api_route("/logout", logout, methods=["POST"])
-    r.add_api_route("/static/{name}", static, methods=["GET"])
-    r.add_api_route("/api/summary", summary, methods=["GET"])
-    r.add_api_route("/api/requests", requests, methods=["GET"])
-    r.add_api_route("/api/explain/{request_id}", explain, methods=["GET"])
-    r.add_api_route("/api/routers", routers, methods=["GET"])
-    r.add_api_route("/plot/deferral.png", deferral, methods=["GET"])
+    for method, path, endpoint in (
+        ("GET", "", pages.page), ("POST", "/login", pages.login), ("POST", "/logout", logout),
+        ("GET", "/static/{name}", static), ("GET", "/api/summary", summary),
+        ("GET", "/api/requests", requests), ("GET", "/api/explain/{request_id}", explain),
+        ("GET", "/api/routers", routers), ("GET", "/plot/deferral.png", deferral),
+    ):
+        r.add_api_route(path, endpoint, methods=[method])
     return r
 
 
