@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from router_core.encoders import encoder_class, known_kinds, make_encoder
+from router_core.encoders import bulk_encoder, encoder_class, known_kinds, make_encoder
 
 BASELINE = "minilm"
 DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
@@ -92,7 +92,7 @@ def routing(kinds: list[str], datasets: list[str], seeds: list[int]) -> dict:
             test = np.asarray(table.split) == "test"
             chosen = {}
             for kind in [BASELINE, *[k for k in kinds if k != BASELINE]]:
-                encoder = make_encoder(kind, cache=True)
+                encoder = bulk_encoder(kind)
                 X = encoder.encode(list(map(str, table.prompts)), batch_size=64)
                 result = run_evaluation(
                     table,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
+from router_core.encoders import DEFAULT_KIND, bulk_encoder, known_kinds
 
 
 @click.command("train")
@@ -91,7 +91,7 @@ def train_command(
         values[key] = json.loads(raw) if raw not in ("cscr", "vanilla") else raw
     table = load_dataset(dataset, split=split, data_dir=data_dir)
     config, kind = TrainConfig(**values), get_kind(descriptor)()
-    encoder = make_encoder(encoder_kind, cache=True)
+    encoder = bulk_encoder(encoder_kind)
     if table.name == ALL:  # n_probes from each dataset's training prompts
         from router_core.evaluation.combined import train_combined
 

@@ -36,7 +36,7 @@ from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
-from router_core.encoders import encoder_for_router, make_encoder
+from router_core.encoders import bulk_encoder, encoder_for_router, make_encoder
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
 from router_core.readout import fit_readout
 from router_core.router import Calibration, Expert, Head, Router
@@ -228,7 +228,7 @@ def _positives(u: np.ndarray, tol: float) -> np.ndarray:
 
 def _embed(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
     if encoder is None:
-        encoder = make_encoder(cache=True)
+        encoder = bulk_encoder()
     if getattr(encoder, "needs_fit", False) and not getattr(encoder, "fitted", False):
         fit_encoder(encoder, table, progress)
     return encoder.encode(list(map(str, table.prompts)), progress=progress)
@@ -267,7 +267,7 @@ def train_router(
         train_models: models whose outcomes supervise the head (default:
             ``table.train_models``, i.e. the seen ones).
         encoder: Φ (default: ``init``'s encoder when warm-starting, else
-            ``router_core.encoders.make_encoder()``, the default kind; with its disk cache).
+            ``router_core.encoders.bulk_encoder()``, the default kind; with its disk cache).
             Recorded in the router, so pass it with ``embeddings`` made by another encoder.
         embeddings: precomputed Φ(x) for every row of ``table`` (skips the encoder).
         probes: the probe set (training prompts of ``table``) to describe the experts on;

@@ -55,6 +55,12 @@ def make_encoder(
     return cls.from_settings(settings, cache=cache, cache_dir=cache_dir, **options)
 
 
+def bulk_encoder(kind: str | None = None, **options: Any) -> CachedEncoder:
+    """An encoder for embedding datasets (training, evaluation): with the disk cache, and as
+    many threads as cores (serving's encoders use one, see ``MiniLMOnnxEncoder``)."""
+    return make_encoder(kind, cache=True, **{"threads": 0, **options})
+
+
 def encoder_for_router(
     config: Mapping[str, Any], *, cache: bool = False, **options: Any
 ) -> CachedEncoder:
@@ -70,6 +76,7 @@ def encoder_for_router(
 __all__ = [
     "DEFAULT_KIND",
     "CachedEncoder",
+    "bulk_encoder",
     "encoder_class",
     "encoder_for_router",
     "known_kinds",

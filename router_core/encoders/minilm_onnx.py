@@ -19,12 +19,12 @@ from router_core.encoders.minilm import DIM
 
 
 class MiniLMOnnxEncoder(CachedEncoder):
-    """Φ on ONNX Runtime. ``threads``: intra-op threads (0: ONNX Runtime's default, one per
-    core; serving one prompt at a time gains little from more than 1)."""
+    """Φ on ONNX Runtime. ``threads``: intra-op threads; 1 by default, as a server runs one
+    encode per request thread, concurrently; 0: one per core (``bulk_encoder``)."""
 
     kind = "minilm-onnx"
 
-    def __init__(self, *, threads: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, threads: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.threads = int(threads)
         self._lock = threading.Lock()

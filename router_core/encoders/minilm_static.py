@@ -20,7 +20,7 @@ from router_core.encoders.exports import EXPORT_NAMES, ensure_export
 class MiniLMStaticEncoder(CachedEncoder):
     kind = "minilm-static"
 
-    def __init__(self, *, threads: int = 0, **kwargs: Any) -> None:
+    def __init__(self, *, threads: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # threads: nothing to parallelise in a table lookup
         self._lock = threading.Lock()
         self._model = None

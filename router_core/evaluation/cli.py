@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
+from router_core.encoders import DEFAULT_KIND, bulk_encoder, known_kinds
 
 
 @click.command("eval")
@@ -113,7 +113,7 @@ def eval_command(
                 "--dataset all takes the standard split, every model, probe-outcome "
                 "descriptors and no --plot"
             )
-        encoder = make_encoder(encoder_kind, cache=True)
+        encoder = bulk_encoder(encoder_kind)
         _eval_all(names, seed, data_dir, bootstrap, train_overrides, quiet, json_path, encoder)
         return
     try:
@@ -136,7 +136,7 @@ def eval_command(
             progress=not quiet,
             log=(lambda _msg: None) if quiet else None,
             descriptor=_descriptor(descriptor, scorer),
-            encoder=make_encoder(encoder_kind, cache=True),
+            encoder=bulk_encoder(encoder_kind),
         )
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc

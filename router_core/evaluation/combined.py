@@ -101,9 +101,9 @@ def evaluate_combined(
     tables = [load_dataset(d, "standard", data_dir=data_dir, seed=seed) for d in datasets]
     table = combine(tables)
     if encoder is None:
-        from router_core.encoders import make_encoder
+        from router_core.encoders import bulk_encoder
 
-        encoder = make_encoder(cache=True)
+        encoder = bulk_encoder()
     say(f"embedding {len(table)} prompts (cached after the first run)")
     X = np.asarray(encoder.encode(list(map(str, table.prompts)), progress=progress))
     cfg = train_config(train_overrides, seed=seed, progress=progress)

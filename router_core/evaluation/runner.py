@@ -258,9 +258,9 @@ def run_evaluation(
     lams = DEFAULT_LAMBDAS if lams is None else np.asarray(lams, dtype=np.float64)
     if embeddings is None:
         if encoder is None:
-            from router_core.encoders import make_encoder
+            from router_core.encoders import bulk_encoder
 
-            encoder = make_encoder(cache=True)
+            encoder = bulk_encoder()
         if getattr(encoder, "needs_fit", False):  # e.g. PCA of activations: train rows only
             from router_core.training import fit_encoder
 
