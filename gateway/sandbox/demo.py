@@ -137,6 +137,8 @@ def _send_all(client: Any, table: Any, rows: np.ndarray, strongest: str, echo: E
               ) -> list[dict[str, Any]]:
     col = {m: j for j, m in enumerate(table.models)}
     results = []
+    echo(f"q: the routed model's recorded RouterBench score on the prompt (0 to 1, rounded); "
+         f"cost $: what the gateway charged; q*, cost* $: the same for always {strongest}")
     echo(f"{'#':>3}  {'task':<14} {'routed to':<34} {'q':>2} {'cost $':>10}   "
          f"{'q*':>2} {'cost* $':>10}")
     for k, i in enumerate(rows):
