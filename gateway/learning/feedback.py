@@ -4,7 +4,9 @@ Body: ``{"request_id": str, "score": float in [0, 1]}`` or ``{"request_id": str,
 bool}``, optionally ``"comment": str``. Only the tenant that made the request may score it (any
 other key gets the same 404 as an unknown id, so ids of other tenants cannot be probed).
 Several feedbacks on one request are several observations of that (prompt, model) pair, with
-increasing sample indices: DARS aggregates them, nothing is overwritten.
+increasing sample indices: DARS aggregates them, nothing is overwritten. Feedback teaches the
+router, so only a routed, answered request takes it: a passthrough request (a backend named
+by the client) gets a 400 ``not_routed`` at once, as soon as its log row exists.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 from typing import Any
 
 import anyio.to_thread
+import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -52,21 +55,54 @@ def parse_feedback(body: Any) -> tuple[str, float, str | None]:
     return rid, quality, comment
 
 
-async def _served(ctx: GatewayContext, request_id: str) -> dict | None:
-    """The served request: this replica's memory, else the database (any replica).
+def logged_request(engine: sa.Engine, request_id: str) -> dict | None:
+    """The request log's route, tenant, status and model for ``request_id`` (None until the
+    log writer has written the row)."""
+    from gateway.store.models import request_logs as t
 
-    Both are re-read until ``SERVED_WAIT_S``: the request is remembered after its response
-    was sent (once its cost is settled), so an eager client can arrive first.
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(t.c.route, t.c.tenant_id, t.c.status, t.c.chosen_model)
+                           .where(t.c.id == request_id)).first()
+    return None if row is None else dict(row._mapping)
+
+
+async def _served(ctx: GatewayContext, request_id: str) -> tuple[dict | None, dict | None]:
+    """(the served request, its log row): the served request from this replica's memory,
+    else the database (any replica).
+
+    Re-read until ``SERVED_WAIT_S``: the request is remembered after its response was sent
+    (once its cost is settled), so an eager client can arrive first. A logged request that
+    was not routed or not answered will never be served: no wait for it.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SERVED_WAIT_S
     while True:
         if ctx.learning is not None and (row := ctx.learning.recent(request_id)) is not None:
-            return row
+            return row, None
         row = await anyio.to_thread.run_sync(ldb.get_served, ctx.store.engine, request_id)
-        if row is not None or loop.time() > deadline:
-            return row
+        if row is not None:
+            return row, None
+        logged = await anyio.to_thread.run_sync(logged_request, ctx.store.engine, request_id)
+        never = logged is not None and (logged["route"] is None or logged["status"] != 200)
+        if never or loop.time() > deadline:
+            return None, logged
         await asyncio.sleep(0.05)
+
+
+def _not_served(rid: str, tenant: Any, logged: dict | None) -> GatewayError:
+    mine = logged is not None and logged["tenant_id"] == getattr(tenant, "id", None)
+    if mine and logged["route"] is None:
+        return invalid(
+            f"request {rid!r} was a passthrough to {logged['chosen_model']!r}: feedback "
+            "teaches the router, which did not choose that model; give feedback on requests "
+            "sent to a route (e.g. model=\"auto\")", "request_id", code="not_routed")
+    return GatewayError(
+        404,
+        f"no routed request {rid!r} was made with this API key",
+        "invalid_request_error",
+        code="request_not_found",
+        param="request_id",
+    )
 
 
 async def feedback(request: Request) -> Response:
@@ -74,15 +110,9 @@ async def feedback(request: Request) -> Response:
     try:
         tenant = await authenticate(ctx, request)
         rid, quality, comment = parse_feedback(await json_body(request))
-        served = await _served(ctx, rid)
+        served, logged = await _served(ctx, rid)
         if served is None or served["tenant_id"] != getattr(tenant, "id", None):
-            raise GatewayError(
-                404,
-                f"no routed request {rid!r} was made with this API key",
-                "invalid_request_error",
-                code="request_not_found",
-                param="request_id",
-            )
+            raise _not_served(rid, tenant, logged if served is None else None)
         obs_id = await anyio.to_thread.run_sync(
             lambda: ldb.add_observation(
                 ctx.store.engine,

@@ -123,6 +123,27 @@ def test_feedback_is_refused_for_other_tenants_bad_keys_and_bad_bodies(gw: Gatew
     assert n == 0
 
 
+def test_feedback_on_a_passthrough_request_is_refused_at_once(
+    gw: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.learning import feedback
+
+    # were the answer to wait for a served row that never comes, the client's 30 s timeout
+    # would end the test: the passthrough is recognised from its log row instead
+    monkeypatch.setattr(feedback, "SERVED_WAIT_S", 3600.0)
+    key, _ = gw.tenant()
+    other, _ = gw.tenant()
+    rid, version, _ = _ask(gw, key, "Say hi.", model="fake-cheap")
+    assert version == "passthrough"
+    gw.log_row(rid)
+    r = _feedback(gw, key, {"request_id": rid, "correct": True})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "not_routed" and err["param"] == "request_id"
+    assert "fake-cheap" in err["message"]
+    assert _feedback(gw, other, {"request_id": rid, "correct": True}).status_code == 404
+
+
 def _cheap_first(router: Router, version: str) -> Router:
     """The same router with a calibration that makes λ = 0 pick fake-cheap."""
     cal = Calibration(
