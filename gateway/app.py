@@ -146,6 +146,9 @@ def build_router() -> APIRouter:
     r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
     r.add_api_route("/health", health, methods=["GET"])
     r.add_api_route("/ready", ready, methods=["GET"])
+    # LiteLLM Proxy's probe paths, so an existing load balancer or k8s probe keeps working
+    r.add_api_route("/health/liveliness", health, methods=["GET"], include_in_schema=False)
+    r.add_api_route("/health/readiness", ready, methods=["GET"], include_in_schema=False)
     r.add_api_route("/metrics", metrics, methods=["GET"])
     return r
 

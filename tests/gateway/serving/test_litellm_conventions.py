@@ -184,3 +184,9 @@ def test_x_api_key_and_bearer_are_both_accepted(gw: Gateway) -> None:
     assert _ask(_client(gw, key), "fake-cheap").parse().choices
     r = httpx.get(gw.base_url + "/v1/models", headers={"x-api-key": "sk-tg-wrong"})
     assert r.status_code == 401 and r.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_litellm_probe_paths(gw: Gateway) -> None:
+    assert httpx.get(gw.base_url + "/health/liveliness").json() == {"status": "ok"}
+    ready = httpx.get(gw.base_url + "/health/readiness")
+    assert ready.status_code == 200 and ready.json()["status"] == "ready"
