@@ -15,8 +15,6 @@ from typing import Any
 
 import click
 
-from gateway.config import ConfigError, resolve_config_path
-
 
 @click.command("serve")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -31,16 +29,19 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
                   log_format: str | None) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
     from gateway.cli.log_setup import configure_logging
-    from gateway.config import load_settings
+    from gateway.config import ConfigError, load_settings, resolve_config_path
 
+    path = resolve_config_path(config_path)
+    try:
+        settings = load_settings(path)  # a bad config fails here, before any heavy import
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
     # weights load once at startup: a progress bar in a server log is noise
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
-    path = resolve_config_path(config_path)
     try:
-        settings = load_settings(path)
         app = _build_app(settings)
-    except ConfigError as e:
+    except ConfigError as e:  # e.g. a backend with no price anywhere
         raise click.ClickException(str(e)) from None
     from gateway.cli.startup import summary
     from gateway.reliability.shutdown import run
