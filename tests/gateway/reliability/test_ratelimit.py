@@ -58,6 +58,38 @@ def test_redis_admission_is_atomic_across_limiters(redis_prefix: str) -> None:
     assert n == 25
 
 
+def test_verdict_headers_count_the_window() -> None:
+    lim = LocalLimiter(clock=Clock(6000.0))
+    limits = Limits(requests_per_minute=3, tokens_per_minute=100)
+    lim.add_tokens("t", 40)
+    first = lim.admit("t", limits).headers()
+    assert first == {
+        "x-ratelimit-limit-requests": "3", "x-ratelimit-remaining-requests": "2",
+        "x-ratelimit-reset-requests": "60s", "x-ratelimit-limit-tokens": "100",
+        "x-ratelimit-remaining-tokens": "60", "x-ratelimit-reset-tokens": "60s"}
+    lim.admit("t", limits)
+    lim.admit("t", limits)
+    refused = lim.admit("t", limits)
+    assert not refused.admitted and refused.headers()["x-ratelimit-remaining-requests"] == "0"
+    assert lim.admit("t", Limits()).headers() == {}  # no limit, no headers
+
+
+@pytest.mark.redis
+def test_redis_verdicts_carry_the_same_counts(redis_prefix: str) -> None:
+    async def main() -> list[dict[str, str]]:
+        lim = RateLimiter(REDIS_URL, Limits(5, 1000), prefix=redis_prefix)
+        await lim.add_tokens("tenant", 30, None)
+        out = [(await lim.admit("tenant", None)).headers() for _ in range(2)]
+        await lim.close()
+        return out
+
+    first, second = asyncio.run(main())
+    assert first["x-ratelimit-limit-requests"] == "5"
+    remaining = int(first["x-ratelimit-remaining-requests"])
+    assert int(second["x-ratelimit-remaining-requests"]) in (remaining - 1, 4)  # or new window
+    assert first["x-ratelimit-remaining-tokens"] in ("970", "1000")
+
+
 def _burst(gws: list[Gateway], key: str, n: int) -> list[httpx.Response]:
     def one(i: int) -> httpx.Response:
         return httpx.post(gws[i % len(gws)].base_url + "/v1/chat/completions", timeout=60,
