@@ -60,6 +60,17 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         return load_command(cmd_name) if cmd_name in COMMANDS else None
 
+    def invoke(self, ctx: click.Context) -> object:
+        """A config error from any command is one line (``Error: <file>: <key>: ...``)."""
+        try:
+            return super().invoke(ctx)
+        except ValueError as e:
+            from gateway.config import ConfigError
+
+            if isinstance(e, ConfigError):
+                raise click.ClickException(str(e)) from None
+            raise
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):

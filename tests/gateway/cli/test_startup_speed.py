@@ -56,3 +56,11 @@ def test_help_lists_every_command_and_a_command_runs() -> None:
     assert result.exit_code == 0 and "tollgate, version" in result.output
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert result.exit_code == 0 and "--config" in result.output
+
+
+def test_a_config_error_in_any_command_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "config.yaml"
+    bad.write_text("model_list: []\nrouters: {}\n")  # a typo of routes
+    result = CliRunner().invoke(main, ["tenants", "list", "--config", str(bad)])
+    assert result.exit_code == 1, result.output
+    assert result.output.strip() == f"Error: {bad}: unknown key 'routers'"
