@@ -291,14 +291,17 @@ def _same_model_info(name: str, first: Any, other: Any) -> None:
                          f"{differ}; a group has one price and one set of limits")
 
 
-def _one_line(e: ValidationError) -> str:
-    """The first problem of a validation error as one line naming the key."""
+def _one_line(e: ValidationError, sources: dict[str, str]) -> str:
+    """The first problem of a validation error as one line naming the key (and the LiteLLM
+    key it came from, when it was mapped from one)."""
     errs = e.errors()
     err = errs[0]
     loc = ".".join(str(p) for p in err["loc"])
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = f"unknown key {loc!r}"
+    elif loc in sources:
+        msg = f"{loc} (from {sources[loc]}): {msg}"
     elif loc:
         msg = f"{loc}: {msg}"
     more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
@@ -344,7 +347,7 @@ def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as e:
-        raise ConfigError(f"{source}: {_one_line(e)}") from None
+        raise ConfigError(f"{source}: {_one_line(e, translated.sources)}") from None
     settings._ignored_keys = translated.ignored
     return settings
 

@@ -50,6 +50,7 @@ class Translated:
 
     raw: dict[str, Any]
     ignored: tuple[str, ...]
+    sources: dict[str, str]  # Tollgate key (dotted) → the LiteLLM key its value came from
 
 
 def translate(raw: dict[str, Any]) -> Translated:
@@ -65,18 +66,21 @@ def translate(raw: dict[str, Any]) -> Translated:
         ignored += [f"{name}.{k}" for k in section
                     if f"{name}.{k}" not in MAPPED and not _same_as_ours(name, k, section[k])]
     router, lsettings, general = (sections[n] for n in SECTIONS)
+    sources: dict[str, str] = {}
 
-    def put(key: str, value: Any) -> None:
+    def put(key: str, value: Any, source: str) -> None:
         if value is not None and out.get(key) is None:
             out[key] = value
+            sources[key] = source
 
-    put("admin_key", general.get("master_key"))
-    put("database_url", general.get("database_url"))
+    put("admin_key", general.get("master_key"), "general_settings.master_key")
+    put("database_url", general.get("database_url"), "general_settings.database_url")
     if router.get("num_retries") is not None:
-        put("max_attempts", _int(router["num_retries"], "router_settings.num_retries") + 1)
+        put("max_attempts", _int(router["num_retries"], "router_settings.num_retries") + 1,
+            "router_settings.num_retries")
     if router.get("fallbacks") is not None:
-        put("fallbacks", _fallbacks(router["fallbacks"]))
-    put("drop_params", lsettings.get("drop_params"))
+        put("fallbacks", _fallbacks(router["fallbacks"]), "router_settings.fallbacks")
+    put("drop_params", lsettings.get("drop_params"), "litellm_settings.drop_params")
     reliability = dict(out.get("reliability") or {})
     circuit = dict(reliability.get("circuit") or {})
     if router.get("allowed_fails") is not None and "failure_threshold" not in circuit:
@@ -84,6 +88,7 @@ def translate(raw: dict[str, Any]) -> Translated:
                                             "router_settings.allowed_fails") + 1
     if router.get("cooldown_time") is not None and "cooldown_s" not in circuit:
         circuit["cooldown_s"] = router["cooldown_time"]
+        sources["reliability.circuit.cooldown_s"] = "router_settings.cooldown_time"
     if circuit:
         reliability["circuit"] = circuit
     redis_url = _redis_url(router)
@@ -94,7 +99,7 @@ def translate(raw: dict[str, Any]) -> Translated:
     if isinstance(out.get("model_list"), list):
         timeout = lsettings.get("request_timeout")
         out["model_list"] = [_with_timeout(e, timeout) for e in out["model_list"]]
-    return Translated(raw=out, ignored=tuple(ignored))
+    return Translated(raw=out, ignored=tuple(ignored), sources=sources)
 
 
 def _same_as_ours(section: str, key: str, value: Any) -> bool:

@@ -63,6 +63,9 @@ def test_a_group_is_one_backend_with_its_deployments() -> None:
     ("model_list: [\n  {model_name: a\n", "line 3: not valid YAML"),
     ("model_list:\n  - model_name: a\n", "model_list.0.litellm_params: Field required"),
     ("general_settings: [1]\n", "general_settings: must be a mapping"),
+    ("router_settings: {cooldown_time: -5}\n",
+     "reliability.circuit.cooldown_s (from router_settings.cooldown_time): Input should be"),
+    ("general_settings: {master_key: [1]}\n", "admin_key (from general_settings.master_key)"),
 ])
 def test_a_config_error_is_one_line_naming_the_place(tmp_path: Path, text: str,
                                                       message: str) -> None:
