@@ -96,6 +96,7 @@ def evaluate(run: Run, seed: int, kind: str, out: Path, n_boot: int) -> dict:
 
 def _geometry(encoder, table) -> dict:
     """J / d_eff / α per layer for both poolings, on the training rows (cached states)."""
+    from router_core.baselines.threads import single_thread
     from router_core.encoders.activations import ActivationEncoder
     from router_core.layer_geometry import layer_geometry
     from router_core.prefill_states import POOLINGS
@@ -106,7 +107,11 @@ def _geometry(encoder, table) -> dict:
     seen = table.with_models(list(table.train_models)).quality[rows]
     out = {"chosen_layer": act.layer, "pooling": act.pooling, "n_train": len(rows)}
     for i, pooling in enumerate(POOLINGS):
-        report = act.geometry if pooling == act.pooling else layer_geometry(block[:, :, i], seen)
+        if pooling == act.pooling:
+            report = act.geometry
+        else:
+            with single_thread():
+                report = layer_geometry(block[:, :, i], seen)
         out[pooling] = [g.to_dict() for g in report]
     return out
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from router_core.baselines.threads import single_thread
 from router_core.layer_geometry import LayerGeometry, best_layer, layer_geometry
 from router_core.prefill_states import POOLINGS, PrefillStates
 
@@ -95,6 +96,12 @@ class ActivationEncoder:
         (training) prompts; ``outcomes`` (n, m) are the target models' qualities; a target
         with fewer than ``min_class`` prompts of either outcome does not enter J."""
         pooled = self._pooled(texts, progress)
+        with single_thread():  # BLAS thread pools spin on a shared box (baselines/threads.py)
+            return self._fit_pooled(pooled, outcomes, min_class)
+
+    def _fit_pooled(
+        self, pooled: np.ndarray, outcomes: np.ndarray, min_class: int
+    ) -> ActivationEncoder:
         self.geometry = layer_geometry(pooled, outcomes, pca_dim=self.pca_dim, min_class=min_class)
         if self.layer is None:
             self.layer = best_layer(self.geometry)
@@ -111,7 +118,8 @@ class ActivationEncoder:
         if self._components is None:
             raise RuntimeError("the activation encoder must be fitted on training prompts first")
         Z = (np.asarray(X, dtype=np.float64) - self._mean) / self._scale
-        P = Z @ self._components.T.astype(np.float64)
+        with single_thread():
+            P = Z @ self._components.T.astype(np.float64)
         P /= np.maximum(np.linalg.norm(P, axis=1, keepdims=True), 1e-12)
         return P.astype(np.float32)
 
