@@ -232,6 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
     """The routes of a ``FakeUpstream`` (``up``, set by ``_make_handler``)."""
 
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall on keep-alive replies
     up: FakeUpstream
 
     def log_message(self, *args: object) -> None:  # keep test output quiet
