@@ -9,6 +9,7 @@ the encoder (so the first request does not pay for loading MiniLM) and stops the
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,12 +34,14 @@ from gateway.review import admin_api, explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
+from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.handler import chat_completions
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.routing import RouterHolder, router_model_map
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
 from router_core.encoder import Encoder
+from router_core.encoders import encoder_for_router
 from router_core.router import Router
 
 log = logging.getLogger(__name__)
@@ -90,14 +93,18 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         log_writer = log_writer if log_writer is not None else built_writer
     store = guard_store(store, settings.reliability)  # the outage policy and the log spool
     router = router if router is not None else load_router(settings.router_path)
+    if encoder is None:
+        encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
     ctx = GatewayContext(
         settings=settings,
         store=store,
         log_writer=log_writer,
         router=RouterHolder(router),
-        encoder=encoder if encoder is not None else Encoder.for_router(router.config),
+        encoder=encoder,
         prices=resolve_prices(settings),
         metrics=GatewayMetrics(registry),
+        embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
+                                  max_wait_s=settings.encoder_batch_wait_ms / 1000),
     )
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
@@ -117,8 +124,8 @@ def _lifespan(ctx: GatewayContext) -> Any:
         await _maybe(ctx.store, "start")  # the store starts (and closes) its own writer
         if own_writer:
             await _maybe(ctx.log_writer, "start")
-        _set_torch_threads(ctx.settings.encoder_threads)
-        await anyio.to_thread.run_sync(ctx.encoder.encode, ["warm up the encoder"])
+        await ctx.embedder.encode_now(["warm up the encoder"])
+        _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
         await _maybe(ctx.learning, "start")
         ctx.ready = True
@@ -131,6 +138,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
                 await _maybe(ctx.log_writer, "close")
             await _maybe(ctx.store, "close")
             await ctx.reliability.close()
+            ctx.embedder.close()
 
     return lifespan
 
@@ -168,11 +176,12 @@ async def _warm_litellm(settings: Settings) -> None:
         log.warning("litellm warm-up failed", exc_info=True)
 
 
-def _set_torch_threads(n: int) -> None:
-    """Process-wide torch thread count for the encoder (see Settings.encoder_threads)."""
-    import torch
-
-    torch.set_num_threads(n)
+def _limit_torch_threads(n: int) -> None:
+    """Process-wide torch thread count (see Settings.encoder_threads), when the encoder loaded
+    torch: an encoder that does not need it must not pay its ~200 MB to set a number."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
 
 
 async def _maybe(obj: Any, method: str) -> None:

@@ -207,6 +207,11 @@ class Settings(BaseModel):
     # torch intra-op threads for the encoder: one query at a time gains nothing from more,
     # and spinning OpenMP threads on a busy machine made one encode 20x slower here.
     encoder_threads: int = Field(default=1, ge=1)
+    # Micro-batching of concurrent requests' Φ(x) (gateway/serving/embedding.py): at most
+    # this many texts per encoder call, and the longest a request waits for others to join
+    # when the encoder is idle (0: never; batches then form while the encoder is busy).
+    encoder_batch_size: int = Field(default=32, ge=1)
+    encoder_batch_wait_ms: float = Field(default=0.0, ge=0.0, le=100.0)
     # Upstream attempts per request (the router's choice plus fallbacks in rank order);
     # candidates skipped for budget or an open circuit do not count.
     max_attempts: int = Field(default=3, ge=1)

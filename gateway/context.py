@@ -19,6 +19,7 @@ from gateway.pricing import Price
 
 if TYPE_CHECKING:  # the rooms that fill these fields import this module, not the reverse
     from gateway.review.metrics import GatewayMetrics
+    from gateway.serving.embedding import EmbeddingBatcher
     from gateway.serving.routing import RouterHolder
     from router_core.encoder import Encoder
 
@@ -42,6 +43,7 @@ class GatewayContext:
     encoder: Encoder
     prices: dict[str, Price]
     metrics: GatewayMetrics
+    embedder: EmbeddingBatcher  # Φ(x) of concurrent requests, batched on the encoder thread
     ready: bool = False
     learning: Any = None  # gateway.learning.loop.Learning (feedback, hot swap, retraining)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers

@@ -20,11 +20,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from router_core.data.table import RoutingTable
+
+if TYPE_CHECKING:  # pandas is imported where it is used: serving never needs it
+    import pandas as pd
 
 BETA = 0.2  # DARS default risk coefficient (paper §5.2, Fig. 4c)
 OBS_COLUMNS = ("prompt_key", "model", "quality", "cost")
@@ -35,6 +38,7 @@ def observations_frame(rows: pd.DataFrame | Iterable[Mapping]) -> pd.DataFrame:
 
     Quality must lie in [0, 1]; cost may be NaN (unknown) but not negative.
     """
+    import pandas as pd
     df = rows.copy() if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     missing = [c for c in OBS_COLUMNS if c not in df.columns]
     if missing:
@@ -123,6 +127,8 @@ def aggregate(
     ``models`` fixes the column order (and keeps models never observed as all-NaN columns);
     observations of models outside it are dropped.
     """
+    import pandas as pd
+
     df = observations_frame(observations)
     if models is None:
         models = sorted(df["model"].unique())
@@ -416,6 +422,8 @@ def concat(tables: Sequence[RoutingTable], name: str | None = None) -> RoutingTa
 
 def table_observations(table: RoutingTable, source: str = "benchmark") -> pd.DataFrame:
     """The observed cells of a routing table as long-format observations (one per cell)."""
+    import pandas as pd
+
     n, _m = table.quality.shape
     rows, cols = np.nonzero(np.isfinite(table.quality))
     sample = table.sample if table.sample is not None else np.zeros(n, dtype=int)

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -45,6 +44,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 from gateway.store.models import Base
 from gateway.store.periods import utcnow
 from gateway.store.types import JSONType, UTCDateTime
+
+if TYPE_CHECKING:  # pandas only where observations are loaded: serving never needs it
+    import pandas as pd
 
 
 def prompt_key(text: str) -> str:
@@ -210,6 +212,8 @@ def add_observation(
 
 def load_observations(engine: Engine, max_id: int | None = None) -> pd.DataFrame:
     """All observations (up to ``max_id``) as a frame in supervision's long format."""
+    import pandas as pd
+
     q = select(
         observations_t.c.id,
         observations_t.c.prompt_key,

@@ -11,11 +11,14 @@ is drawn by the loader. Without ``sample``, repeated (prompt_id, model) rows are
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from router_core.data.table import RoutingTable
+
+if TYPE_CHECKING:  # pandas is imported where a file is read: serving never needs it
+    import pandas as pd
 
 REQUIRED = ("prompt_id", "prompt", "model", "quality", "cost")
 OPTIONAL = ("category", "split", "sample", "response")
@@ -28,6 +31,8 @@ def is_long_format_path(name: str | Path) -> bool:
 
 
 def read_frame(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     suffix = path.suffix.lower()
     if suffix == ".csv":
         return pd.read_csv(path, dtype={"prompt_id": str, "model": str})
@@ -43,6 +48,8 @@ def read_frame(path: Path) -> pd.DataFrame:
 
 def table_from_frame(df: pd.DataFrame, name: str) -> RoutingTable:
     """Pivot a long frame into a ``RoutingTable`` (split ``train`` where absent)."""
+    import pandas as pd
+
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ValueError(f"{name}: missing required columns {missing}; need {list(REQUIRED)}")

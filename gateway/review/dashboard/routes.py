@@ -32,7 +32,6 @@ from gateway.review.dashboard.queries import (
     select_logs,
     tenant_names,
 )
-from gateway.review.dashboard.summary import summarise
 from gateway.review.explain import load_explanation
 from gateway.store.periods import utcnow
 
@@ -208,6 +207,7 @@ def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
 
 def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: datetime,
                   now: datetime) -> dict[str, Any]:
+    from gateway.review.dashboard.summary import summarise  # pandas: loaded on first view
     from gateway.store.tenants import list_tenants
 
     engine = ctx.store.engine
