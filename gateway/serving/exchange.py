@@ -196,9 +196,10 @@ class Exchange:
             status, error = 499, "client disconnected"
             raise
         finally:
-            if self.completion_tokens is None:
-                self.completion_tokens = count_text_tokens(b, self.answer_text)
             with anyio.CancelScope(shield=True):
+                if self.completion_tokens is None:  # no usage chunk: count what was streamed
+                    self.completion_tokens = await anyio.to_thread.run_sync(
+                        count_text_tokens, b, self.answer_text)
                 await self.finish(status, error)
 
     def headers(self) -> dict[str, str]:

@@ -25,7 +25,7 @@ from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
-from gateway.serving.routing import Routed, embed, embed_text, route_request, router_model_map
+from gateway.serving.routing import Routed, embed_text, route_request, router_model_map
 from gateway.serving.validation import fit_candidates
 from router_core.decision import NoEligibleModel
 from router_core.router import Router
@@ -191,7 +191,7 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
     by_rm = deployable(settings, router, plan)
     first = settings.backend(next(iter(by_rm.values())))
     started = time.perf_counter()
-    phi = await embed(ctx.encoder, embed_text(req.messages, settings.encoder_max_chars))
+    phi = await ctx.embedder.embed(embed_text(req.messages, settings.encoder_max_chars))
     n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, first, req.messages, tools)
     plan = ranked(settings, ctx.prices, router, plan, by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)

@@ -19,11 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio.to_thread
-
 from gateway.config import Settings
 from router_core.decision import Decision
-from router_core.encoder import Encoder
 from router_core.router import Router
 
 EMBEDDED_ROLES = ("system", "developer", "user")
@@ -90,11 +87,6 @@ def router_model_map(settings: Settings, router: Router, names: list[str]) -> di
         if b.model_name in names and b.router_model in known:
             out.setdefault(b.router_model, b.model_name)
     return out
-
-
-async def embed(encoder: Encoder, text: str) -> Any:
-    """Φ(x) off the event loop: the encoder is CPU-bound and would stall every request."""
-    return await anyio.to_thread.run_sync(encoder.encode, [text])
 
 
 def route_request(
