@@ -190,7 +190,29 @@ def serve_upstream(port: int, names: list[str]) -> None:
         time.sleep(3600)
 
 
-def tollgate_config(upstream_url: str, db_url: str, admin: str, tmp: Path) -> dict:
+def served_router(tmp: Path, encoder: str | None) -> str | None:
+    """The artifact Tollgate serves: the packaged one, or a copy of it recording another
+    encoder kind of the same vectors (MiniLM's ONNX exports: ``minilm-onnx``,
+    ``minilm-onnx-int8``); a router trained on other vectors is passed with ``--router``."""
+    if encoder is None:
+        return None
+    from router_core.artifact import DEFAULT_ROUTER_DIR
+
+    out = tmp / "router"
+    shutil.copytree(DEFAULT_ROUTER_DIR, out)
+    meta = json.loads((out / "router.json").read_text())
+    recorded = dict(meta["config"].get("encoder") or {})
+    if recorded.get("kind", "minilm") not in ("minilm", "minilm-onnx", "minilm-onnx-int8") or \
+            encoder not in ("minilm", "minilm-onnx", "minilm-onnx-int8"):
+        raise SystemExit(f"--encoder {encoder}: not the packaged router's vector space; "
+                         "pass a router trained on it with --router")
+    meta["config"]["encoder"] = {**recorded, "kind": encoder}
+    (out / "router.json").write_text(json.dumps(meta))
+    return str(out)
+
+
+def tollgate_config(upstream_url: str, db_url: str, admin: str, tmp: Path,
+                    router_path: str | None) -> dict:
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
 
     base = load_settings(DEFAULT_CONFIG_PATH)
@@ -204,7 +226,7 @@ def tollgate_config(upstream_url: str, db_url: str, admin: str, tmp: Path) -> di
                        "model_info": info})
     return {"model_list": models,
             "routes": {k: v.model_dump(exclude_none=True) for k, v in base.routes.items()},
-            "database_url": db_url, "admin_key": admin,
+            "database_url": db_url, "admin_key": admin, "router_path": router_path,
             "reliability": {"spool_dir": str(tmp / "spool")}}
 
 
@@ -244,7 +266,7 @@ def start_all(stack: ExitStack, a: argparse.Namespace, tmp: Path) -> list[Target
     admin = "bench-admin-" + secrets.token_hex(6)
     db_url = a.database_url or f"sqlite:///{tmp / 'tollgate.db'}"
     (tmp / "tollgate.yaml").write_text(yaml.safe_dump(
-        tollgate_config(up_url + "/v1", db_url, admin, tmp)))
+        tollgate_config(up_url + "/v1", db_url, admin, tmp, a.router_path)))
     argv = [py, "-c", "from gateway.cli import main; main()", "serve", "--config",
             str(tmp / "tollgate.yaml"), "--port", str(tg_port), "--log-level", "warning"]
     if a.workers != 1:
@@ -286,18 +308,18 @@ def run_wrk(wrk: str, lua: Path, t: Target, conc: int, stream: bool, seconds: fl
     return res
 
 
-def routing_decision_ms(n_samples: int) -> dict[int, float]:
+def routing_decision_ms(n_samples: int, router_path: str | None) -> dict[int, float]:
     """p50 of the decision alone (encode + head + search + tie-break), as the gateway makes
     it, for prompts of about 20, 50 and 200 tokens (cl100k, the gateway's prompt counter)."""
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
     from gateway.serving.routing import route_request, router_model_map
     from router_core.artifact import load_router
-    from router_core.encoder import Encoder
+    from router_core.encoders import encoder_for_router
     from router_core.litellm_env import litellm
 
     settings = load_settings(DEFAULT_CONFIG_PATH)
-    router = load_router(settings.router_path)
-    encoder = Encoder.for_router(router.config)
+    router = load_router(router_path)
+    encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
     by_rm = router_model_map(settings, router, [b.model_name for b in settings.model_list])
     costs = {b: 1e-4 * (i + 1) for i, b in enumerate(by_rm.values())}
     vocab = WRK_LUA.split('"')[1].split() + ["market", "energy", "river", "theorem"]
@@ -346,7 +368,8 @@ def report(targets: list[Target], routing: dict[int, float], a: argparse.Namespa
     ll, up = by["litellm"], by["upstream"]
     db = "PostgreSQL" if a.database_url else "SQLite"
     print(f"overhead: {a.rounds} interleaved rounds of {a.duration:g} s per cell, wrk, unique "
-          f"prompts, 1 upstream, {a.workers} worker(s) each, Tollgate on {db}; load average "
+          f"prompts, 1 upstream, {a.workers} worker(s) each, Tollgate on {db}, encoder "
+          f"{a.encoder or 'as the router records'}; load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     head = (f"{'target':<12} {'stream':<6} {'p50 c=1':>9} {'added':>7} {'req/s c=32':>11} "
             f"{'p99 c=32':>9} {'RSS MB':>7} {'added/LL':>9} {'req/s/LL':>9} {'RSS/LL':>7} "
@@ -390,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=1, help="Tollgate's worker processes")
     ap.add_argument("--database-url", default=None, help="Tollgate's database (default SQLite)")
     ap.add_argument("--routing-samples", type=int, default=300)
+    ap.add_argument("--router", default=None, help="router artifact to serve (default packaged)")
+    ap.add_argument("--encoder", default=None,
+                    help="serve the packaged router with this encoder kind of its vectors")
     ap.add_argument("--serve-upstream", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--models", default="", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -403,9 +429,10 @@ def main(argv: list[str] | None = None) -> None:
         tmp = Path(tmpdir)
         lua = tmp / "bench.lua"
         lua.write_text(WRK_LUA)
+        a.router_path = a.router or served_router(tmp, a.encoder)
         targets = start_all(st, a, tmp)
         measure(a, wrk, lua, targets)
-    routing = routing_decision_ms(a.routing_samples)
+        routing = routing_decision_ms(a.routing_samples, a.router_path)
     report(targets, routing, a)
 
 

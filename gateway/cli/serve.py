@@ -25,8 +25,11 @@ import click
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]),
               help="text (default) or one JSON object per line; or $TOLLGATE_LOG_FORMAT.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Worker processes on one port; they share the database (SQLite in WAL mode "
+                   "or PostgreSQL), each loads its own router and encoder.")
 def serve_command(config_path: Path | None, host: str, port: int, log_level: str,
-                  log_format: str | None) -> None:
+                  log_format: str | None, workers: int) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
     from gateway.cli.log_setup import configure_logging
     from gateway.config import ConfigError, load_settings, resolve_config_path
@@ -44,7 +47,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     except ConfigError as e:  # e.g. a backend with no price anywhere
         raise click.ClickException(str(e)) from None
     from gateway.cli.startup import summary
-    from gateway.reliability.shutdown import run
+    from gateway.reliability.shutdown import run, run_workers
 
     ctx = app.state.ctx
     lines = summary(path, settings, ctx.router.current, ctx.prices, f"http://{host}:{port}")
@@ -52,7 +55,28 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
         logging.getLogger("tollgate").info("startup", extra={"fields": {"startup": lines}})
     else:
         click.echo("\n".join(lines), err=True)
-    run(app, host, port, log_level=log_level, log_config=None, access_log=False)
+    if workers == 1:
+        run(app, host, port, log_level=log_level, log_config=None, access_log=False)
+        return
+    # each worker builds its own app (worker_app); this one only checked the config
+    os.environ["TOLLGATE_CONFIG"] = str(path.resolve())
+    os.environ["TOLLGATE_LOG_LEVEL"] = log_level
+    os.environ["TOLLGATE_LOG_FORMAT"] = log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text")
+    del app, ctx
+    run_workers("gateway.cli.serve:worker_app", settings, host, port, workers,
+                log_level=log_level, log_config=None, access_log=False)
+
+
+def worker_app() -> Any:
+    """What each process of ``tollgate serve --workers N`` serves: the app of
+    ``$TOLLGATE_CONFIG``, with the parent's logging set up again (a spawned process starts
+    with none)."""
+    from gateway.cli.log_setup import configure_logging
+    from gateway.config import load_settings
+
+    configure_logging(os.environ.get("TOLLGATE_LOG_LEVEL", "info"),
+                      os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
+    return _build_app(load_settings(resolve_config_path(None)))
 
 
 def _build_app(settings: Any) -> Any:

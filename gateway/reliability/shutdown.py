@@ -20,9 +20,12 @@ from __future__ import annotations
 
 import logging
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
+
+if TYPE_CHECKING:
+    from gateway.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -59,3 +62,22 @@ def run(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | No
         **config: Any) -> None:
     """Serve until SIGTERM/SIGINT, then shut down as the module docstring describes."""
     server(app, host, port, grace_s, **config).run()
+
+
+def run_workers(app_factory: str, settings: Settings, host: str, port: int, workers: int,
+                **config: Any) -> None:
+    """``workers`` processes behind one port, each serving ``app_factory()`` (an import string
+    "module:function"); uvicorn's supervisor restarts a worker that dies.
+
+    The schema is upgraded once here, before the workers start, so that N stores do not race
+    to migrate a new SQLite file (PostgreSQL's advisory lock would serialise them anyway).
+    Steps 2-4 above hold in every worker; step 1's early "not ready" is uvicorn's own there
+    (the listening socket closes first).
+    """
+    from gateway.store import migrate
+
+    migrate.upgrade(settings.database_url)
+    config.setdefault("log_level", "info")
+    uvicorn.run(app_factory, factory=True, host=host, port=port, workers=workers,
+                lifespan="on", timeout_graceful_shutdown=settings.reliability.shutdown_grace_s,
+                **config)

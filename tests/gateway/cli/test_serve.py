@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -28,10 +29,11 @@ from tests.fakes.upstream import FakeBackend, FakeUpstream
 ADMIN = "tg-admin-cli-test"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, FakeUpstream]]:
-    """The repository's config.yaml pool (RouterBench models, real prices) on fake upstreams."""
-    tmp = tmp_path_factory.mktemp("serve")
+@contextmanager
+def serve_process(tmp: Path, workers: int = 1, ready_s: float = 300.0
+                  ) -> Iterator[tuple[str, Path, FakeUpstream, subprocess.Popen]]:
+    """`tollgate serve` on the repository's config.yaml pool (RouterBench models, real prices)
+    over fake upstreams, SQLite in ``tmp``; yields (url, db, upstream, process) once ready."""
     base = load_settings(DEFAULT_CONFIG_PATH)
     backends = [FakeBackend(b.model_name, reply=f"answer from {b.model_name}")
                 for b in base.model_list]
@@ -48,12 +50,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         exe = shutil.which("tollgate", path=str(Path(sys.executable).parent)) or "tollgate"
         proc = subprocess.Popen(
             [exe, "serve", "--config", str(tmp / "config.yaml"), "--port", str(port),
-             "--log-level", "warning"],
+             "--log-level", "warning", "--workers", str(workers)],
             env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 300
+            deadline = time.monotonic() + ready_s
             while True:
                 assert proc.poll() is None, proc.stdout.read()
                 try:
@@ -63,13 +65,19 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
                     pass
                 assert time.monotonic() < deadline, "tollgate serve never became ready"
                 time.sleep(0.2)
-            yield url, db, up
+            yield url, db, up, proc
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, FakeUpstream]]:
+    with serve_process(tmp_path_factory.mktemp("serve")) as (url, db, up, _):
+        yield url, db, up
 
 
 def test_serve_routes_with_the_packaged_router(
