@@ -12,10 +12,12 @@ so no cache can answer it. Each round runs c=1 and c=32, streamed and not, over 
 in turn; the table shows medians over rounds, RSS is the peak of the largest process of each
 server. ``routing_p50_ms`` is the decision alone (encode + head + search + tie-break) in this
 process, for 20, 50 and 200-token prompts. The last line:
-``routing_p50_ms=… added_p50_ms=… litellm_added_p50_ms=… throughput_ratio_c32=… rss_mb=…``
-(added = p50 at c=1 minus the upstream's; the ratio is auto's req/s at c=32 over LiteLLM's).
+``routing_p50_ms=… added_p50_ms=… litellm_added_p50_ms=… throughput_ratio_c32=… rss_mb=…
+errors=…`` (added = p50 at c=1 minus the upstream's; the ratio is auto's req/s at c=32 over
+LiteLLM's; errors are the proxies', Tollgate's and LiteLLM's, over every cell).
 
     python bench/overhead.py [--rounds 3] [--duration 10] [--database-url postgresql://...]
+                             [--encoder minilm-onnx-int8 | --router ARTIFACT] [--workers N]
 
 Installs ``wrk`` with apt-get and LiteLLM's proxy into ``$TOLLGATE_CACHE_DIR/bench`` when
 missing (needs the package registries once).
@@ -390,16 +392,20 @@ def report(targets: list[Target], routing: dict[int, float], a: argparse.Namespa
                   f"{_ratio(p50 - base, ll_added, rel):>9} "
                   f"{_ratio(rps, med(ll, 32, stream, 'rps'), rel):>9} "
                   f"{_ratio(rss, ll.server.peak_rss_mb, rel):>7} {errors:>6}")
-    print("(times in ms; added = p50 at c=1 minus the upstream's; /LL = ratio to LiteLLM proxy)")
+    print("(times in ms; added = p50 at c=1 minus the upstream's; /LL = ratio to LiteLLM proxy; "
+          "the fake upstream ends a stream by closing the connection, which wrk counts as a "
+          "read error on its own row)")
     print("routing decision p50 (encode + head + search + tie-break): " + ", ".join(
         f"{n} tokens {ms:.3f} ms" for n, ms in routing.items()))
     auto = by["auto"]
     base = med(up, 1, False, "p50_us") / 1000
+    errors = sum(x["errors"] for t in targets if t.name != "upstream"
+                 for v in t.runs.values() for x in v)
     print(f"routing_p50_ms={routing[50]:.3f} "
           f"added_p50_ms={med(auto, 1, False, 'p50_us') / 1000 - base:.2f} "
           f"litellm_added_p50_ms={med(ll, 1, False, 'p50_us') / 1000 - base:.2f} "
           f"throughput_ratio_c32={med(auto, 32, False, 'rps') / med(ll, 32, False, 'rps'):.2f} "
-          f"rss_mb={auto.server.peak_rss_mb:.0f}")
+          f"rss_mb={auto.server.peak_rss_mb:.0f} errors={errors}")
 
 
 def _ratio(x: float, y: float, show: bool) -> str:
