@@ -15,7 +15,8 @@ def test_default_router_loads_and_routes_a_real_prompt():
     assert set(router.model_names) == set(MODELS)
     d = np.stack([e.descriptor for e in router.experts])
     np.testing.assert_allclose(np.linalg.norm(d, axis=1), 1.0, atol=1e-5)
-    q = router.project(Encoder(cache=False).encode(["Write a Python function to reverse a list."]))
+    encoder = Encoder.for_router(router.config)  # the kind it was trained on
+    q = router.project(encoder.encode(["Write a Python function to reverse a list."]))
     free = router.route(q[0], lam=0.0)
     thrifty = router.route(q[0], lam=50.0)
     assert free.chosen in MODELS and len(free.ranked) == (router.k or len(MODELS))
