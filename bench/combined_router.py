@@ -6,7 +6,7 @@ from router_core/model_identity.yaml) and each single-dataset router (what
 ``tollgate eval --dataset D`` trains), then scores both on each dataset's standard test
 rows, routing among that dataset's models at its own costs (router_core.evaluation.combined).
 
-    python bench/combined_router.py [--seed 0] [--set epochs=50]
+    python bench/combined_router.py [--seed 0] [--encoder minilm] [--set epochs=50]
 
 prints per dataset the single router's and the combined router's test AUDC, QNC and their
 difference; the last line is ``max_loss=…`` (the largest AUDC the combined router gives up
@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
 from router_core.evaluation.combined import COMBINED, evaluate_combined
 
 BAR = 0.005
@@ -31,6 +32,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="K=V")
+    ap.add_argument("--encoder", default=DEFAULT_KIND, choices=known_kinds())
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args()
     overrides = {k: json.loads(v) for k, _, v in (s.partition("=") for s in args.overrides)}
@@ -39,11 +41,12 @@ def main() -> None:
         seed=args.seed,
         train_overrides=overrides,
         n_boot=0,
+        encoder=make_encoder(args.encoder, cache=True),
         log=(lambda _m: None) if args.quiet else None,
     )
     m = ev.train.metrics
     print(
-        f"combined router: {len(ev.train.router.experts)} experts, {m['n_train']} train / "
+        f"encoder {args.encoder}; combined router: {len(ev.train.router.experts)} experts, {m['n_train']} train / "
         f"{m['n_val']} val prompts, {m['n_probes']} probes, best epoch {m['best_epoch']}"
     )
     head = f"{'dataset':<12} {'n_test':>6} {'single':>8} {'combined':>9} {'delta':>8}"

@@ -27,6 +27,7 @@ from gateway.config import Settings
 from gateway.context import GatewayContext, call
 from gateway.errors import GatewayError, as_gateway_error, model_not_found
 from gateway.learning import feedback
+from gateway.learning.cold_start import with_priors
 from gateway.learning.loop import build_learning
 from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
@@ -35,7 +36,9 @@ from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.serving.embedding import EmbeddingBatcher
+from gateway.serving.explore_share import PriorShare
 from gateway.serving.handler import chat_completions
+from gateway.serving.known_backends import know_backends, table_text
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.routing import RouterHolder, router_model_map
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
@@ -95,16 +98,18 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
     router = router if router is not None else load_router(settings.router_path)
     if encoder is None:
         encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
+    prices = resolve_prices(settings, strict=False)  # unpriced: warned about, never used
     ctx = GatewayContext(
         settings=settings,
         store=store,
         log_writer=log_writer,
-        router=RouterHolder(router),
+        router=RouterHolder(with_priors(router, settings, prices)),
         encoder=encoder,
-        prices=resolve_prices(settings),
+        prices=prices,
         metrics=GatewayMetrics(registry),
         embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
                                   max_wait_s=settings.encoder_batch_wait_ms / 1000),
+        prior_share=PriorShare(),
     )
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
@@ -128,6 +133,8 @@ def _lifespan(ctx: GatewayContext) -> Any:
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
         await _maybe(ctx.learning, "start")
+        print(table_text(know_backends(ctx.settings, ctx.router.current, ctx.prices)),
+              file=sys.stderr, flush=True)  # how each backend is known, once per start
         ctx.ready = True
         try:
             yield
@@ -238,19 +245,21 @@ def _model_entries(ctx: GatewayContext, tenant: Any) -> list[dict[str, Any]]:
         data.append({
             "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
             "tollgate": {"type": "route", "cost_weight": route.cost_weight,
-                         "backends": sorted(router_model_map(s, router, pool).values())},
+                         "explore_share": route.explore_share,
+                         "backends": sorted(router_model_map(s, router, pool,
+                                                             priced=ctx.prices).values())},
         })
-    for b in s.model_list:
-        if allowed is not None and b.model_name not in allowed:
+    for k in know_backends(s, router, ctx.prices):
+        if allowed is not None and k.backend not in allowed:
             continue
-        p = ctx.prices[b.model_name]
+        p = ctx.prices.get(k.backend)
         data.append({
-            "id": b.model_name, "object": "model", "created": 0, "owned_by": "tollgate",
-            "tollgate": {"type": "backend", "router_model": b.router_model,
-                         "routable": b.router_model in router.model_names,
-                         "input_cost_per_token": p.input_per_token,
-                         "output_cost_per_token": p.output_per_token,
-                         "deployments": len(b.deployment_params())},
+            "id": k.backend, "object": "model", "created": 0, "owned_by": "tollgate",
+            "tollgate": {"type": "backend", "router_model": k.expert,
+                         "routable": k.expert is not None, "known_as": k.status,
+                         "input_cost_per_token": p.input_per_token if p else None,
+                         "output_cost_per_token": p.output_per_token if p else None,
+                         "deployments": len(s.backend(k.backend).deployment_params())},
         })
     return data
 

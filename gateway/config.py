@@ -173,6 +173,8 @@ class Route(BaseModel):
     cost_weight: float = Field(default=0.5, ge=0)  # λ in a_h = p̂_h − λ c̃_h
     delta: float | None = Field(default=None, ge=0)  # δ; None = the artifact's
     models: list[str] | None = None  # allowed backends (model_name); None = the whole pool
+    # most of the route's requests a backend on its cold-start prior may get (per replica)
+    explore_share: float = Field(default=0.05, ge=0, le=1)
     description: str | None = None
 
 

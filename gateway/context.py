@@ -47,3 +47,4 @@ class GatewayContext:
     ready: bool = False
     learning: Any = None  # gateway.learning.loop.Learning (feedback, hot swap, retraining)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
+    prior_share: Any = None  # gateway.serving.explore_share.PriorShare: cold-start traffic caps

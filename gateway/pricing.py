@@ -46,17 +46,20 @@ def _litellm_price(model: str) -> Price | None:
     return Price(float(pin), float(pout))
 
 
-def resolve_prices(settings: Settings) -> dict[str, Price]:
+def resolve_prices(settings: Settings, strict: bool = True) -> dict[str, Price]:
     """Backend name -> price; registers config prices with litellm for models it lacks.
 
-    Raises ConfigError when a backend has neither config prices nor a litellm price:
-    budgets cannot be enforced on a model of unknown price.
+    A backend with neither config prices nor a litellm price: budgets cannot be enforced on
+    a model of unknown price, so ``strict`` raises ConfigError; otherwise it is left out
+    (the gateway starts, warns, and neither routes nor forwards to it).
     """
     prices: dict[str, Price] = {}
     for b in settings.model_list:
         pin, pout = b.input_cost_per_token, b.output_cost_per_token
         known = _litellm_price(b.litellm_model)
         if pin is None or pout is None:
+            if known is None and not strict:
+                continue
             if known is None:
                 raise ConfigError(
                     f"backend {b.model_name!r}: no price in model_info and litellm does not "

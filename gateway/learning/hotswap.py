@@ -41,8 +41,9 @@ class HotSwapper:
     ) -> None:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
         self.refused: set[str] = set()  # versions not swapped in (logged once)
-        # called with the new router just before the swap (to adopt the backends of
-        # models added by `tollgate models add`, gateway/learning/model_pool.py)
+        # called with the new router just before the swap (adopt the backends of models
+        # added by `tollgate models add`, gateway/learning/model_pool.py); a Router it
+        # returns is swapped in instead (cold-start priors, gateway/learning/cold_start.py)
         self.on_swap = on_swap
         self._task: asyncio.Task[None] | None = None
         self.swaps = 0
@@ -65,7 +66,8 @@ class HotSwapper:
             )
             return None
         if self.on_swap is not None:
-            self.on_swap(router)
+            adopted = self.on_swap(router)  # a Router: swap that one in instead
+            router = adopted if isinstance(adopted, Router) else router
         self.holder.swap(router)
         self.swaps += 1
         log.info("router hot-swapped to %s", row["version"])

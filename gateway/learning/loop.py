@@ -26,12 +26,14 @@ import anyio.to_thread
 
 from gateway.context import GatewayContext
 from gateway.learning import tables as ldb
+from gateway.learning.cold_start import with_priors
 from gateway.learning.hotswap import HotSwapper
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
 from gateway.learning.shadow import ExplorationSettings, Explorer, build_judge
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
 from gateway.store.dberrors import is_unavailable
+from router_core.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +49,8 @@ class Learning:
             min_new=int(ctx.settings.retraining.min_observations),
             margin=float(extra.get("margin", RetrainConfig.margin)),
         )
-        from gateway.learning.model_pool import adopt_backends  # models added live
-
         self.swapper = HotSwapper(
-            ctx.store.engine, ctx.router, self.poll_s, on_swap=lambda r: adopt_backends(ctx, r)
+            ctx.store.engine, ctx.router, self.poll_s, on_swap=self._adopt
         )
         xcfg = ExplorationSettings.from_settings(ctx.settings)
         self.explorer = Explorer(
@@ -66,6 +66,14 @@ class Learning:
         self._recent: OrderedDict[str, dict] = OrderedDict()
         self.recent_size = 50_000
         self._schedule: asyncio.Task[None] | None = None
+
+    def _adopt(self, router: Router) -> Router:
+        """A swapped-in version: adopt the backends it carries, then give the backends it
+        does not know their cold-start priors."""
+        from gateway.learning.model_pool import adopt_backends
+
+        adopt_backends(self.ctx, router)
+        return with_priors(router, self.ctx.settings, self.ctx.prices)
 
     @property
     def engine(self) -> Any:

@@ -44,6 +44,7 @@ def _candidate(i: int, c: dict[str, Any], equivalent: list[str]) -> dict[str, An
         "score": c.get("score"),
         "equivalent": (c.get("backend") or c.get("model")) in equivalent,
         "chosen": i == 0,
+        "prior": c.get("known") == "prior",  # a cold-start guess, not yet learned from data
     }
 
 

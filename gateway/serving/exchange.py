@@ -272,8 +272,10 @@ class Exchange:
         routed = plan.routed if plan else None
         d = routed.decision if routed else None
         by_rm = routed.by_router_model if routed else {}
-        candidates = ([{**c, "backend": by_rm.get(c["model"])} for c in d.to_dict()["candidates"]]
-                      if d else [])
+        priors = routed.priors if routed else frozenset()  # cold start: marked "prior"
+        candidates = ([{**c, "backend": by_rm.get(c["model"]),
+                        **({"known": "prior"} if c["model"] in priors else {})}
+                       for c in d.to_dict()["candidates"]] if d else [])
         prompt_text = None
         if self.ctx.settings.log_prompts and plan is not None:
             prompt_text = embed_text(plan.request.messages, self.ctx.settings.encoder_max_chars)

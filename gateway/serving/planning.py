@@ -24,6 +24,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
+from gateway.serving.explore_share import PriorShare, cap_priors
 from gateway.serving.fallbacks import with_fallbacks
 from gateway.serving.routing import Routed, embed_text, route_request, router_model_map
 from gateway.serving.validation import fit_candidates
@@ -116,9 +117,15 @@ def allowed_backends(settings: Settings, plan: Plan) -> list[str]:
     return out
 
 
-def deployable(settings: Settings, router: Router, plan: Plan) -> dict[str, str]:
-    """router model → backend over the allowed backends the router knows (503 if none)."""
-    by_rm = router_model_map(settings, router, allowed_backends(settings, plan))
+def deployable(settings: Settings, router: Router, plan: Plan,
+               prices: Mapping[str, Price] | None = None,
+               share: PriorShare | None = None) -> dict[str, str]:
+    """router model → backend over the allowed, priced backends the router knows (503 if
+    none); backends on a cold-start prior only while under the route's explore_share."""
+    by_rm = router_model_map(settings, router, allowed_backends(settings, plan), priced=prices)
+    if share is not None and by_rm:
+        explore = settings.routes[plan.route].explore_share
+        by_rm = cap_priors(share, plan.route, explore, router, by_rm)
     if not by_rm:
         raise GatewayError(503, f"route {plan.route!r} has no backend the router knows",
                            "service_unavailable", code="no_deployable_backend")
@@ -148,6 +155,15 @@ def passthrough_backend(settings: Settings, plan: Plan) -> Backend:
     policy_allowed = plan.policy.get("allowed_models")
     if backend is None or (policy_allowed is not None and model not in policy_allowed):
         raise model_not_found(model)
+    return backend
+
+
+def priced(prices: Mapping[str, Price], backend: Backend) -> Backend:
+    """A backend without a price is refused: a budget cannot bound what it costs (503)."""
+    if backend.model_name not in prices:
+        raise GatewayError(503, f"backend {backend.model_name!r} has no price: set its "
+                           "input/output_cost_per_million", "service_unavailable",
+                           code="backend_unpriced")
     return backend
 
 
@@ -183,18 +199,21 @@ async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
     settings, req = ctx.settings, plan.request
     tools = req.params.get("tools")
     if plan.route is None:
-        backend = passthrough_backend(settings, plan)
+        backend = priced(ctx.prices, passthrough_backend(settings, plan))
         n_prompt = await anyio.to_thread.run_sync(
             count_prompt_tokens, backend, req.messages, tools)
         plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=n_prompt)
         return with_plan_fallbacks(settings, plan)
-    by_rm = deployable(settings, router, plan)
+    by_rm = deployable(settings, router, plan, ctx.prices, ctx.prior_share)
     first = settings.backend(next(iter(by_rm.values())))
     started = time.perf_counter()
     phi = await ctx.embedder.embed(embed_text(req.messages, settings.encoder_max_chars))
     n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, first, req.messages, tools)
     plan = ranked(settings, ctx.prices, router, plan, by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)
+    if ctx.prior_share is not None:  # what a cold-start prior backend's share counts
+        chosen = plan.routed.decision.chosen
+        ctx.prior_share.record(plan.route, by_rm.get(chosen), chosen in plan.routed.priors)
     return with_plan_fallbacks(settings, plan)
 
 

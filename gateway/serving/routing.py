@@ -9,17 +9,19 @@ prompt or few-shot examples) fall off, as the long few-shot prompts of the train
 Assistant and tool turns are not embedded: they are answers, not the task.
 
 The router works on *router model names* (experts in the artifact); a backend maps to one
-with ``model_info.router_model``. The deployable pool of a route is its backends whose
-router model the artifact knows.
+by ``model_info.router_model``, its name or the identity table
+(gateway/serving/known_backends.py). The deployable pool of a route is its priced backends
+the router knows, a cold-start prior included.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import Settings
+from gateway.serving.known_backends import PRIOR_KIND, expert_for
 from router_core.decision import Decision
 from router_core.router import Router
 
@@ -73,19 +75,31 @@ class Routed:
     router_version: str
     backends: tuple[str, ...]  # ranked backend names (chosen first)
     by_router_model: Mapping[str, str] = field(default_factory=dict)
+    priors: frozenset[str] = frozenset()  # experts on their cold-start prior
 
 
-def router_model_map(settings: Settings, router: Router, names: list[str]) -> dict[str, str]:
-    """router model -> backend for the backends in ``names`` the artifact knows.
+def router_model_map(
+    settings: Settings,
+    router: Router,
+    names: list[str],
+    priced: Collection[str] | None = None,
+    exclude: Collection[str] = (),
+) -> dict[str, str]:
+    """router model -> backend for the backends in ``names`` the router knows
+    (gateway/serving/known_backends.py), among the ``priced`` ones, minus ``exclude``.
 
     When two backends name the same router model the first in model_list wins for routing
     (the other stays reachable by passthrough).
     """
-    known = set(router.model_names)
     out: dict[str, str] = {}
     for b in settings.model_list:
-        if b.model_name in names and b.router_model in known:
-            out.setdefault(b.router_model, b.model_name)
+        if b.model_name not in names or b.model_name in exclude:
+            continue
+        if priced is not None and b.model_name not in priced:
+            continue
+        expert = expert_for(b, router)
+        if expert is not None:
+            out.setdefault(expert, b.model_name)
     return out
 
 
@@ -115,4 +129,5 @@ def route_request(
         router_version=router.version,
         backends=tuple(backends_by_router_model[m] for m in decision.ranked),
         by_router_model=dict(backends_by_router_model),
+        priors=frozenset(e.name for e in router.experts if e.kind == PRIOR_KIND),
     )

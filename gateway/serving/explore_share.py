@@ -1,0 +1,65 @@
+"""The traffic a backend gets while it is on its cold-start prior is bounded per route.
+
+A prior is a guess; until outcomes confirm it, a route sends a prior backend at most
+``routes.NAME.explore_share`` of its routed requests (default 0.05): before routing, a prior
+backend already chosen for that share of the route's requests (counting this one) is left
+out of the candidates, so it is a candidate from the first request on and its share stays
+within ``explore_share`` plus one request. Counts are per gateway process (each replica
+keeps its own share).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+
+from gateway.serving.known_backends import PRIOR_KIND
+from router_core.router import Router
+
+
+class PriorShare:
+    """Routed requests per route, and how many of them each prior backend was chosen for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.routed: Counter[str] = Counter()
+        self.chosen: defaultdict[str, Counter[str]] = defaultdict(Counter)
+
+    def over(self, route: str, priors: Iterable[str], share: float) -> set[str]:
+        """The prior backends that would exceed ``share`` of ``route`` if chosen now."""
+        with self._lock:
+            limit = share * (self.routed[route] + 1)
+            return {b for b in priors if self.chosen[route][b] >= limit}
+
+    def record(self, route: str, chosen: str | None, on_prior: bool) -> None:
+        with self._lock:
+            self.routed[route] += 1
+            if chosen is not None and on_prior:
+                self.chosen[route][chosen] += 1
+
+    def share(self, route: str, backend: str) -> float:
+        with self._lock:
+            n = self.routed[route]
+            return self.chosen[route][backend] / n if n else 0.0
+
+
+def prior_experts(router: Router) -> set[str]:
+    """The router's experts that are on their cold-start prior."""
+    return {e.name for e in router.experts if e.kind == PRIOR_KIND}
+
+
+def prior_backends(router: Router, by_expert: Mapping[str, str]) -> list[str]:
+    """The backends of ``by_expert`` (expert -> backend) whose expert is on its prior."""
+    priors = prior_experts(router)
+    return [b for expert, b in by_expert.items() if expert in priors]
+
+
+def cap_priors(
+    share: PriorShare, route: str, explore_share: float, router: Router, by_expert: dict
+) -> dict[str, str]:
+    """``by_expert`` without the prior backends that have had their share of ``route``
+    (all of it when nothing else would be left)."""
+    over = share.over(route, prior_backends(router, by_expert), explore_share)
+    kept = {e: b for e, b in by_expert.items() if b not in over}
+    return kept or dict(by_expert)

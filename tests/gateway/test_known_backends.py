@@ -1,0 +1,88 @@
+"""How each backend is known: trained, alias of an expert, fingerprint, prior, no price."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gateway.config import settings_from_dict
+from gateway.learning.cold_start import with_priors
+from gateway.pricing import Price
+from gateway.serving.explore_share import PriorShare
+from gateway.serving.known_backends import expert_for, know_backends, table_text
+from router_core.router import Calibration, Expert, Head, Router
+
+
+def _router() -> Router:
+    d = 8
+    rng = np.random.default_rng(0)
+    E = rng.normal(size=(4, d)).astype(np.float32)
+    E /= np.linalg.norm(E, axis=1, keepdims=True)
+    names = ["llama-3.1-70b-instruct", "llama-3.1-8b-instruct", "claude-v1", "fp-model"]
+    kinds = ["probe-outcome", "probe-outcome", "probe-outcome", "perplexity"]
+    experts = tuple(Expert(n, E[i], 0.001 * (i + 1), k) for i, (n, k) in enumerate(zip(names, kinds)))
+    cal = Calibration(a={n: 3.0 for n in names}, b={n: 0.0 for n in names}, a0=3.0, b0=0.0)
+    head = Head(((rng.normal(size=(d, 384)).astype(np.float32), np.zeros(d, np.float32)),))
+    return Router("v1", head, experts, cal, k=0, delta=0.01)
+
+
+def _entry(name: str, model: str, **info) -> dict:
+    return {"model_name": name, "litellm_params": {"model": model}, "model_info": info}
+
+
+SETTINGS = settings_from_dict({
+    "model_list": [
+        _entry("big-llama", "together_ai/meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo"),
+        _entry("llama-3.1-8b-instruct", "groq/llama-3.1-8b-instant"),
+        _entry("claude-v1", "anthropic/claude-1.3"),
+        _entry("mine", "openai/whatever", router_model="fp-model"),
+        _entry("gpt-4o", "openai/gpt-4o"),
+        _entry("private", "openai/private-model"),
+    ],
+})
+PRICES = {
+    "big-llama": Price(8.8e-7, 8.8e-7),
+    "llama-3.1-8b-instruct": Price(1.8e-7, 1.8e-7),
+    "claude-v1": Price(8e-6, 2.4e-5),
+    "mine": Price(1e-6, 1e-6),
+    "gpt-4o": Price(2.5e-6, 1e-5),
+}
+
+
+def test_each_backend_is_resolved_exactly_or_not_at_all():
+    router = _router()
+    got = {b.model_name: expert_for(b, router) for b in SETTINGS.model_list}
+    assert got == {
+        "big-llama": "llama-3.1-70b-instruct",  # alias through the identity table
+        "llama-3.1-8b-instruct": "llama-3.1-8b-instruct",
+        "claude-v1": "claude-v1",
+        "mine": "fp-model",  # model_info.router_model overrides
+        "gpt-4o": None,
+        "private": None,
+    }
+
+
+def test_unknown_priced_backends_join_on_a_prior_and_the_table_says_how():
+    router = with_priors(_router(), SETTINGS, PRICES)
+    assert "gpt-4o" in router.model_names and "private" not in router.model_names
+    known = {k.backend: k.status for k in know_backends(SETTINGS, router, PRICES)}
+    assert known == {
+        "big-llama": "alias of llama-3.1-70b-instruct",
+        "llama-3.1-8b-instruct": "trained",
+        "claude-v1": "trained",
+        "mine": "fingerprint",
+        "gpt-4o": "prior (0 outcomes)",
+        "private": "no price",
+    }
+    text = table_text(know_backends(SETTINGS, router, PRICES))
+    assert "warning: routes cannot use private" in text
+    again = with_priors(router, SETTINGS, PRICES)  # a hot swap re-applies: nothing doubles
+    assert again.model_names == router.model_names
+
+
+def test_a_prior_backend_gets_at_most_its_explore_share():
+    share = PriorShare()
+    for _ in range(400):
+        over = share.over("auto", ["gpt-4o"], 0.05)
+        chosen = "gpt-4o" if "gpt-4o" not in over else "big-llama"
+        share.record("auto", chosen, on_prior=chosen == "gpt-4o")
+    assert 0.04 < share.share("auto", "gpt-4o") <= 0.05 + 1 / 400
