@@ -314,10 +314,35 @@ def list_command(config: Path | None, router: Path | None, database_url: str | N
         serving.setdefault(
             (b.get("model_info") or {}).get("router_model") or b["model_name"], b["model_name"]
         )
+    current, known = _known(cfg_path, current)
+    for k in known:
+        if k.expert is not None:
+            serving.setdefault(k.expert, k.backend)
+    status = {k.backend: k.status for k in known}
     click.echo(f"router version {current.version}: {len(current.experts)} models")
-    click.echo(f"{'model':<36} {'descriptor':<14} {'USD/query':>10}  backend")
+    click.echo(f"{'model':<36} {'descriptor':<14} {'USD/query':>10}  {'backend':<24} known as")
     for x in current.experts:
-        click.echo(f"{x.name:<36} {x.kind:<14} {x.cost_usd:10.6f}  {serving.get(x.name, '-')}")
+        b = serving.get(x.name, "-")
+        click.echo(f"{x.name:<36} {x.kind:<14} {x.cost_usd:10.6f}  {b:<24} {status.get(b, '')}")
+    for k in known:
+        if k.expert is None:
+            click.echo(f"{'-':<36} {'-':<14} {'':>10}  {k.backend:<24} {k.status}")
+
+
+def _known(cfg_path: Path, router: Any) -> tuple[Any, list]:
+    """The router with the config's cold-start priors, and how it knows each backend."""
+    from gateway.config import ConfigError, load_settings
+    from gateway.learning.cold_start import with_priors
+    from gateway.pricing import resolve_prices
+    from gateway.serving.known_backends import know_backends
+
+    try:
+        settings = load_settings(cfg_path)
+    except ConfigError:
+        return router, []
+    prices = resolve_prices(settings, strict=False)
+    router = with_priors(router, settings, prices)
+    return router, know_backends(settings, router, prices)
 
 
 @models_group.command("remove")
@@ -342,4 +367,7 @@ def remove_command(
 
 
 def register(main: click.Group) -> None:
+    from gateway.cli.models_learn import learn_command
+
+    models_group.add_command(learn_command)
     main.add_command(models_group)

@@ -16,6 +16,8 @@ the head is not retrained. Past ``min_outcomes`` the expert leaves the prior (ki
 
 from __future__ import annotations
 
+import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -119,6 +121,42 @@ def refine_backend(
     cost = prices[name].cost(*TYPICAL_TOKENS)
     out = router.with_expert(placed.expert(name, cost, kind), a=placed.a, b=placed.b)
     counts = {**outcomes_of(router), name: placed.n_outcomes}
-    version = f"{router.version.split('@', 1)[0]}@learn-{name}-{placed.n_outcomes}"
+    stamp = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+    version = f"{router.version.split('@', 1)[0]}@learn-{name}-{placed.n_outcomes}-{stamp}"
     config = {**dict(out.config or {}), COLD_START_KEY: counts}
     return replace(out, config=config, version=version), placed.n_outcomes
+
+
+def cold_start_backends(router: Router, settings: Settings) -> list[str]:
+    """The backends whose expert came from cold start (on its prior or refined past it)."""
+    counts = outcomes_of(router)
+    return [b.model_name for b in settings.model_list if b.model_name in counts]
+
+
+def publish_refinement(
+    engine: Any, router: Router, settings: Settings, prices: Mapping[str, Price], name: str
+) -> tuple[Router, int]:
+    """Refine backend ``name`` and record the result as the active router version, so every
+    replica hot-swaps to it (gateway/learning/hotswap.py)."""
+    new, n = refine_backend(engine, router, settings, prices, name)
+    row = ldb.active_version(engine) or {}
+    ldb.record_version(
+        engine, new, status="learned", parent=router.version,
+        metrics={"change": "learned", "backend": name, "n_outcomes": n},
+        n_observations=int(row.get("n_observations") or 0),
+        max_obs_id=int(row.get("max_observation_id") or 0), activate=True,
+    )  # fmt: skip
+    return new, n
+
+
+def refine_due(engine: Any, router: Router, settings: Settings, prices) -> list[str]:
+    """Refine every cold-start backend that has outcomes its descriptor has not seen yet."""
+    done = []
+    for name in cold_start_backends(router, settings):
+        if name not in prices:
+            continue
+        _, u = observed(engine, router, name)
+        if len(u) > outcomes_of(router).get(name, 0):
+            router, _ = publish_refinement(engine, router, settings, prices, name)
+            done.append(name)
+    return done

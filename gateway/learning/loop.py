@@ -10,6 +10,7 @@ Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Optio
       margin: 0.005             # promotion guard
       store_prompt_text: false  # privacy: keep only Φ(x) (default: log_prompts)
       exploration: {...}        # shadow calls and their judge, see gateway/learning/shadow.py
+      refine_priors_s: 600      # refine cold-start backends from new outcomes (null: off)
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import OrderedDict
 from typing import Any
 
@@ -26,7 +28,7 @@ import anyio.to_thread
 
 from gateway.context import GatewayContext
 from gateway.learning import tables as ldb
-from gateway.learning.cold_start import with_priors
+from gateway.learning.cold_start import refine_due, with_priors
 from gateway.learning.hotswap import HotSwapper
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
 from gateway.learning.shadow import ExplorationSettings, Explorer, build_judge
@@ -44,6 +46,9 @@ class Learning:
         extra = dict(getattr(ctx.settings.retraining, "model_extra", None) or {})
         self.poll_s = float(extra.get("poll_s", 5.0))
         self.interval_s = extra.get("interval_s")
+        self.refine_s = extra.get("refine_priors_s", 600)  # cold start; null = off
+        self.holder_id = uuid.uuid4().hex
+        self._refining: asyncio.Task[None] | None = None
         self.store_text = bool(extra.get("store_prompt_text", ctx.settings.log_prompts))
         self.retrain_config = RetrainConfig(
             min_new=int(ctx.settings.retraining.min_observations),
@@ -139,6 +144,23 @@ class Learning:
             except Exception:  # a failed retrain leaves the live router as it is
                 log.exception("scheduled retrain failed")
 
+    async def _refine_loop(self, every_s: float) -> None:
+        """Cold-start backends: refine their descriptors from new outcomes, on a schedule."""
+        while True:
+            await asyncio.sleep(every_s)
+            ctx = self.ctx
+            try:
+                if await anyio.to_thread.run_sync(
+                    ldb.acquire_lease, self.engine, "refine", self.holder_id, every_s
+                ):
+                    done = await anyio.to_thread.run_sync(
+                        refine_due, self.engine, ctx.router.current, ctx.settings, ctx.prices
+                    )
+                    if done:
+                        log.info("cold-start backends refined: %s", ", ".join(done))
+            except Exception:  # a failed refinement leaves the live router as it is
+                log.exception("scheduled cold-start refinement failed")
+
     async def start(self) -> None:
         # A database that is down at start must not stop the gateway: the seed
         # version is recorded in the background once the database answers.
@@ -151,6 +173,10 @@ class Learning:
             log.warning("database unavailable at start: router version recorded later")
             self._seeding = asyncio.get_running_loop().create_task(self._seed_when_reachable())
         self.swapper.start()
+        if self.refine_s:
+            self._refining = asyncio.get_running_loop().create_task(
+                self._refine_loop(float(self.refine_s))
+            )
         if self.interval_s:
             loop = asyncio.get_running_loop()
             self._schedule = loop.create_task(self._retrain_loop(float(self.interval_s)))
@@ -173,6 +199,8 @@ class Learning:
         await self.swapper.close()
         if self._schedule is not None:
             self._schedule.cancel()
+        if self._refining is not None:
+            self._refining.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 

@@ -86,3 +86,48 @@ def test_a_prior_backend_gets_at_most_its_explore_share():
         chosen = "gpt-4o" if "gpt-4o" not in over else "big-llama"
         share.record("auto", chosen, on_prior=chosen == "gpt-4o")
     assert 0.04 < share.share("auto", "gpt-4o") <= 0.05 + 1 / 400
+
+
+def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+    from gateway.learning import tables as ldb
+    from gateway.learning.cold_start import refine_due
+    from gateway.store.engine import make_engine
+    from gateway.store.migrate import upgrade_engine
+    from router_core.artifact import load_router, save_router
+
+    url = f"sqlite:///{tmp_path / 'learn.db'}"
+    engine = make_engine(url)
+    upgrade_engine(engine)
+    router = with_priors(_router(), SETTINGS, PRICES)
+    rng = np.random.default_rng(1)
+    for i in range(120):  # the judge's grades of gpt-4o on 120 prompts: good where x0 > 0
+        phi = rng.normal(size=384).astype(np.float32)
+        key = ldb.prompt_key(f"prompt {i}")
+        ldb.record_served(engine, request_id=f"r{i}", tenant_id=None, text=None, key=key,
+                          embedding=phi, route="auto", model="gpt-4o", backend="gpt-4o",
+                          cost_usd=0.001)  # fmt: skip
+        ldb.add_observation(engine, key=key, model="gpt-4o", quality=float(phi[0] > 0),
+                            cost_usd=0.001, source="shadow")  # fmt: skip
+    assert refine_due(engine, router, SETTINGS, PRICES) == ["gpt-4o"]
+    live = ldb.load_version(engine, ldb.active_version(engine)["version"])
+    learned = {k.backend: k.status for k in know_backends(SETTINGS, live, PRICES)}
+    assert learned["gpt-4o"] == "learned (120 outcomes)"  # past the prior: no share cap
+    assert refine_due(engine, live, SETTINGS, PRICES) == []  # nothing new to learn from
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"model_list": [e.model_dump(exclude_none=True)
+                                                  for e in SETTINGS.model_list]}))  # fmt: skip
+    art = tmp_path / "router"
+    save_router(_router(), art)
+    out = CliRunner().invoke(main, ["models", "learn", "gpt-4o", "--config", str(cfg),
+                                    "--router", str(art), "--database-url", url])  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "refined from 120 outcomes" in out.output
+    assert load_router(art).version == ldb.active_version(engine)["version"]
+    bad = CliRunner().invoke(main, ["models", "learn", "big-llama", "--config", str(cfg),
+                                    "--router", str(art), "--database-url", url])  # fmt: skip
+    assert bad.exit_code != 0 and "not on a cold-start prior" in bad.output
