@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from gateway.cli.models import _engine, _live_router, _router_dir, _settings_path, _with_common
+from gateway.cli.models import _engine, _live_router, _publish, _with_common, _wrote
 
 
 @click.command("learn")
@@ -24,24 +24,23 @@ def learn_command(
     name: str, config: Path | None, router: Path | None, database_url: str | None
 ) -> None:
     """Refine backend NAME's cold-start descriptor from its outcomes and hot-swap it."""
-    from gateway.config import load_settings
-    from gateway.learning.cold_start import publish_refinement, with_priors
+    from gateway.cli.model_files import targets
+    from gateway.config import load_settings, resolve_config_path
+    from gateway.learning.cold_start import refine_backend, with_priors
     from gateway.pricing import resolve_prices
-    from router_core.artifact import save_router
 
     engine = _engine(database_url)
     if engine is None:
         raise click.UsageError("learn reads the outcomes from the database: give --database-url")
-    cfg_path = _settings_path(config)
-    settings = load_settings(cfg_path)
+    t = targets(config, router)
+    settings = load_settings(t.config if t.config.exists() else resolve_config_path(config))
     prices = resolve_prices(settings, strict=False)
-    router_dir = _router_dir(cfg_path, router)
-    current = with_priors(_live_router(router_dir, engine), settings, prices)
+    current = with_priors(_live_router(t.read_router, engine), settings, prices)
     try:
-        new, n = publish_refinement(engine, current, settings, prices, name)
+        new, n = refine_backend(engine, current, settings, prices, name)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
-    save_router(new, router_dir)
+    _publish(new, t, engine, current.version, "learned")
     kind = next(e.kind for e in new.experts if e.name == name)
     click.echo(f"{name}: descriptor refined from {n} outcomes ({kind}); router version "
-               f"{new.version}")  # fmt: skip
+               f"{new.version}; wrote {_wrote(t)}")
