@@ -38,6 +38,7 @@ from router_core.baselines import DEFAULT_LAMBDAS
 from router_core.cold_start import identity_traits, place_prior, refine
 from router_core.data import load_dataset
 from router_core.data.combined import canonical_table
+from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
 from router_core.evaluation.metrics import Reference, evaluate_choices
 from router_core.evaluation.runner import _complete, _trained_choices
 from router_core.model_identity import identity_table
@@ -68,6 +69,7 @@ class Pool:
 
     def __init__(self, name: str, seed: int, encoder) -> None:
         self.table = canonical_table(load_dataset(name, "standard", seed=seed))
+        self.encoder = encoder
         self.X = encoder.encode(list(map(str, self.table.prompts)))
         split = np.asarray(self.table.split)
         self.train_rows = np.flatnonzero(split == "train")
@@ -78,7 +80,8 @@ class Pool:
 
     def train(self, models: tuple[str, ...]):
         cfg = TrainConfig(seed=self.seed, progress=False)
-        return train_router(self.table, cfg, embeddings=self.X, models=models, train_models=models)
+        return train_router(self.table, cfg, embeddings=self.X, models=models,
+                            train_models=models, encoder=self.encoder)
 
     def audc(self, router) -> float:
         pool = self.table.models
@@ -138,10 +141,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models", type=int, default=5)
     ap.add_argument("--plot", type=Path, default=Path("cold_start.png"))
+    ap.add_argument("--encoder", default=DEFAULT_KIND, choices=known_kinds())
     args = ap.parse_args()
-    from router_core.encoder import Encoder
-
-    encoder = Encoder()
+    encoder = make_encoder(args.encoder, cache=True)
+    print(f"encoder {args.encoder}")
     pools = {d: Pool(d, args.seed, encoder) for d in DATASETS}
     chosen = pick_models({d: p.table for d, p in pools.items()}, args.models, args.seed)
     rng = np.random.default_rng(args.seed + 1)

@@ -23,6 +23,8 @@ from router_core.router import Calibration, Expert, Head, Router
 
 FORMAT = 1
 DEFAULT_ROUTER_DIR = Path(__file__).parent / "default_router"
+# RouterBench only, experts by RouterBench's names: what `tollgate demo` routes with
+ROUTERBENCH_ROUTER_DIR = Path(__file__).parent / "routerbench_router"
 
 
 def save_router(

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Regenerate the gateway's default router (router_core/default_router/) with the repo's own
-# command, on the RouterBench subset (standard split: its train rows, a seeded val slice for
-# early stopping and calibration; test rows are never read). Needs the benchmark data
-# (../shared/data or $TOLLGATE_DATA_DIR); embeddings are cached in $TOLLGATE_CACHE_DIR.
-# First builds the export of the query encoder the router is trained with (the registry's
+# Regenerate the packaged routers with the repo's own command (standard splits: train rows,
+# a seeded val slice for early stopping and calibration; test rows are never read). Needs the
+# benchmark data (../shared/data or $TOLLGATE_DATA_DIR); embeddings are cached in
+# $TOLLGATE_CACHE_DIR.
+#   router_core/default_router/      the gateway's router: RouterBench, MMLU-Pro and LLMRouter
+#                                    together (`--dataset all`), experts by canonical id
+#                                    (router_core/model_identity.yaml)
+#   router_core/routerbench_router/  RouterBench only, experts by RouterBench's names: what
+#                                    `tollgate demo` routes its 11 local models with
+# First builds the export of the query encoder the routers are trained with (the registry's
 # default, or $TOLLGATE_ENCODER; see router_core/encoders/build.py), then trains on its vectors.
 # Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
 set -euo pipefail
@@ -12,6 +17,8 @@ TOLLGATE="${TOLLGATE:-tollgate}"
 PYTHON="${PYTHON:-python}"
 ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DEFAULT_KIND; print(DEFAULT_KIND)')}"
 "$PYTHON" -m router_core.encoders.build "$ENCODER"
-"$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
+"$TOLLGATE" train --dataset all --split standard --seed 0 --encoder "$ENCODER" \
     --out router_core/default_router --quiet "$@"
-du -sh router_core/default_router
+"$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
+    --out router_core/routerbench_router --quiet "$@"
+du -sh router_core/default_router router_core/routerbench_router

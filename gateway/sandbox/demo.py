@@ -97,8 +97,9 @@ def run_demo(
             r.raise_for_status()
             client = openai.OpenAI(base_url=f"{url}/v1", api_key=r.json()["api_key"],
                                    max_retries=0)
-            results = _send_all(client, table, rows, strongest, echo)
-    return _report(results, table, strongest, echo)
+            routes = {k: v.model_dump(exclude_none=True) for k, v in settings.routes.items()}
+            results = _send_all(client, table, rows, strongest, echo, list(routes))
+    return _report(results, table, strongest, echo, routes)
 
 
 def _sample(table: Any, n_prompts: int, seed: int) -> tuple[np.ndarray, str]:
@@ -127,14 +128,21 @@ def _settings(up: FakeUpstream, pool: list[Any], base: Any, tmp: Path, admin_key
         "routes": routes,
         "database_url": f"sqlite:///{tmp / 'demo.db'}",
         "admin_key": admin_key,
-        "router_path": str(router_path) if router_path else None,
+        "router_path": str(router_path or _demo_router()),
         "reliability": {"spool_dir": str(tmp / "spool")},
     }
     return settings_from_dict(raw, source="demo")
 
 
-def _send_all(client: Any, table: Any, rows: np.ndarray, strongest: str, echo: Echo
-              ) -> list[dict[str, Any]]:
+def _demo_router() -> Path:
+    """The RouterBench router (its 11 models are the demo's), else the packaged one."""
+    from router_core.artifact import DEFAULT_ROUTER_DIR, ROUTERBENCH_ROUTER_DIR
+
+    return ROUTERBENCH_ROUTER_DIR if ROUTERBENCH_ROUTER_DIR.is_dir() else DEFAULT_ROUTER_DIR
+
+
+def _send_all(client: Any, table: Any, rows: np.ndarray, strongest: str, echo: Echo,
+              routes: list[str]) -> list[dict[str, Any]]:
     col = {m: j for j, m in enumerate(table.models)}
     results = []
     echo(f"q: the routed model's recorded RouterBench score on the prompt (0 to 1, rounded); "
@@ -154,14 +162,39 @@ def _send_all(client: Any, table: Any, rows: np.ndarray, strongest: str, echo: E
         cat = str(table.category[i]) if table.category is not None else ""
         echo(f"{k + 1:>3}  {cat[:14]:<14} {routed[:34]:<34} {q:>2.0f} {cost:>10.6f}   "
              f"{q_s:>2.0f} {cost_s:>10.6f}")
+        by_route = {"auto": (q, cost)}
+        for name in (r for r in routes if r != "auto"):  # every route on the same prompt
+            raw_r = client.chat.completions.with_raw_response.create(model=name,
+                                                                     messages=messages)
+            by_route[name] = (float(table.quality[i, col[raw_r.headers["x-tollgate-model"]]]),
+                              float(raw_r.headers["x-tollgate-cost-usd"]))
         results.append({"row": int(i), "routed": routed, "q": q, "cost": cost, "q_strongest": q_s,
-                        "cost_strongest": cost_s,
+                        "cost_strongest": cost_s, "routes": by_route,
                         "version": raw.headers["x-tollgate-router-version"]})
     return results
 
 
-def _report(results: list[dict[str, Any]], table: Any, strongest: str, echo: Echo
-            ) -> dict[str, Any]:
+def _route_table(results: list[dict[str, Any]], routes: dict[str, dict], strongest: str,
+                 echo: Echo) -> dict[str, dict[str, float]]:
+    """Each route's spend saving and quality beside always sending the strongest model."""
+    n = len(results)
+    spend_s = sum(r["cost_strongest"] for r in results)
+    quality_s = sum(r["q_strongest"] for r in results) / n
+    echo(f"{'route':<24} {'λ':>6} {'saves':>7} {'quality':>8} {'vs strongest':>13}")
+    echo(f"{'always ' + strongest:<24} {'-':>6} {'0.0%':>7} {quality_s:8.3f} {'':>13}")
+    out = {}
+    for name, cfg in routes.items():
+        spend = sum(r["routes"][name][1] for r in results)
+        quality = sum(r["routes"][name][0] for r in results) / n
+        saves = 1 - spend / spend_s if spend_s > 0 else 0.0
+        echo(f"{name:<24} {cfg.get('cost_weight', 0.5):>6} {saves:>7.1%} {quality:8.3f} "
+             f"{quality - quality_s:>+13.3f}")
+        out[name] = {"saves": saves, "quality": quality}
+    return out
+
+
+def _report(results: list[dict[str, Any]], table: Any, strongest: str, echo: Echo,
+            routes: dict[str, dict] | None = None) -> dict[str, Any]:
     n = len(results)
     spend = sum(r["cost"] for r in results)
     spend_s = sum(r["cost_strongest"] for r in results)
@@ -178,5 +211,7 @@ def _report(results: list[dict[str, Any]], table: Any, strongest: str, echo: Ech
     echo(f"auto spends {spend / spend_s:.1%} of the strongest model's cost "
          f"(saves {saved:.1%}) at {quality - quality_s:+.3f} quality")
     echo("routed to: " + ", ".join(f"{m} {c}" for m, c in mix.most_common()))
+    by_route = _route_table(results, routes, strongest, echo) if routes and n else {}
     return {"n": n, "spend": spend, "spend_strongest": spend_s, "quality": quality,
-            "quality_strongest": quality_s, "mix": dict(mix), "strongest": strongest}
+            "quality_strongest": quality_s, "mix": dict(mix), "strongest": strongest,
+            "routes": by_route}
