@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from gateway.config import Backend, Settings
+from gateway.learning import router_versions
 from gateway.learning import tables as ldb
 from gateway.pricing import Price
 from gateway.serving.known_backends import (
@@ -139,8 +140,8 @@ def publish_refinement(
     """Refine backend ``name`` and record the result as the active router version, so every
     replica hot-swaps to it (gateway/learning/hotswap.py)."""
     new, n = refine_backend(engine, router, settings, prices, name)
-    row = ldb.active_version(engine) or {}
-    ldb.record_version(
+    row = router_versions.active_version(engine) or {}
+    router_versions.record_version(
         engine, new, status="learned", parent=router.version,
         metrics={"change": "learned", "backend": name, "n_outcomes": n},
         n_observations=int(row.get("n_observations") or 0),

@@ -27,6 +27,7 @@ from typing import Any
 import anyio.to_thread
 
 from gateway.context import GatewayContext
+from gateway.learning import leases
 from gateway.learning import tables as ldb
 from gateway.learning.cold_start import refine_due, with_priors
 from gateway.learning.hotswap import HotSwapper
@@ -151,7 +152,7 @@ class Learning:
             ctx = self.ctx
             try:
                 if await anyio.to_thread.run_sync(
-                    ldb.acquire_lease, self.engine, "refine", self.holder_id, every_s
+                    leases.acquire_lease, self.engine, "refine", self.holder_id, every_s
                 ):
                     done = await anyio.to_thread.run_sync(
                         refine_due, self.engine, ctx.router.current, ctx.settings, ctx.prices

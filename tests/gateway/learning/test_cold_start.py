@@ -93,6 +93,7 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
     from click.testing import CliRunner
 
     from gateway.cli import main
+    from gateway.learning import router_versions
     from gateway.learning import tables as ldb
     from gateway.learning.cold_start import refine_due
     from gateway.store.engine import make_engine
@@ -113,7 +114,7 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
         ldb.add_observation(engine, key=key, model="gpt-4o", quality=float(phi[0] > 0),
                             cost_usd=0.001, source="shadow")  # fmt: skip
     assert refine_due(engine, router, SETTINGS, PRICES) == ["gpt-4o"]
-    live = ldb.load_version(engine, ldb.active_version(engine)["version"])
+    live = router_versions.load_version(engine, router_versions.active_version(engine)["version"])
     learned = {k.backend: k.status for k in know_backends(SETTINGS, live, PRICES)}
     assert learned["gpt-4o"] == "learned (120 outcomes)"  # past the prior: no share cap
     assert refine_due(engine, live, SETTINGS, PRICES) == []  # nothing new to learn from
@@ -127,7 +128,7 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
                                     "--router", str(art), "--database-url", url])  # fmt: skip
     assert out.exit_code == 0, out.output
     assert "refined from 120 outcomes" in out.output
-    assert load_router(art).version == ldb.active_version(engine)["version"]
+    assert load_router(art).version == router_versions.active_version(engine)["version"]
     bad = CliRunner().invoke(main, ["models", "learn", "big-llama", "--config", str(cfg),
                                     "--router", str(art), "--database-url", url])  # fmt: skip
     assert bad.exit_code != 0 and "not on a cold-start prior" in bad.output
