@@ -3,9 +3,11 @@
 # a seeded val slice for early stopping and calibration; test rows are never read). Needs the
 # benchmark data (../shared/data or $TOLLGATE_DATA_DIR); embeddings are cached in
 # $TOLLGATE_CACHE_DIR.
-#   router_core/default_router/      the gateway's router: RouterBench, MMLU-Pro and LLMRouter
-#                                    together (`--dataset all`), experts by canonical id
-#                                    (router_core/model_identity.yaml)
+#   router_core/default_router/      the gateway's router, trained on $TOLLGATE_DEFAULT_DATASET:
+#                                    routerbench (default) or all (RouterBench, MMLU-Pro and
+#                                    LLMRouter together, experts by canonical id from
+#                                    router_core/model_identity.yaml; compare it first with
+#                                    python bench/combined_router.py)
 #   router_core/routerbench_router/  RouterBench only, experts by RouterBench's names: what
 #                                    `tollgate demo` routes its 11 local models with
 # First builds the export of the query encoder the routers are trained with (the registry's
@@ -15,9 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TOLLGATE="${TOLLGATE:-tollgate}"
 PYTHON="${PYTHON:-python}"
+DATASET="${TOLLGATE_DEFAULT_DATASET:-routerbench}"
 ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DEFAULT_KIND; print(DEFAULT_KIND)')}"
 "$PYTHON" -m router_core.encoders.build "$ENCODER"
-"$TOLLGATE" train --dataset all --split standard --seed 0 --encoder "$ENCODER" \
+"$TOLLGATE" train --dataset "$DATASET" --split standard --seed 0 --encoder "$ENCODER" \
     --out router_core/default_router --quiet "$@"
 "$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
     --out router_core/routerbench_router --quiet "$@"
