@@ -27,6 +27,7 @@ import numpy as np
 from gateway.config import Backend, Settings
 from gateway.learning import router_versions
 from gateway.learning import tables as ldb
+from gateway.learning.shadow import ExplorationSettings
 from gateway.pricing import Price
 from gateway.serving.known_backends import (
     COLD_START_KEY,
@@ -74,13 +75,15 @@ def prior_for(router: Router, b: Backend, price: Price) -> Placement:
 
 
 def with_priors(router: Router, settings: Settings, prices: Mapping[str, Price]) -> Router:
-    """``router`` plus a prior expert for every priced backend it cannot route as."""
+    """``router`` plus a prior expert for every priced backend it cannot route as (but the
+    exploration judge)."""
     counts = dict(outcomes_of(router))
     start = router
+    judge = ExplorationSettings.from_settings(settings).judge.get("model")
     for b in settings.model_list:
         price = prices.get(b.model_name)
-        if price is None or expert_for(b, router) is not None:
-            continue
+        if price is None or b.model_name == judge or expert_for(b, router) is not None:
+            continue  # the exploration judge grades answers: it is not routed to
         prior = prior_for(router, b, price)
         cost = price.cost(*TYPICAL_TOKENS)
         router = router.with_expert(prior.expert(b.model_name, cost, PRIOR_KIND), a=prior.a,
