@@ -72,7 +72,7 @@ def worker_app() -> Any:
     ``$TOLLGATE_CONFIG``, with the parent's logging set up again (a spawned process starts
     with none)."""
     from gateway.cli.log_setup import configure_logging
-    from gateway.config import load_settings
+    from gateway.config import load_settings, resolve_config_path
 
     configure_logging(os.environ.get("TOLLGATE_LOG_LEVEL", "info"),
                       os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
