@@ -301,28 +301,90 @@ def _train(
     probes: ProbeSet | None = None,
 ) -> TrainResult:
     torch.manual_seed(cfg.seed)
+    pool = models
+    models = tuple(dict.fromkeys((*train_models, *pool)))  # every model we describe
+    if encoder is None and init is not None:  # a warm start stays in its router's Φ space
+        encoder = encoder_for_router(init.config, cache=True)
+    data = _prompts(table, cfg, models, encoder, embeddings)
+    train, val = data.train, data.val
+    # probe set and descriptors (from train rows; a warm start keeps its probes)
+    probes = _probe_set(probes, init, train, cfg)
+    E = kind.describe(train, probes, models)  # (m, d) unit rows
+    level = kind.level(train, probes, models)
+    tg = _targets(train, data.phi_train, probes, models, train_models, cfg)
+    fit = _fit_head(cfg, tg, E, data, probes, init)
+    np_head = fit.head.to_numpy(cfg.activation)
+    calibration = _calibration(cfg, fit, np_head, E, data, models, train_models, tg.cols, level)
+
+    def kind_of(m: str) -> str:  # mixed pools name a kind per model
+        return kind.kind_of(m) if hasattr(kind, "kind_of") else kind.name
+
+    if cfg.calibrate_unseen == "readout":
+        E, calibration = _readout_on_probes(
+            calibration, np_head, E, train, data.phi_train, probes, models, train_models,
+            cfg.readout_c, kind_of, cfg.readout_fingerprints,
+        )
+    experts = tuple(
+        Expert(
+            name=m,
+            descriptor=E[models.index(m)].astype(np.float32),
+            cost_usd=float(tg.mean_cost[models.index(m)]),
+            kind=kind_of(m),
+        )
+        for m in pool
+    )
+    router = _router(cfg, kind, data, encoder, np_head, experts, calibration, train_models,
+                     probes)
+    metrics = {
+        "best_epoch": fit.best_epoch,
+        "epochs_run": len(fit.history),
+        "val_criterion": fit.best_criterion,
+        "n_train": int(tg.fit_rows.sum()),
+        "n_val": len(val),
+        "n_probes": len(probes),
+        "train_seconds": round(time.perf_counter() - t0, 2),
+        "val_brier": _brier(router, data.phi_val, val.with_models(pool).quality)
+        if len(val) else None,
+    }
+    return TrainResult(
+        router=router, metrics=metrics, probes=probes, data_hash=data.dhash, history=fit.history
+    )
+
+
+@dataclass(frozen=True)
+class _Prompts:
+    """The training and validation prompts (one row per prompt) with their Φ(x)."""
+
+    table: RoutingTable  # train and val rows of every described model
+    dhash: str
+    train: RoutingTable
+    phi_train: np.ndarray
+    val: RoutingTable
+    phi_val: np.ndarray
+
+
+def _prompts(table: RoutingTable, cfg: TrainConfig, models: tuple[str, ...], encoder: Any,
+             embeddings: np.ndarray | None) -> _Prompts:
     keep = np.isin(np.asarray(table.split), ["train", "val"])
     if embeddings is not None:
         embeddings = np.asarray(embeddings, dtype=np.float32)[keep]
-    pool = models
-    models = tuple(dict.fromkeys((*train_models, *pool)))  # every model we describe
     table = table.rows(keep).with_models(models)
     table = carve_val(table, cfg.val_fraction, cfg.seed)
     dhash = data_hash(table)
-    if encoder is None and init is not None:  # a warm start stays in its router's Φ space
-        encoder = encoder_for_router(init.config, cache=True)
     phi_all = embeddings if embeddings is not None else _embed(table, encoder, cfg.progress)
     # one row per prompt (repeated samples averaged), per split
     parts = {}
     for s in ("train", "val"):
         mask = np.asarray(table.split) == s
         sub = table.rows(mask)
-        ids, first = np.unique(np.asarray(sub.prompt_ids, dtype=str), return_index=True)
+        _, first = np.unique(np.asarray(sub.prompt_ids, dtype=str), return_index=True)
         parts[s] = (aggregate_prompts(sub), phi_all[mask][np.sort(first)])
-    train, phi_train = parts["train"]
-    val, phi_val = parts["val"]
+    return _Prompts(table, dhash, *parts["train"], *parts["val"])
 
-    # probe set and descriptors (from train rows; a warm start keeps its probes)
+
+def _probe_set(probes: ProbeSet | None, init: Router | None, train: RoutingTable,
+               cfg: TrainConfig) -> ProbeSet:
+    """The given probes (all training prompts), else a warm start's, else a seeded sample."""
     if probes is not None and not set(probes.ids) <= set(map(str, train.prompt_ids)):
         raise ValueError("every probe must be a training prompt of the table")
     if probes is None and init is not None and init.config.get("probe_ids"):
@@ -334,10 +396,26 @@ def _train(
             )
     if probes is None:
         probes = ProbeSet.sample(train, cfg.n_probes, seed=cfg.seed)
-    E = kind.describe(train, probes, models)  # (m, d) unit rows
-    level = kind.level(train, probes, models)
-    d = E.shape[1]
+    return probes
 
+
+@dataclass(frozen=True)
+class _Targets:
+    """What the head is fitted to: the supervised models' qualities and normalised costs."""
+
+    fit_rows: np.ndarray  # training rows used for the fit (probes left out if configured)
+    cols: np.ndarray  # the supervised (train) models' columns among the described models
+    U: np.ndarray
+    C_rows: np.ndarray  # per-row cost c̃ (the model's mean where unobserved)
+    X: np.ndarray
+    mean_cost: np.ndarray  # (m,) USD per query
+    top: float  # c̃ = c / top, the dearest supervised model's mean cost
+    c_norm: np.ndarray
+
+
+def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
+             models: tuple[str, ...], train_models: tuple[str, ...], cfg: TrainConfig
+             ) -> _Targets:
     fit_rows = (
         ~np.isin(np.asarray(train.prompt_ids, dtype=str), probes.ids)
         if cfg.exclude_probes
@@ -352,11 +430,17 @@ def _train(
     top = mean_cost[cols].max()  # c̃ = c / max over the supervised models
     c_norm = mean_cost / top
     C_rows = np.where(np.isfinite(C_rows), C_rows, mean_cost[cols]) / top
+    return _Targets(fit_rows, cols, U, C_rows, X, mean_cost, top, c_norm)
 
-    head = _HeadModule(X.shape[1], cfg.hidden, d, cfg.activation, cfg.dropout)
+
+def _init_head(cfg: TrainConfig, tg: _Targets, d: int, data: _Prompts, probes: ProbeSet,
+               init: Router | None) -> _HeadModule:
+    """A fresh head (probe-kernel initialised if configured), or a warm start's weights."""
+    head = _HeadModule(tg.X.shape[1], cfg.hidden, d, cfg.activation, cfg.dropout)
     if cfg.init_head == "probe-kernel" and init is None:
-        pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
-        _probe_kernel_init(head, phi_train[[pos[p] for p in probes.ids]], X, cfg.kernel_top)
+        pos = {p: i for i, p in enumerate(map(str, data.train.prompt_ids))}
+        _probe_kernel_init(head, data.phi_train[[pos[p] for p in probes.ids]], tg.X,
+                           cfg.kernel_top)
     if (
         init is not None
         and init.head.out_dim == d
@@ -367,12 +451,61 @@ def _train(
             for lin, (w, b) in zip((head.l1, head.l2), init.head.layers):
                 lin.weight.copy_(torch.as_tensor(w))
                 lin.bias.copy_(torch.as_tensor(b))
-    a_param = nn.Parameter(torch.full((len(cols),), 5.0))
-    prior = np.clip(np.nanmean(U, axis=0), 0.02, 0.98)  # start b_h at each model's logit level
+    return head
+
+
+@dataclass
+class _Fit:
+    """The fitted head and per-model logistic (a_h, b_h), restored to the best epoch."""
+
+    head: _HeadModule
+    a: nn.Parameter
+    b: nn.Parameter
+    best_criterion: float
+    best_epoch: int
+    history: list[dict]
+
+
+def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, probes: ProbeSet,
+              init: Router | None) -> _Fit:
+    """Minimise the objective (module docstring) with early stopping on val."""
+    head = _init_head(cfg, tg, E.shape[1], data, probes, init)
+    a_param = nn.Parameter(torch.full((len(tg.cols),), 5.0))
+    prior = np.clip(np.nanmean(tg.U, axis=0), 0.02, 0.98)  # b_h starts at each logit level
     b_param = nn.Parameter(torch.as_tensor(np.log(prior / (1 - prior)), dtype=torch.float32))
     params = list(head.parameters()) + ([a_param, b_param] if cfg.calib_weight > 0 else [])
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    objective = _objective(cfg, head, E, tg, a_param, b_param)
+    cols, val = tg.cols, data.val
+    batch = (torch.as_tensor(tg.X),
+             torch.as_tensor(np.nan_to_num(tg.U, nan=np.nan), dtype=torch.float32),
+             torch.as_tensor(_positives(tg.U, cfg.positive_tolerance)),
+             torch.as_tensor(np.isfinite(tg.U)),  # observed cells: the rest are no negatives
+             torch.as_tensor(tg.C_rows, dtype=torch.float32))
+    val_batch = (
+        torch.as_tensor(data.phi_val),
+        torch.as_tensor(val.quality[:, cols], dtype=torch.float32),
+        torch.as_tensor(_positives(val.quality[:, cols], cfg.positive_tolerance)),
+        torch.as_tensor(np.isfinite(val.quality[:, cols])),
+        torch.as_tensor(
+            np.where(np.isfinite(val.cost[:, cols]), val.cost[:, cols], tg.mean_cost[cols])
+            / tg.top,
+            dtype=torch.float32,
+        ),
+    )
+    fit = _Fit(head, a_param, b_param, float("inf"), 0, [])
+    best_state = _epochs(cfg, fit, opt, objective, batch, val_batch, data.table.name)
+    head.load_state_dict(best_state[0])
+    with torch.no_grad():
+        a_param.copy_(best_state[1])
+        b_param.copy_(best_state[2])
+    head.eval()
+    return fit
 
+
+def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
+               a_param: nn.Parameter, b_param: nn.Parameter) -> Callable[..., Any]:
+    """The loss of a batch: Eq. 8 (or 6), CARO and the calibrated quality term."""
     vanilla = cfg.loss == "vanilla"
     cs_loss = CostSpectrumInfoNCE(
         n_bands=1 if vanilla else cfg.n_bands,
@@ -385,21 +518,8 @@ def _train(
         rho=cfg.caro_rho,
         scale=cfg.caro_scale if cfg.caro_on == "similarity" else 1.0,
     )
-    E_t = torch.as_tensor(E[cols])
-    c_t = torch.as_tensor(c_norm[cols], dtype=torch.float32)
-    X_t = torch.as_tensor(X)
-    U_t = torch.as_tensor(np.nan_to_num(U, nan=np.nan), dtype=torch.float32)
-    P_t = torch.as_tensor(_positives(U, cfg.positive_tolerance))
-    A_t = torch.as_tensor(np.isfinite(U))  # observed cells: the rest are no negatives
-    C_t = torch.as_tensor(C_rows, dtype=torch.float32)
-    Xv = torch.as_tensor(phi_val)
-    Uv = torch.as_tensor(val.quality[:, cols], dtype=torch.float32)
-    Pv = torch.as_tensor(_positives(val.quality[:, cols], cfg.positive_tolerance))
-    Av = torch.as_tensor(np.isfinite(val.quality[:, cols]))
-    Cv = torch.as_tensor(
-        np.where(np.isfinite(val.cost[:, cols]), val.cost[:, cols], mean_cost[cols]) / top,
-        dtype=torch.float32,
-    )
+    E_t = torch.as_tensor(E[tg.cols])
+    c_t = torch.as_tensor(tg.c_norm[tg.cols], dtype=torch.float32)
 
     def objective(x, u, pos, avail, c, train_mode) -> tuple[torch.Tensor, dict[str, float]]:
         head.train(train_mode)
@@ -416,27 +536,34 @@ def _train(
         total = sum(parts.values())
         return total, {k: float(v.detach()) for k, v in parts.items()}
 
+    return objective
+
+
+def _epochs(cfg: TrainConfig, fit: _Fit, opt: Any, objective: Callable[..., Any],
+            batch: tuple, val_batch: tuple, name: str) -> tuple:
+    """The epochs until ``patience`` runs out; fills ``fit``'s best criterion, epoch and
+    history, and returns the best (head state, a, b)."""
+    X_t = batch[0]
+    has_val = len(val_batch[0])
     gen = torch.Generator().manual_seed(cfg.seed)
-    best = (float("inf"), copy.deepcopy(head.state_dict()), 0)
-    best_ab = (a_param.detach().clone(), b_param.detach().clone())
-    history: list[dict] = []
-    bar = _progress(cfg.epochs, cfg.progress, f"train {table.name}")
+    best = (copy.deepcopy(fit.head.state_dict()), fit.a.detach().clone(), fit.b.detach().clone())
+    bar = _progress(cfg.epochs, cfg.progress, f"train {name}")
     for epoch in range(cfg.epochs):
         perm = torch.randperm(len(X_t), generator=gen)
         losses = []
         step = cfg.batch_size or len(perm)
         for start in range(0, len(perm), step):
             idx = perm[start : start + step]
-            loss, _ = objective(X_t[idx], U_t[idx], P_t[idx], A_t[idx], C_t[idx], True)
+            loss, _ = objective(*(t[idx] for t in batch), True)
             opt.zero_grad()
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
         with torch.no_grad():
             vloss, vparts = (
-                objective(Xv, Uv, Pv, Av, Cv, False) if len(Xv) else (torch.tensor(0.0), {})
+                objective(*val_batch, False) if has_val else (torch.tensor(0.0), {})
             )
-        history.append(
+        fit.history.append(
             {
                 "epoch": epoch + 1,
                 "train_loss": float(np.mean(losses)),
@@ -445,64 +572,57 @@ def _train(
             }
         )
         # stop on the quality-estimate error when it is trained (what routing reads)
-        crit = vparts.get("cal", float(vloss)) if len(Xv) else float(vloss)
-        if crit < best[0] - 1e-5:
-            best = (crit, copy.deepcopy(head.state_dict()), epoch + 1)
-            best_ab = (a_param.detach().clone(), b_param.detach().clone())
+        crit = vparts.get("cal", float(vloss)) if has_val else float(vloss)
+        if crit < fit.best_criterion - 1e-5:
+            fit.best_criterion, fit.best_epoch = crit, epoch + 1
+            best = (copy.deepcopy(fit.head.state_dict()), fit.a.detach().clone(),
+                    fit.b.detach().clone())
         bar.update(1)
         bar.set_postfix(train=f"{np.mean(losses):.3f}", val=f"{float(vloss):.3f}")
-        if epoch + 1 - best[2] >= cfg.patience:
+        if epoch + 1 - fit.best_epoch >= cfg.patience:
             break
     bar.close()
-    head.load_state_dict(best[1])
-    with torch.no_grad():
-        a_param.copy_(best_ab[0])
-        b_param.copy_(best_ab[1])
-    head.eval()
-    np_head = head.to_numpy(cfg.activation)
+    return best
 
+
+def _calibration(cfg: TrainConfig, fit: _Fit, np_head: Head, E: np.ndarray, data: _Prompts,
+                 models: tuple[str, ...], train_models: tuple[str, ...], cols: np.ndarray,
+                 level: Any) -> Calibration:
+    """p̂'s (a_h, b_h): the jointly learned ones, or a post-hoc logistic fit (cfg.calibrate)."""
     how = cfg.calibrate if (cfg.calibrate != "learned" or cfg.calib_weight > 0) else "val"
     if how == "learned":
         names = [models[i] for i in cols]
-        calibration = calibration_from_params(
-            a_param.detach().numpy(), b_param.detach().numpy(), names, models, level
+        return calibration_from_params(
+            fit.a.detach().numpy(), fit.b.detach().numpy(), names, models, level
         )
-    else:  # post-hoc logistic on held-out val rows (train rows when there are none)
-        if how == "val" and not len(val):
-            how = "train"
-        xs = {"val": [phi_val], "train": [phi_train], "train+val": [phi_train, phi_val]}[how]
-        us = {
-            "val": [val.quality],
-            "train": [train.quality],
-            "train+val": [train.quality, val.quality],
-        }[how]
-        S_cal = np_head(np.concatenate(xs)) @ E.T
-        calibration = fit_calibration(
-            S_cal,
-            np.concatenate(us),
-            models,
-            fit_models=train_models,
-            level=level,
-            c=cfg.calib_c,
-        )
-    def kind_of(m: str) -> str:  # mixed pools name a kind per model
-        return kind.kind_of(m) if hasattr(kind, "kind_of") else kind.name
-
-    if cfg.calibrate_unseen == "readout":
-        E, calibration = _readout_on_probes(
-            calibration, np_head, E, train, phi_train, probes, models, train_models,
-            cfg.readout_c, kind_of, cfg.readout_fingerprints,
-        )
-    experts = tuple(
-        Expert(
-            name=m,
-            descriptor=E[models.index(m)].astype(np.float32),
-            cost_usd=float(mean_cost[models.index(m)]),
-            kind=kind_of(m),
-        )
-        for m in pool
+    # post-hoc logistic on held-out val rows (train rows when there are none)
+    train, val = data.train, data.val
+    if how == "val" and not len(val):
+        how = "train"
+    xs = {"val": [data.phi_val], "train": [data.phi_train],
+          "train+val": [data.phi_train, data.phi_val]}[how]
+    us = {
+        "val": [val.quality],
+        "train": [train.quality],
+        "train+val": [train.quality, val.quality],
+    }[how]
+    S_cal = np_head(np.concatenate(xs)) @ E.T
+    return fit_calibration(
+        S_cal,
+        np.concatenate(us),
+        models,
+        fit_models=train_models,
+        level=level,
+        c=cfg.calib_c,
     )
-    # data, settings (training and encoder) and seed: a rebuilt artifact gets a new name
+
+
+def _router(cfg: TrainConfig, kind: DescriptorKind, data: _Prompts, encoder: Any,
+            np_head: Head, experts: tuple[Expert, ...], calibration: Calibration,
+            train_models: tuple[str, ...], probes: ProbeSet) -> Router:
+    """The runtime router, named by data, settings (training and encoder) and seed: a
+    rebuilt artifact gets a new name."""
+    table = data.table
     encoder_settings = (encoder if hasattr(encoder, "settings") else make_encoder()).settings()
     settings = json.dumps(
         {**cfg.to_dict(), "progress": None, "encoder": encoder_settings},
@@ -510,8 +630,8 @@ def _train(
         default=str,
     )
     chash = hashlib.sha256(settings.encode()).hexdigest()[:4]
-    version = f"{table.name}-{dhash[:8]}-{chash}-s{cfg.seed}"
-    router = Router(
+    version = f"{table.name}-{data.dhash[:8]}-{chash}-s{cfg.seed}"
+    return Router(
         version=version,
         head=np_head,
         experts=experts,
@@ -528,19 +648,6 @@ def _train(
             # the embeddings' settings: the gateway builds its encoder from them
             "encoder": encoder_settings,
         },
-    )
-    metrics = {
-        "best_epoch": best[2],
-        "epochs_run": len(history),
-        "val_criterion": best[0],
-        "n_train": int(fit_rows.sum()),
-        "n_val": len(val),
-        "n_probes": len(probes),
-        "train_seconds": round(time.perf_counter() - t0, 2),
-        "val_brier": _brier(router, phi_val, val.with_models(pool).quality) if len(val) else None,
-    }
-    return TrainResult(
-        router=router, metrics=metrics, probes=probes, data_hash=dhash, history=history
     )
 
 
