@@ -256,6 +256,27 @@ def run_evaluation(
     if unknown:
         raise ValueError(f"unknown routers {sorted(unknown)}; use {ROUTER_NAMES}")
     lams = DEFAULT_LAMBDAS if lams is None else np.asarray(lams, dtype=np.float64)
+    X, encoder = _embeddings(table, embeddings, encoder, progress, say)
+    rows = _rows(table)
+    notes: dict[str, Any] = {"pool": list(rows.pool)}
+    if encoder is not None and hasattr(encoder, "settings"):
+        notes["encoder"] = _without_bulk(encoder.settings())
+    run = _Run(rows, X, lams, seed, notes)
+    # Tollgate and its ablations first: the unseen-models baselines reuse its probe set.
+    trained = _train_tollgates(run, [r for r in names if r in TRAINED], table, encoder,
+                               descriptor, train_overrides, progress, say)
+    fit_rows = _baseline_rows(run, trained)
+    _simple_baselines(run, names, fit_rows)
+    _learned_baselines(run, names, fit_rows, say)
+    for name, choose_fn in (extra or {}).items():
+        run.choices[name] = choose_fn(X[rows.te], rows.pool, lams)
+    return _result(run, table, trained, extra, n_boot)
+
+
+def _embeddings(table: RoutingTable, embeddings: np.ndarray | None, encoder: Any,
+                progress: bool, say: Callable[[str], None]) -> tuple[np.ndarray, Any]:
+    """Φ(x) of every row: the given embeddings, else the encoder's (fitted on the training
+    prompts first where it needs fitting)."""
     if embeddings is None:
         if encoder is None:
             from router_core.encoders import bulk_encoder
@@ -271,9 +292,33 @@ def run_evaluation(
     X = np.asarray(embeddings, dtype=np.float32)
     if len(X) != len(table):
         raise ValueError("embeddings must have one row per table row")
+    return X, encoder
 
+
+@dataclass(frozen=True)
+class _Rows:
+    """The pool and the train / val / test rows every router is fitted and scored on."""
+
+    pool: tuple[str, ...]
+    unseen: bool
+    tp: RoutingTable  # the table restricted to the pool
+    tr: np.ndarray
+    va: np.ndarray  # val rows with an outcome for every pool model
+    te: np.ndarray  # test rows with an outcome for every pool model
+    ref: Reference
+    c_norm: np.ndarray
+
+    @property
+    def Q_te(self) -> np.ndarray:
+        return self.tp.quality[self.te]
+
+    @property
+    def C_te(self) -> np.ndarray:
+        return self.tp.cost[self.te]
+
+
+def _rows(table: RoutingTable) -> _Rows:
     pool = tuple(table.deployable_models)
-    unseen = bool(table.unseen_models)
     split = np.asarray(table.split)
     tp = table.with_models(list(pool))
     tr = np.flatnonzero(split == "train")
@@ -286,29 +331,41 @@ def run_evaluation(
             "with one model per prompt can train a router but not evaluate it offline; "
             "restrict the pool with --models to models observed together)"
         )
-    Q_te, C_te = tp.quality[te], tp.cost[te]
-    ref = Reference.from_matrices(Q_te, C_te)
-    c_norm = mean_cost_norm(tp.cost[tr])
-    n, m = len(te), len(pool)
-    notes: dict[str, Any] = {"pool": list(pool)}
-    if encoder is not None and hasattr(encoder, "settings"):
-        notes["encoder"] = _without_bulk(encoder.settings())
-    p_hats: dict[str, np.ndarray] = {}  # routers that estimate P(correct): name -> (n, m)
-    choices: dict[str, np.ndarray] = {}
-    trained: dict[str, Any] = {}
+    ref = Reference.from_matrices(tp.quality[te], tp.cost[te])
+    return _Rows(pool, bool(table.unseen_models), tp, tr, va, te, ref,
+                 mean_cost_norm(tp.cost[tr]))
 
-    # Tollgate and its ablations first: the unseen-models baselines reuse its probe set.
-    for name in (r for r in names if r in TRAINED):
-        import dataclasses
 
-        from router_core.training import TrainConfig, train_router
+@dataclass
+class _Run:
+    """One evaluation's inputs and what the routers have produced so far."""
 
+    rows: _Rows
+    X: np.ndarray
+    lams: np.ndarray
+    seed: int
+    notes: dict[str, Any]
+    choices: dict[str, np.ndarray] = field(default_factory=dict)
+    p_hats: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (n, m) P(correct)
+
+
+def _train_tollgates(run: _Run, names: list[str], table: RoutingTable, encoder: Any,
+                     descriptor: Any, train_overrides: Mapping[str, Any] | None,
+                     progress: bool, say: Callable[[str], None]) -> dict[str, Any]:
+    """Tollgate and its ablations, each trained on the table's training rows."""
+    import dataclasses
+
+    from router_core.training import TrainConfig, train_router
+
+    rows, trained = run.rows, {}
+    for name in names:
         bad = set(train_overrides or {}) - {f.name for f in dataclasses.fields(TrainConfig)}
         if bad:
             raise ValueError(f"unknown TrainConfig fields {sorted(bad)}")
 
         cfg = TrainConfig(
-            **{"seed": seed, "progress": progress, **TRAINED[name], **(train_overrides or {})}
+            **{"seed": run.seed, "progress": progress, **TRAINED[name],
+               **(train_overrides or {})}
         )
         say(f"training {name}")
         res = train_router(
@@ -316,130 +373,140 @@ def run_evaluation(
             cfg,
             descriptor,
             encoder=encoder,
-            embeddings=X,
+            embeddings=run.X,
             train_models=table.train_models,
         )
         trained[name] = res
-        choices[name] = _trained_choices(res.router, X[te], pool, lams)
-        notes[f"{name}_train"] = res.metrics
-        if set(pool) <= set(res.router.model_names):
-            p_hats[name] = calibrated_similarity(res.router, X[te], pool)
+        run.choices[name] = _trained_choices(res.router, run.X[rows.te], rows.pool, run.lams)
+        run.notes[f"{name}_train"] = res.metrics
+        if set(rows.pool) <= set(res.router.model_names):
+            run.p_hats[name] = calibrated_similarity(res.router, run.X[rows.te], rows.pool)
+    return trained
 
-    # Labelled rows the baselines may learn from.
-    if unseen:
-        if trained:
-            probe_ids = set(next(iter(trained.values())).probes.ids)
-        else:
-            from router_core.descriptors.base import ProbeSet
-            from router_core.training import TrainConfig
 
-            probe_ids = set(ProbeSet.sample(tp.rows(tr), TrainConfig().n_probes, seed).ids)
-        fit_rows = tr[np.isin(np.asarray(tp.prompt_ids[tr], dtype=str), sorted(probe_ids))]
-        notes["probe_rows"] = len(fit_rows)
+def _baseline_rows(run: _Run, trained: Mapping[str, Any]) -> np.ndarray:
+    """The labelled rows the baselines may learn from: every training row, or (unseen-models
+    split) only the probe prompts, where the unseen models' outcomes are known."""
+    rows = run.rows
+    if not rows.unseen:
+        return rows.tr
+    if trained:
+        probe_ids = set(next(iter(trained.values())).probes.ids)
     else:
-        fit_rows = tr
-    X_fit, Q_fit = X[fit_rows], tp.quality[fit_rows]
-    X_va, Q_va, C_va = X[va], tp.quality[va], tp.cost[va]
+        from router_core.descriptors.base import ProbeSet
+        from router_core.training import TrainConfig
 
+        probe_ids = set(
+            ProbeSet.sample(rows.tp.rows(rows.tr), TrainConfig().n_probes, run.seed).ids
+        )
+    fit_rows = rows.tr[np.isin(np.asarray(rows.tp.prompt_ids[rows.tr], dtype=str),
+                               sorted(probe_ids))]
+    run.notes["probe_rows"] = len(fit_rows)
+    return fit_rows
+
+
+def _simple_baselines(run: _Run, names: list[str], fit_rows: np.ndarray) -> None:
+    """The reference routers that learn no embedding: oracle, random, cheapest, best
+    single, single frontier, per category."""
+    rows, lams, choices = run.rows, run.lams, run.choices
+    tp, n, m = rows.tp, len(rows.te), len(rows.pool)
+    Q_fit = tp.quality[fit_rows]
     if "oracle" in names:
-        choices["oracle"] = oracle(Q_te, C_te, lams)
+        choices["oracle"] = oracle(rows.Q_te, rows.C_te, lams)
     if "random" in names:
-        choices["random"] = random_router(n, m, seed)
+        choices["random"] = random_router(n, m, run.seed)
     if "cheapest" in names:
-        choices["cheapest"] = cheapest(tp.cost[tr], n)
+        choices["cheapest"] = cheapest(tp.cost[rows.tr], n)
     if "best_single" in names:
-        choices["best_single"] = best_single(Q_fit, tp.cost[tr], n)
+        choices["best_single"] = best_single(Q_fit, tp.cost[rows.tr], n)
     if "single_frontier" in names:
-        choices["single_frontier"] = single_frontier(Q_fit, c_norm, n, lams)
+        choices["single_frontier"] = single_frontier(Q_fit, rows.c_norm, n, lams)
     if "category" in names:
         if tp.category is None:
-            notes["category"] = "the table has no categories"
+            run.notes["category"] = "the table has no categories"
         else:
             cat_fit = np.asarray(tp.category[fit_rows], dtype=str)
-            cat_te = np.asarray(tp.category[te], dtype=str)
-            notes["category_unseen_test_share"] = float(np.mean(~np.isin(cat_te, cat_fit)))
-            choices["category"] = category_router(Q_fit, cat_fit, cat_te, c_norm, lams)
+            cat_te = np.asarray(tp.category[rows.te], dtype=str)
+            run.notes["category_unseen_test_share"] = float(np.mean(~np.isin(cat_te, cat_fit)))
+            choices["category"] = category_router(Q_fit, cat_fit, cat_te, rows.c_norm, lams)
+
+
+def _learned_baselines(run: _Run, names: list[str], fit_rows: np.ndarray,
+                       say: Callable[[str], None]) -> None:
+    """The baselines that estimate P(correct) from Φ(x): kNN, MLP, UMR, the shared trunk
+    (kNN's k and UMR's K tuned on val, except on the unseen-models split)."""
+    rows, X, seed, notes = run.rows, run.X, run.seed, run.notes
+    X_fit, Q_fit = X[fit_rows], rows.tp.quality[fit_rows]
+    val = (X[rows.va], rows.tp.quality[rows.va], rows.tp.cost[rows.va], rows.c_norm, run.lams)
+    fitted: dict[str, Any] = {}
     if "knn" in names:
-        if unseen:
+        if rows.unseen:
             knn, k = KNNRouter(UNSEEN_KNN_K).fit(X_fit, Q_fit), UNSEEN_KNN_K
         else:
             knn, k, scores = _tuned(
-                KNNRouter,
-                [k for k in KNN_GRID if k <= len(X_fit)] or [len(X_fit)],
-                X_fit,
-                Q_fit,
-                X_va,
-                Q_va,
-                C_va,
-                c_norm,
-                lams,
-            )
+                KNNRouter, [k for k in KNN_GRID if k <= len(X_fit)] or [len(X_fit)],
+                X_fit, Q_fit, *val)
             notes["knn_val_audc"] = scores
         notes["knn_k"] = k
-        p_hats["knn"] = knn.predict(X[te])
-        choices["knn"] = choose(p_hats["knn"], c_norm, lams)
+        fitted["knn"] = knn
     if "mlp" in names:
         say("fitting mlp")
-        mlp = MLPRouter(seed=seed).fit(X_fit, Q_fit)
-        p_hats["mlp"] = mlp.predict(X[te])
-        choices["mlp"] = choose(p_hats["mlp"], c_norm, lams)
+        fitted["mlp"] = MLPRouter(seed=seed).fit(X_fit, Q_fit)
     if "umr" in names:
-        if unseen:
-            umr = UMRRouter(UNSEEN_UMR_K, seed=seed).fit(X_fit, Q_fit, X_cluster=X[tr])
+        if rows.unseen:
+            umr = UMRRouter(UNSEEN_UMR_K, seed=seed).fit(X_fit, Q_fit, X_cluster=X[rows.tr])
             notes["umr_k"] = UNSEEN_UMR_K
         else:
             umr, kk, scores = _tuned(
                 lambda K: UMRRouter(K, seed=seed),
-                [K for K in UMR_GRID if K <= max(2, len(X_fit) // 10)],
-                X_fit,
-                Q_fit,
-                X_va,
-                Q_va,
-                C_va,
-                c_norm,
-                lams,
-            )
+                [K for K in UMR_GRID if K <= max(2, len(X_fit) // 10)], X_fit, Q_fit, *val)
             notes["umr_k"], notes["umr_val_audc"] = kk, scores
-        p_hats["umr"] = umr.predict(X[te])
-        choices["umr"] = choose(p_hats["umr"], c_norm, lams)
+        fitted["umr"] = umr
     if "shared_trunk" in names:
         say("fitting shared_trunk")
         # early stopping on the val rows, which no other fit sees (none: a holdout share)
-        stn = SharedTrunkNet(seed=seed).fit(X_fit, Q_fit, *((X_va, Q_va) if not unseen else ()))
+        stn = SharedTrunkNet(seed=seed).fit(X_fit, Q_fit, *(val[:2] if not rows.unseen else ()))
         notes["shared_trunk_val_bce"] = stn.val_losses
-        p_hats["shared_trunk"] = stn.predict(X[te])
-        choices["shared_trunk"] = choose(p_hats["shared_trunk"], c_norm, lams)
+        fitted["shared_trunk"] = stn
+    for name, router in fitted.items():
+        run.p_hats[name] = router.predict(X[rows.te])
+        run.choices[name] = choose(run.p_hats[name], rows.c_norm, run.lams)
 
-    for name, choose_fn in (extra or {}).items():
-        choices[name] = choose_fn(X[te], pool, lams)
+
+def _result(run: _Run, table: RoutingTable, trained: Mapping[str, Any],
+            extra: Mapping[str, Any] | None, n_boot: int) -> EvalResult:
+    """Every router's metrics on the test rows, within categories, and Tollgate's AUDC
+    against the best baseline with its bootstrap interval."""
+    rows, choices, notes = run.rows, run.choices, run.notes
+    Q_te, C_te = rows.Q_te, rows.C_te
     metrics = {
-        name: evaluate_choices(choices[name], Q_te, C_te, ref)
+        name: evaluate_choices(choices[name], Q_te, C_te, rows.ref)
         for name in (*ROUTER_NAMES, *(extra or {}))
         if name in choices
     }
     within: dict[str, float] = {}
-    if tp.category is not None:
-        cat_te = np.asarray(tp.category[te], dtype=str)
+    if rows.tp.category is not None:
+        cat_te = np.asarray(rows.tp.category[rows.te], dtype=str)
         for name in metrics:
             within[name], per = within_category_audc(choices[name], Q_te, C_te, cat_te)
             notes[f"{name}_audc_by_category"] = per
-    predictors = {name: predictor_scores(p, Q_te) for name, p in p_hats.items()}
+    predictors = {name: predictor_scores(p, Q_te) for name, p in run.p_hats.items()}
     base = [b for b in BASELINES if b in metrics]
     best_base = max(base, key=lambda b: metrics[b].audc) if base else ""
     ci = None
     if "tollgate" in choices and best_base:
         ci = bootstrap_delta_audc(
-            choices["tollgate"], choices[best_base], Q_te, C_te, n_boot=n_boot, seed=seed
+            choices["tollgate"], choices[best_base], Q_te, C_te, n_boot=n_boot, seed=run.seed
         )
     return EvalResult(
         dataset=table.name,
         split=table.split_name,
-        n_test=n,
+        n_test=len(rows.te),
         metrics=metrics,
-        reference=ref,
+        reference=rows.ref,
         delta_audc_ci=ci,
         best_baseline=best_base,
-        lams=lams,
+        lams=run.lams,
         notes=notes,
         audc_within=within,
         routers={name: res.router for name, res in trained.items()},
