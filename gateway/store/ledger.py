@@ -14,6 +14,14 @@ update: it is a conditional write on `period_start_s`, so the first writer of a 
 re-baselines `spent` and every later one (on any replica) sees the new start and leaves it.
 Reservations in flight carry over a rollover; their settlement lands in the period in which it
 happens. Money is integer nano-dollars, exact on both databases.
+
+Overrun: a reservation is a bound on the request's cost (gateway/pricing.py), so settlement
+never needs more. If a provider reports more anyway, `settle` charges `spent` only the
+reserved amount (so `spent + reserved <= budget` still holds) and books the excess in
+`overrun` instead; while a budgeted tenant's `overrun` is not 0, `reserve` refuses it, and
+it stays refused until an operator acts on its budget (`set_budget`: any budget, period or
+reset change), which moves the overrun into `spent` (it was really spent) and clears it.
+The HTTP side counts each overrun in a metric (``tollgate_budget_overruns``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from sqlalchemy import (
     ColumnElement,
     Engine,
     Update,
+    and_,
     case,
     delete,
     insert,
@@ -73,10 +82,22 @@ def _rollover_values(now: datetime, spent_after: ColumnElement[int]) -> dict:
     }
 
 
-def _spent_plus(now: datetime, amount_nusd: int) -> ColumnElement[int]:
+def _spent_plus(now: datetime, amount: int | ColumnElement[int]) -> ColumnElement[int]:
     """SQL: spent' + amount, i.e. the amount alone when the stored period has ended."""
-    return case((tenants.c.period_start_s < _current_start(now), _big(amount_nusd)),
-                else_=tenants.c.spent_nusd + amount_nusd)
+    value = _big(amount) if isinstance(amount, int) else amount
+    return case((tenants.c.period_start_s < _current_start(now), value),
+                else_=tenants.c.spent_nusd + value)
+
+
+def _charged(actual_nusd: int, reserved: ColumnElement[int]) -> ColumnElement[int]:
+    """SQL: min(actual, reserved), what settlement adds to spent."""
+    return case((reserved < actual_nusd, reserved), else_=_big(actual_nusd))
+
+
+def _overrun_plus(actual_nusd: int, reserved: ColumnElement[int]) -> ColumnElement[int]:
+    """SQL: overrun + max(0, actual − reserved)."""
+    return tenants.c.overrun_nusd + case((reserved < actual_nusd, actual_nusd - reserved),
+                                         else_=_big(0))
 
 
 def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime) -> int:
@@ -92,7 +113,8 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
     start = _current_start(now)
     spent_now = case((tenants.c.period_start_s < start, _big(0)), else_=tenants.c.spent_nusd)
     fits = or_(tenants.c.budget_nusd.is_(None),
-               spent_now + tenants.c.reserved_nusd + amount_nusd <= tenants.c.budget_nusd)
+               and_(tenants.c.overrun_nusd == 0,
+                    spent_now + tenants.c.reserved_nusd + amount_nusd <= tenants.c.budget_nusd))
     stmt = (
         update(tenants)
         .where(tenants.c.id == tenant_id, tenants.c.disabled_at.is_(None), fits)
@@ -107,14 +129,16 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
     with engine.connect() as conn:
         row = conn.execute(
             select(tenants.c.budget_nusd, tenants.c.spent_nusd, tenants.c.reserved_nusd,
-                   tenants.c.period, tenants.c.period_start_s, tenants.c.disabled_at)
+                   tenants.c.period, tenants.c.period_start_s, tenants.c.disabled_at,
+                   tenants.c.overrun_nusd)
             .where(tenants.c.id == tenant_id)
         ).first()
     if row is None or row.disabled_at is not None:
         raise NotFound(f"tenant {tenant_id} does not exist or is disabled")
     spent = effective_spent(row.spent_nusd, row.period, row.period_start_s, now)
     raise BudgetExceeded(nusd_to_usd(row.budget_nusd) or 0.0, spent / 1e9,
-                         row.reserved_nusd / 1e9, amount_nusd / 1e9)
+                         row.reserved_nusd / 1e9, amount_nusd / 1e9,
+                         overrun_usd=row.overrun_nusd / 1e9)
 
 
 def _book(engine: Engine, booking: Update, res: Reservation) -> bool:
@@ -145,22 +169,24 @@ def _book(engine: Engine, booking: Update, res: Reservation) -> bool:
 
 def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd: int,
            now: datetime) -> SettleResult:
-    """Charge the actual cost and release the reservation, exactly once.
+    """Charge the actual cost (at most the reservation; the rest is overrun, see the module
+    docstring) and release the reservation, exactly once.
 
     The reservation row is deleted in the same transaction that moves the money, so a
     second settlement (a retry, a sweep) finds no row and changes nothing.
     """
     if actual_nusd < 0:
         raise ValueError("a settlement cannot be negative")
-    spent_after = _spent_plus(now, actual_nusd)
     released = (delete(reservations).where(reservations.c.id == reservation_id)
                 .returning(reservations.c.tenant_id, reservations.c.amount_nusd))
     if engine.dialect.name == "postgresql":
         # One statement, one round trip: WITH d AS (DELETE ... RETURNING) UPDATE ... FROM d.
         gone = released.cte("released")
+        held = gone.c.amount_nusd
         stmt = (update(tenants).where(tenants.c.id == gone.c.tenant_id)
-                .values(reserved_nusd=tenants.c.reserved_nusd - gone.c.amount_nusd,
-                        **_rollover_values(now, spent_after))
+                .values(reserved_nusd=tenants.c.reserved_nusd - held,
+                        overrun_nusd=_overrun_plus(actual_nusd, held),
+                        **_rollover_values(now, _spent_plus(now, _charged(actual_nusd, held))))
                 .add_cte(gone).returning(gone.c.amount_nusd))
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -169,16 +195,20 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
         with engine.begin() as conn:
             row = conn.execute(released).first()
             if row is not None:
+                held = _big(row.amount_nusd)
                 conn.execute(
                     update(tenants).where(tenants.c.id == row.tenant_id)
                     .values(reserved_nusd=tenants.c.reserved_nusd - row.amount_nusd,
-                            **_rollover_values(now, spent_after)))
+                            overrun_nusd=_overrun_plus(actual_nusd, held),
+                            **_rollover_values(
+                                now, _spent_plus(now, _charged(actual_nusd, held)))))
     if row is None:
         return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
                             applied=False)
     if actual_nusd > row.amount_nusd:
-        log.warning("settlement %s overran its reservation: actual %d > reserved %d nUSD",
-                    reservation_id, actual_nusd, row.amount_nusd)
+        log.error("settlement %s overran its reservation: actual %d > reserved %d nUSD; the "
+                  "excess is booked as overrun and the tenant refused until an operator acts",
+                  reservation_id, actual_nusd, row.amount_nusd)
     return SettleResult(reservation_id, row.amount_nusd / 1e9, actual_nusd / 1e9, applied=True)
 
 
@@ -234,17 +264,19 @@ def set_budget(engine: Engine, tenant_id: str, budget_nusd: int | None, period: 
 
     A period different from the current one (or `reset=True`) re-baselines: spent goes to 0
     and the period starts at the new period's current start. Open reservations stay booked.
+    Any call is the operator's answer to an overrun: it is moved into spent and cleared.
     """
     if budget_nusd is not None and budget_nusd < 0:
         raise ValueError("a budget cannot be negative")
-    values: dict = {"budget_nusd": budget_nusd}
+    values: dict = {"budget_nusd": budget_nusd, "overrun_nusd": 0,
+                    "spent_nusd": tenants.c.spent_nusd + tenants.c.overrun_nusd}
     if period is not None:
         validate_period(period)
         changed = true() if reset else tenants.c.period != period
         new_start = period_start_s(period, now)
         values.update(
             period=period,
-            spent_nusd=case((changed, 0), else_=tenants.c.spent_nusd),
+            spent_nusd=case((changed, 0), else_=tenants.c.spent_nusd + tenants.c.overrun_nusd),
             period_start_s=case((changed, new_start), else_=tenants.c.period_start_s),
         )
     elif reset:

@@ -39,6 +39,9 @@ class TenantRow(Base):
     period_start_s: Mapped[int] = mapped_column(BigInteger)
     spent_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     reserved_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Cost a provider reported past a reservation, held apart from spent until an operator
+    # acts (gateway/store/ledger.py); non-zero refuses a budgeted tenant's reservations.
+    overrun_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     policy: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
 
 
@@ -78,6 +81,21 @@ class OutageChargeRow(Base):
     tenant_id: Mapped[str] = mapped_column(String(36))
     amount_nusd: Mapped[int] = mapped_column(BigInteger)
     charged_at_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class DashboardSessionRow(Base):
+    """A dashboard login: the cookie carries only this row's id (signed); logout deletes it.
+
+    A tenant session keeps the key it was opened with (``key_id``), so revoking that key or
+    disabling the tenant ends the session at the next page."""
+
+    __tablename__ = "dashboard_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    key_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    created_at_s: Mapped[int] = mapped_column(BigInteger)
+    expires_at_s: Mapped[int] = mapped_column(BigInteger, index=True)
 
 
 class SettingRow(Base):
@@ -123,4 +141,5 @@ api_keys = ApiKeyRow.__table__
 reservations = ReservationRow.__table__
 outage_charges = OutageChargeRow.__table__
 settings = SettingRow.__table__
+dashboard_sessions = DashboardSessionRow.__table__
 request_logs = RequestLogRow.__table__

@@ -53,12 +53,14 @@ class TenantInfo:
     policy: dict[str, Any]
     created_at: datetime
     disabled_at: datetime | None
+    overrun_usd: float = 0.0  # provider charges past a reservation, awaiting an operator
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "name": self.name, "budget_usd": self.budget_usd,
             "period": self.period, "period_start": self.period_start.isoformat(),
             "spent_usd": self.spent_usd, "reserved_usd": self.reserved_usd,
+            "overrun_usd": self.overrun_usd,
             "policy": self.policy, "created_at": self.created_at.isoformat(),
             "disabled_at": self.disabled_at.isoformat() if self.disabled_at else None,
         }

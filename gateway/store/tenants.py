@@ -28,6 +28,7 @@ def _tenant_info(row: Row, now: datetime) -> TenantInfo:
         spent_usd=effective_spent(row.spent_nusd, row.period, row.period_start_s, now) / 1e9,
         reserved_usd=row.reserved_nusd / 1e9, policy=dict(row.policy or {}),
         created_at=row.created_at, disabled_at=row.disabled_at,
+        overrun_usd=row.overrun_nusd / 1e9,
     )
 
 
@@ -73,6 +74,7 @@ def create_tenant(engine: Engine, secret: bytes, name: str, now: datetime, *,
             conn.execute(insert(tenants).values(
                 id=tid, name=name, created_at=now, budget_nusd=budget, period=period,
                 period_start_s=period_start_s(period, now), spent_nusd=0, reserved_nusd=0,
+                overrun_nusd=0,
                 policy=policy or {}))
     except IntegrityError as exc:
         raise Conflict(f"a tenant named {name!r} already exists") from exc

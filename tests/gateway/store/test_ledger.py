@@ -84,7 +84,8 @@ async def test_settlement_overrun_is_recorded_honestly(db_url: str) -> None:
         result = await store.settle(r, 0.012)
         assert result.applied and result.overrun_usd == pytest.approx(0.003)
         info = await store.get_tenant("acme")
-        assert info.spent_usd == pytest.approx(0.012)  # recorded, not clipped to the budget
+        # recorded in full, the excess apart from spent (which stays within the budget)
+        assert (info.spent_usd, info.overrun_usd) == pytest.approx((0.009, 0.003))
         with pytest.raises(BudgetExceeded):
             await store.reserve(t, 0.000001, "b")
 
@@ -448,3 +449,30 @@ async def test_an_outage_journal_replayed_after_a_failure_part_way_charges_each_
         assert (await store.get_tenant("acme")).spent_usd == pytest.approx(sum(costs))
         assert _open_reservations(store) == 0
         journal.close()
+
+
+async def test_overrun_is_held_apart_and_refuses_until_an_operator_acts(db_url: str) -> None:
+    """A provider reporting more than the reservation: spent takes only the reservation (the
+    budget holds), the excess is overrun, the tenant is refused until its budget is set."""
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=0.01)
+        r = await store.reserve(t, 0.004, "a")
+        result = await store.settle(r, 0.007)
+        assert result.overrun_usd == pytest.approx(0.003)
+        info = await store.get_tenant("acme")
+        assert (info.spent_usd, info.overrun_usd) == pytest.approx((0.004, 0.003))
+        with pytest.raises(BudgetExceeded) as exc:
+            await store.reserve(t, 0.0001, "b")  # fits the budget, refused for the overrun
+        assert exc.value.overrun_usd == pytest.approx(0.003)
+        assert "operator" in str(exc.value)
+        info = await store.update_tenant("acme", budget_usd=0.02)  # the operator acts
+        assert (info.spent_usd, info.overrun_usd) == pytest.approx((0.007, 0.0))
+        await store.settle(await store.reserve(t, 0.001, "c"), 0.001)
+
+
+async def test_overrun_of_an_unlimited_tenant_does_not_refuse(db_url: str) -> None:
+    async with started(db_url) as store:
+        t = await _tenant(store, budget=None)
+        await store.settle(await store.reserve(t, 0.001, "a"), 0.002)
+        assert (await store.get_tenant("acme")).overrun_usd == pytest.approx(0.001)
+        await store.reserve(t, 0.001, "b")
