@@ -95,6 +95,9 @@ class ModelInfo(BaseModel):
     output_cost_per_million: float | None = Field(default=None, ge=0)
     max_input_tokens: int | None = Field(default=None, gt=0)
     max_output_tokens: int = Field(default=4096, gt=0)
+    # The most prompt tokens the provider counts for one image part (the budget reserves it
+    # per image; ~1,600 covers OpenAI gpt-4o high detail and Anthropic's resize cap).
+    max_image_tokens: int = Field(default=1600, gt=0)
     timeout: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")

@@ -1,15 +1,28 @@
-"""Prices per backend, the predicted cost a request reserves, and the cost it settles.
+"""Prices per backend, the cost a request reserves, and the cost it settles.
 
-Predicted cost (what the budget reserves before forwarding):
-    ĉ = n_prompt · p_in + n_out_max · p_out
-n_prompt from ``litellm.token_counter`` (offline tokenizer), n_out_max the request's
-max_tokens (or the backend's max_output_tokens). Actual cost (what is settled):
+Reserved cost (what the budget holds before forwarding), a bound, not an estimate:
+    ĉ = N_prompt · p_in + n_out_max · p_out
+    N_prompt = B + k · I + M
+B the UTF-8 bytes of everything sent upstream except image parts (messages, tools,
+functions, response_format schemas, every other parameter), I the number of image parts,
+k the backend's ``max_image_tokens``, M a fixed margin for the provider's own framing. Every
+byte-level BPE or byte-fallback tokenizer spends at least one byte per token, so N_prompt
+bounds the prompt tokens whatever the tokenizer says (CJK text, emoji, odd scripts).
+n_out_max is the request's output cap (or the backend's max_output_tokens).
+
+Expected prompt tokens (what routing compares and context windows are checked against):
+``litellm.token_counter`` (offline tokenizer) on the text, images counted as k each; it never
+sees an image URL (litellm would fetch a ``detail: high`` image to measure it).
+Actual cost (what is settled):
     c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out
 Prices come from config.yaml; a backend without them takes litellm's bundled cost map.
+Counting is CPU work proportional to the prompt: callers run it in a worker thread.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,16 +100,47 @@ def _register(b: Backend, pin: float, pout: float) -> None:
     litellm.register_model({b.litellm_model: entry})
 
 
+PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a tool-definition preamble
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "image_url"
+
+
+def _split_images(messages: list[dict]) -> tuple[list[dict], int]:
+    """The messages with image parts taken out, and how many there were."""
+    out, images = [], 0
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list) and any(_is_image(p) for p in content):
+            kept = [p for p in content if not _is_image(p)]
+            images += len(content) - len(kept)
+            m = {**m, "content": kept}
+        out.append(m)
+    return out, images
+
+
+def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[str, Any]
+                       ) -> int:
+    """N_prompt = B + k·I + M (module docstring): prompt tokens no tokenizer exceeds."""
+    text_only, images = _split_images(messages)
+    sent = {"messages": text_only, **params}
+    size = len(json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+    return size + images * backend.model_info.max_image_tokens + PROMPT_MARGIN_TOKENS
+
+
 def count_prompt_tokens(
     backend: Backend, messages: list[dict], tools: list[dict] | None = None
 ) -> int:
-    """Prompt tokens as the backend's tokenizer would count them (cl100k when unknown)."""
+    """Prompt tokens as the backend's tokenizer would count them (cl100k when unknown);
+    each image part counts ``max_image_tokens`` and its URL is never read."""
+    text_only, images = _split_images(messages)
+    extra = images * backend.model_info.max_image_tokens
     try:
-        return int(litellm.token_counter(model=backend.litellm_model, messages=messages,
-                                         tools=tools or None))
-    except Exception:  # noqa: BLE001 - a malformed message part: fall back to characters / 4
-        text = " ".join(str(m.get("content", "")) for m in messages)
-        return max(1, len(text) // 4)
+        return extra + int(litellm.token_counter(model=backend.litellm_model,
+                                                 messages=text_only, tools=tools or None))
+    except Exception:  # noqa: BLE001 - a part litellm cannot read: fall back to the bound
+        return prompt_token_bound(backend, messages, {"tools": tools} if tools else {})
 
 
 def count_text_tokens(backend: Backend, text: str) -> int:
@@ -105,6 +149,6 @@ def count_text_tokens(backend: Backend, text: str) -> int:
         return 0
     try:
         return int(litellm.token_counter(model=backend.litellm_model, text=text))
-    except Exception:  # noqa: BLE001 - classified below
-        return max(1, len(text) // 4)
+    except Exception:  # noqa: BLE001 - never fewer than the bytes: a bound, as above
+        return len(text.encode("utf-8", "replace"))
 
