@@ -8,6 +8,7 @@ come in ``extra_body={"tollgate": {...}}``, which the SDK merges into the JSON t
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,22 @@ GATEWAY_KEYS = frozenset({"model", "messages", "stream", "stream_options", "toll
 # support; forwarded to litellm) and ``fallbacks`` (models to try when the asked one fails).
 LITELLM_KEYS = frozenset({"drop_params", "fallbacks"})
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# The typed content parts OpenAI defines, each with the object field its payload sits in
+# (a text or refusal part carries a string).
+PART_PAYLOAD = {"text": str, "refusal": str, "image_url": dict, "input_audio": dict,
+                "file": dict}
+IMAGE_DETAILS = frozenset({"auto", "low", "high"})
+MAX_N = 128  # OpenAI's own bound on choices per request
+MAX_OUTPUT_CAP = 1 << 24  # any larger output cap is refused before routing
+# Numeric parameters and their OpenAI ranges (inclusive); all must be finite.
+NUMBER_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0),
+                 "frequency_penalty": (-2.0, 2.0), "presence_penalty": (-2.0, 2.0)}
+INT_RANGES = {"n": (1, MAX_N), "top_logprobs": (0, 20), "seed": (-(1 << 63), (1 << 63) - 1),
+              "max_tokens": (1, MAX_OUTPUT_CAP), "max_completion_tokens": (1, MAX_OUTPUT_CAP)}
+BOOL_PARAMS = ("logprobs", "parallel_tool_calls", "store")
+STR_PARAMS = ("user", "prompt_cache_key", "safety_identifier", "service_tier",
+              "reasoning_effort", "verbosity")
+OBJECT_PARAMS = ("audio", "prediction", "web_search_options", "logit_bias", "metadata")
 
 
 @dataclass(frozen=True)
@@ -72,23 +89,28 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     params: dict[str, Any]  # forwarded upstream as they came
-    max_tokens: int | None  # the client's output cap (max_completion_tokens or max_tokens)
-    max_tokens_field: str | None  # which of the two the client used
+    max_tokens: int | None  # the client's output cap (the smaller of the two fields given)
+    max_tokens_field: str | None  # a field the client used (both are capped upstream)
     options: TollgateOptions
     fallbacks: tuple[str, ...] = ()  # the body's fallbacks (model names), in order
 
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        """Every output-cap field the client sent; the upstream gets the cap in each."""
+        return tuple(f for f in ("max_completion_tokens", "max_tokens") if f in self.params)
+
 
 def _number(v: Any, name: str, lo: float | None = None, hi: float | None = None) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise invalid(f"'{name}' must be a number", param=name)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise invalid(f"'{name}' must be a finite number, got {v!r}", param=name)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         raise invalid(f"'{name}' must be between {lo} and {hi}, got {v}", param=name)
     return float(v)
 
 
-def _positive_int(v: Any, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise invalid(f"'{name}' must be a positive integer, got {v!r}", param=name)
+def _int(v: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise invalid(f"'{name}' must be an integer from {lo} to {hi}, got {v!r}", param=name)
     return v
 
 
@@ -117,27 +139,107 @@ def _options(raw: Any) -> TollgateOptions:
     )
 
 
+def _part(part: Any, where: str) -> None:
+    """A typed content part: an object whose ``type`` OpenAI defines, with its payload."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind not in PART_PAYLOAD:
+        raise invalid(f"'{where}' must be an object with 'type' one of "
+                      f"{sorted(PART_PAYLOAD)}", param=where)
+    if not isinstance(part.get(kind), PART_PAYLOAD[kind]):
+        what = "a string" if PART_PAYLOAD[kind] is str else "an object"
+        raise invalid(f"'{where}.{kind}' must be {what}", param=f"{where}.{kind}")
+    if kind == "image_url":
+        image = part["image_url"]
+        if not isinstance(image.get("url"), str) or not image["url"]:
+            raise invalid(f"'{where}.image_url.url' must be a non-empty string",
+                          param=f"{where}.image_url.url")
+        if image.get("detail", "auto") not in IMAGE_DETAILS:
+            raise invalid(f"'{where}.image_url.detail' must be one of {sorted(IMAGE_DETAILS)}",
+                          param=f"{where}.image_url.detail")
+
+
+def _message(m: Any, where: str) -> None:
+    if not isinstance(m, dict):
+        raise invalid(f"'{where}' must be an object", param=where)
+    role = m.get("role")
+    if role not in ROLES:
+        raise invalid(f"'{where}.role' must be one of {sorted(ROLES)}, got {role!r}",
+                      param=f"{where}.role")
+    content = m.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise invalid(f"'{where}.content' must be a string or an array of parts",
+                      param=f"{where}.content")
+    if content is None and role in ("system", "developer", "user", "tool"):
+        raise invalid(f"'{where}.content' is required", param=f"{where}.content")
+    for j, part in enumerate(content if isinstance(content, list) else ()):
+        _part(part, f"{where}.content[{j}]")
+    for key in ("name", "tool_call_id"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            raise invalid(f"'{where}.{key}' must be a string", param=f"{where}.{key}")
+    calls = m.get("tool_calls")
+    if calls is not None and not (isinstance(calls, list)
+                                  and all(isinstance(c, dict) for c in calls)):
+        raise invalid(f"'{where}.tool_calls' must be an array of objects",
+                      param=f"{where}.tool_calls")
+
+
 def _messages(raw: Any) -> list[dict]:
     if not isinstance(raw, list) or not raw:
         raise invalid("'messages' must be a non-empty array", param="messages")
     for i, m in enumerate(raw):
-        if not isinstance(m, dict):
-            raise invalid(f"'messages[{i}]' must be an object", param=f"messages[{i}]")
-        role = m.get("role")
-        if role not in ROLES:
-            raise invalid(
-                f"'messages[{i}].role' must be one of {sorted(ROLES)}, got {role!r}",
-                param=f"messages[{i}].role",
-            )
-        content = m.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise invalid(
-                f"'messages[{i}].content' must be a string or an array of parts",
-                param=f"messages[{i}].content",
-            )
-        if content is None and role in ("system", "developer", "user", "tool"):
-            raise invalid(f"'messages[{i}].content' is required", param=f"messages[{i}].content")
+        _message(m, f"messages[{i}]")
     return raw
+
+
+def _named_objects(v: Any, name: str, inner: str | None) -> None:
+    """An array of objects each with a string ``name`` (under ``inner`` when given)."""
+    if not isinstance(v, list):
+        raise invalid(f"'{name}' must be an array", param=name)
+    for i, item in enumerate(v):
+        spec = item.get(inner) if inner and isinstance(item, dict) else item
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            field = f"{name}[{i}]" + (f".{inner}" if inner else "")
+            raise invalid(f"'{field}' must be an object with a string 'name'", param=field)
+
+
+def _check_params(params: dict[str, Any]) -> None:
+    """Types and OpenAI's ranges of the forwarded parameters (what litellm would fail on)."""
+    for name, (lo, hi) in NUMBER_RANGES.items():
+        if name in params:
+            _number(params[name], name, lo, hi)
+    for name, (ilo, ihi) in INT_RANGES.items():
+        if name in params:
+            _int(params[name], name, ilo, ihi)
+    for name in BOOL_PARAMS:
+        if name in params and not isinstance(params[name], bool):
+            raise invalid(f"'{name}' must be a boolean", param=name)
+    for name in STR_PARAMS:
+        if name in params and not isinstance(params[name], str):
+            raise invalid(f"'{name}' must be a string", param=name)
+    for name in OBJECT_PARAMS:
+        if name in params and not isinstance(params[name], dict):
+            raise invalid(f"'{name}' must be an object", param=name)
+    for token, bias in params.get("logit_bias", {}).items():
+        _number(bias, f"logit_bias.{token}", -100.0, 100.0)
+    stop = params.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and len(stop) <= 4 and all(isinstance(x, str) for x in stop)):
+        raise invalid("'stop' must be a string or an array of up to 4 strings", param="stop")
+    if "tools" in params:
+        _named_objects(params["tools"], "tools", "function")
+    if "functions" in params:
+        _named_objects(params["functions"], "functions", None)
+    for name in ("tool_choice", "function_call"):
+        if name in params and not isinstance(params[name], (str, dict)):
+            raise invalid(f"'{name}' must be a string or an object", param=name)
+    fmt = params.get("response_format")
+    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") not in
+                            ("text", "json_object", "json_schema")):
+        raise invalid("'response_format' must be an object with 'type' text, json_object or "
+                      "json_schema", param="response_format")
+    if "modalities" in params and not (isinstance(params["modalities"], list) and all(
+            isinstance(x, str) for x in params["modalities"])):
+        raise invalid("'modalities' must be an array of strings", param="modalities")
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -167,20 +269,9 @@ def parse_chat_request(body: Any) -> ChatRequest:
         if not isinstance(body["drop_params"], bool):
             raise invalid("'drop_params' must be a boolean", param="drop_params")
         params["drop_params"] = body["drop_params"]
-    max_field = None
-    max_tokens = None
-    for name in ("max_completion_tokens", "max_tokens"):
-        if name in params:
-            max_tokens, max_field = _positive_int(params[name], name), name
-            break
-    if "n" in params:
-        _positive_int(params["n"], "n")
-    if "temperature" in params:
-        _number(params["temperature"], "temperature", 0.0, 2.0)
-    if "top_p" in params:
-        _number(params["top_p"], "top_p", 0.0, 1.0)
-    if "tools" in params and not isinstance(params["tools"], list):
-        raise invalid("'tools' must be an array", param="tools")
+    _check_params(params)
+    caps = [(params[f], f) for f in ("max_completion_tokens", "max_tokens") if f in params]
+    max_tokens, max_field = min(caps) if caps else (None, None)
     return ChatRequest(
         model=model,
         messages=messages,

@@ -2,6 +2,11 @@
 
 - ``BodyLimit``: an ASGI middleware answering 413 for a body over ``max_body_bytes``, from
   the ``content-length`` header or, for chunked bodies, as soon as the bytes read pass it.
+- ``load_json``: the body parsed as strict JSON: ``NaN``/``Infinity`` and numbers that
+  overflow to infinity are refused (they fail later, in the upstream call, as the gateway's
+  own error), and so is nesting deeper than ``MAX_DEPTH`` (Python's parser and every later
+  walker would recurse until ``RecursionError``, a 500). Run it in a worker thread: a body
+  of several MB takes tens of milliseconds to parse.
 - ``check_text``: strings that cannot be encoded as UTF-8 (lone surrogates written as JSON
   ``\\ud800`` escapes) would fail later, at the upstream call; refused here with 400.
 - ``fit_candidates``: a backend whose context window (``max_input_tokens``) cannot hold the
@@ -17,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -83,6 +89,44 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+MAX_DEPTH = 32  # objects and arrays nested inside each other, the body itself counting 1
+
+
+def _no_constant(name: str) -> Any:
+    raise invalid(f"the request body is not valid JSON: {name} is not a JSON number")
+
+
+def load_json(raw: bytes) -> Any:
+    """The body as JSON, or a 400 naming why not (see the module docstring)."""
+    try:
+        body = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError as e:
+        raise too_deep() from e
+    except (ValueError, UnicodeDecodeError) as e:
+        raise invalid(f"the request body is not valid JSON: {e}") from e
+    check_shape(body)
+    check_text(body)
+    return body
+
+
+def too_deep() -> GatewayError:
+    return invalid(f"the request body is nested deeper than {MAX_DEPTH} levels")
+
+
+def check_shape(body: Any) -> None:
+    """400 for nesting deeper than ``MAX_DEPTH`` or a non-finite number (iterative walk)."""
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            raise invalid("the request body contains a number out of range (not finite)")
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise too_deep()
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list, float)))
 
 
 def check_text(body: Any) -> None:
