@@ -28,6 +28,7 @@ from gateway.reliability.circuit import CircuitBreakers
 from gateway.reliability.ratelimit import Limits, RateLimiter
 
 REQUEST_FAULTS = frozenset({"context_window_exceeded", "bad_request"})
+NOT_SENT = "not_sent"  # the request failed before it reached the backend
 
 
 def rate_limited(limit: str, retry_after: str,
@@ -77,8 +78,11 @@ class Reliability:
         """Feed an attempt's outcome to the backend's circuit breaker.
 
         A failure that another backend could fix opens the circuit; a failure about this
-        request (400, context window too small) means the backend answered: a success."""
-        if failure is not None and failure.retryable and failure.kind not in REQUEST_FAULTS:
+        request (400, context window too small) means the backend answered: a success; a
+        request that never reached it says nothing about it (a half-open probe is freed)."""
+        if failure is not None and failure.kind == NOT_SENT:
+            self.circuits.release(backend)
+        elif failure is not None and failure.retryable and failure.kind not in REQUEST_FAULTS:
             self.circuits.failure(backend)
         else:
             self.circuits.success(backend)

@@ -60,6 +60,18 @@ class GatewayMetrics:
         self.tokens = Counter(
             "tollgate_tokens", "Tokens by backend and direction.", ["model", "kind"], registry=r
         )
+        self.overruns = Counter(
+            "tollgate_budget_overruns",
+            "Settlements where a provider reported more than the reserved bound (the tenant "
+            "is refused until an operator acts on its budget).", registry=r)
+        self.feedback_replaced = Counter(
+            "tollgate_feedback_replaced",
+            "Feedbacks that replaced the same tenant's earlier feedback on a request.",
+            registry=r)
+        self.overrun_usd = Counter(
+            "tollgate_budget_overrun_usd",
+            "USD providers reported past the reserved bound (booked as overrun, not spent).",
+            registry=r)
 
 
 log = logging.getLogger(__name__)

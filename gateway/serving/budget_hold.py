@@ -1,8 +1,11 @@
 """The money one request holds against its tenant's budget, from first reservation to settling.
 
-The reservation for a backend is ĉ = n_prompt·p_in + n·m·p_out (m the output cap sent
-upstream), so the settled cost cannot pass what is held. A fallback to a dearer backend tops
+The reservation for a backend is ĉ = N_prompt·p_in + n·m·p_out, N_prompt the prompt-token
+bound of gateway/pricing.py (not the tokenizer's estimate) and m the output cap sent
+upstream, so the settled cost cannot pass what is held. A fallback to a dearer backend tops
 the hold up; settling charges the actual cost across the reservations and releases the rest.
+A provider reporting more than was held anyway is an overrun (gateway/store/ledger.py): the
+ledger holds it apart and refuses the tenant; it is counted in ``tollgate_budget_overruns``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class BudgetHold:
         except BudgetExceeded as e:
             self.refusal = e
             return False
+        except ValueError:  # an amount past what the ledger can book: it cannot fit
+            return False
         except StoreUnavailable as e:
             raise store_unavailable() from e
         self.reservations.append(r)
@@ -49,7 +54,8 @@ class BudgetHold:
 
     async def fit(self, price: Price, prompt_tokens: int, want: int, n: int, *,
                   shrink: bool, min_tokens: int) -> int | None:
-        """Hold enough for ``n`` answers of ``want`` tokens; the output cap to send, or None.
+        """Hold enough for a prompt of ``prompt_tokens`` (the bound) and ``n`` answers of
+        ``want`` tokens; the output cap to send, or None.
 
         With ``shrink`` (the client set no max_tokens) a budget too small for ``want`` lowers
         the cap to what the room left pays, unless that is below ``min_tokens``.
@@ -76,4 +82,8 @@ class BudgetHold:
             last = i == len(self.reservations) - 1
             part = left if last else min(left, amount)
             left -= part
-            await call(self._ctx.store.settle, r, part)
+            result = await call(self._ctx.store.settle, r, part)
+            overrun = float(getattr(result, "overrun_usd", 0.0) or 0.0)
+            if overrun > 0:
+                self._ctx.metrics.overruns.inc()
+                self._ctx.metrics.overrun_usd.inc(overrun)

@@ -110,7 +110,9 @@ def _number(v: Any, name: str, lo: float | None = None, hi: float | None = None)
 
 def _int(v: Any, name: str, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-        raise invalid(f"'{name}' must be an integer from {lo} to {hi}, got {v!r}", param=name)
+        big = "is too large; it " if isinstance(v, int) and v > hi else ""
+        raise invalid(f"'{name}' {big}must be an integer from {lo} to {hi}, got {v!r}",
+                      param=name)
     return v
 
 

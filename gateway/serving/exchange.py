@@ -1,10 +1,12 @@
 """The attempts of one planned request: reserve, forward with fallback, answer, settle, log.
 
 Budget rule (the hard budget is never exceeded by design, not by luck):
-- The reservation for a backend h is ĉ_h = n_prompt·p_in + n·m·p_out, with m the client's
-  max_tokens (or max_completion_tokens) or, when the client gives none, h's
-  ``max_output_tokens``; the upstream always receives that m as its output cap, so the settled
-  cost cannot pass the reservation (up to the prompt-token estimate).
+- The reservation for a backend h is ĉ_h = N_prompt·p_in + n·m·p_out, with N_prompt the
+  prompt-token bound of gateway/pricing.py (not the tokenizer's estimate) and m the client's
+  output cap (the smaller of max_tokens and max_completion_tokens) or, when the client gives
+  none, h's ``max_output_tokens``; the upstream receives m in every output-cap field the
+  client sent, so the settled cost cannot pass the reservation. A provider reporting more
+  anyway is an overrun (gateway/store/ledger.py, ``tollgate_budget_overruns``).
 - No client max_tokens and ĉ_h does not fit the remaining budget: m is lowered to what the
   remaining budget pays unless that is below ``min_output_tokens``; then h does not fit.
 - The candidates are tried in order, one loop for streamed and non-streamed requests; one that
@@ -103,7 +105,7 @@ class Exchange:
                                                        list(plan.candidates))
                 continue
             cap = await self.hold.fit(
-                self.ctx.prices[name], plan.prompt_tokens, plan.output_cap(b), plan.n,
+                self.ctx.prices[name], plan.prompt_bound(b), plan.output_cap(b), plan.n,
                 shrink=plan.request.max_tokens is None, min_tokens=settings.min_output_tokens)
             if cap is None:
                 circuits.release(name)
@@ -114,7 +116,8 @@ class Exchange:
                     time.perf_counter() - self.t0)
             forwarded += 1
             params = dict(plan.request.params)
-            params[plan.request.max_tokens_field or "max_tokens"] = cap
+            for field in plan.request.output_fields or ("max_tokens",):
+                params[field] = cap
             yield b, params
 
     def _record(self, b: Backend, status: int, error: str | None, started: float) -> None:
@@ -134,6 +137,9 @@ class Exchange:
             e = self.hold.refusal
             detail = (f" (budget ${e.budget_usd:.6f}, spent ${e.spent_usd:.6f}, reserved "
                       f"${e.reserved_usd:.6f})" if e is not None else "")
+            if e is not None and e.overrun_usd:
+                detail += (f"; a provider charged ${e.overrun_usd:.6f} more than was reserved, "
+                           "so this tenant is refused until an operator reviews its budget")
             return budget_exceeded(
                 f"This request's predicted cost does not fit the remaining budget{detail}.")
         if not last.retryable:
@@ -197,6 +203,7 @@ class Exchange:
             raise
         finally:
             with anyio.CancelScope(shield=True):
+                await opened.close()  # an abandoned stream stops upstream, too
                 if self.completion_tokens is None:  # no usage chunk: count what was streamed
                     self.completion_tokens = await anyio.to_thread.run_sync(
                         count_text_tokens, b, self.answer_text)

@@ -6,7 +6,6 @@ bad body, planning, budget, upstream) and every cancellation still settles and l
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from typing import Any
@@ -17,13 +16,13 @@ from fastapi.responses import Response
 
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid
+from gateway.errors import GatewayError
 from gateway.serving.access_log import log_access
 from gateway.serving.chat_request import parse_chat_request
 from gateway.serving.exchange import Exchange
 from gateway.serving.planning import admissible, plan_request, start_plan
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.validation import check_text
+from gateway.serving.validation import load_json
 
 
 def new_request_id() -> str:
@@ -31,13 +30,9 @@ def new_request_id() -> str:
 
 
 async def json_body(request: Request) -> Any:
-    """The body as JSON whose strings are all encodable as UTF-8 (400 otherwise)."""
-    try:
-        body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise invalid(f"the request body is not valid JSON: {e}") from e
-    check_text(body)
-    return body
+    """The body as strict JSON (gateway/serving/validation.py ``load_json``), parsed in a
+    worker thread: a body of several MB would hold the event loop for tens of ms."""
+    return await anyio.to_thread.run_sync(load_json, await request.body())
 
 
 async def chat_completions(request: Request) -> Response:

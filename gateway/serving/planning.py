@@ -3,8 +3,9 @@
 A ``model`` naming a route is routed: the route's pool ∩ the tenant policy's ``allowed_models``
 ∩ the request's, ranked by the router for this request's Φ(x), λ and expected costs, then cut
 to the backends whose context window and output cap fit. Any other ``model`` is a passthrough
-to that one backend. All of it is pure but Φ(x) and the prompt-token count, which
-``plan_request`` computes off the event loop; so every rule is testable without HTTP.
+to that one backend. All of it is pure but Φ(x) and the prompt measurements (the expected
+token count and the size the budget bounds it by, gateway/pricing.py), which ``plan_request``
+computes off the event loop on both paths; so every rule is testable without HTTP.
 
 Tenant ``policy`` keys read here: ``allowed_models``, ``max_cost_usd`` (per request),
 ``cost_weight``, ``min_cost_weight``, ``max_cost_weight``.
@@ -22,7 +23,7 @@ import anyio.to_thread
 from gateway.config import Backend, Settings
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, model_not_found
-from gateway.pricing import Price, count_prompt_tokens
+from gateway.pricing import Price, PromptSize, count_prompt_tokens, prompt_size
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.explore_share import PriorShare, cap_priors
 from gateway.serving.fallbacks import with_fallbacks
@@ -44,10 +45,16 @@ class Plan:
     router_version: str = PASSTHROUGH_VERSION
     lam: float | None = None  # λ of a routed request
     max_cost_usd: float | None = None  # the tighter of the request's and the policy's cap
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # expected (routing, context windows)
+    prompt_size: PromptSize | None = None  # what the reservation bounds the prompt by
     candidates: tuple[str, ...] = ()
     routed: Routed | None = None
     phi: Any = None  # Φ(x) of a routed request, kept for the learning loop
+
+    def prompt_bound(self, backend: Backend) -> int:
+        """N_prompt on ``backend``: prompt tokens no tokenizer exceeds (gateway/pricing.py)."""
+        assert self.prompt_size is not None
+        return self.prompt_size.bound(backend)
 
     @property
     def n(self) -> int:
@@ -192,23 +199,34 @@ def within_cap(settings: Settings, prices: Mapping[str, Price], plan: Plan) -> P
     return plan
 
 
+async def measure(req: ChatRequest, backend: Backend) -> tuple[int, PromptSize]:
+    """(expected prompt tokens on ``backend``, the prompt's size), in a worker thread: CPU
+    work proportional to the prompt (an 8 MB prompt takes seconds)."""
+
+    def both() -> tuple[int, PromptSize]:
+        return (count_prompt_tokens(backend, req.messages, req.params.get("tools")),
+                prompt_size(req.messages, req.params))
+
+    return await anyio.to_thread.run_sync(both)
+
+
 async def plan_request(ctx: GatewayContext, router: Router, plan: Plan) -> Plan:
-    """Complete a started plan: Φ(x) and token counts off the loop, the rest pure. The
-    candidates are not yet checked against the request (``admissible``), so a refusal
+    """Complete a started plan: Φ(x) and prompt measurements off the loop, the rest pure.
+    The candidates are not yet checked against the request (``admissible``), so a refusal
     there still logs what was planned."""
     settings, req = ctx.settings, plan.request
-    tools = req.params.get("tools")
     if plan.route is None:
         backend = priced(ctx.prices, passthrough_backend(settings, plan))
-        n_prompt = await anyio.to_thread.run_sync(
-            count_prompt_tokens, backend, req.messages, tools)
-        plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=n_prompt)
+        n_prompt, size = await measure(req, backend)
+        plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=n_prompt,
+                       prompt_size=size)
         return with_plan_fallbacks(settings, plan)
     by_rm = deployable(settings, router, plan, ctx.prices, ctx.prior_share)
     first = settings.backend(next(iter(by_rm.values())))
     started = time.perf_counter()
     phi = await ctx.embedder.embed(embed_text(req.messages, settings.encoder_max_chars))
-    n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, first, req.messages, tools)
+    n_prompt, size = await measure(req, first)
+    plan = replace(plan, prompt_size=size)
     plan = ranked(settings, ctx.prices, router, plan, by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)
     if ctx.prior_share is not None:  # what a cold-start prior backend's share counts

@@ -12,16 +12,23 @@ and a retryable failure moves on to the next deployment of the group.
 Why not ``litellm.Router`` for groups: it retries, cools down and falls back on its own,
 out of sight of the gateway's circuit breakers, attempt log and budget hold; the few lines
 here keep every upstream call one plain ``litellm.acompletion`` the gateway accounts for.
+
+A failure inside litellm before anything was sent (litellm wraps a TypeError on a malformed
+part as a "connection" error) is ``not_sent``: the request's fault, never the backend's, so it
+neither counts against a circuit breaker nor moves on to the next candidate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from gateway.config import Backend
 from router_core.litellm_env import litellm
@@ -43,9 +50,32 @@ class UpstreamFailure(Exception):
         return f"{self.kind} ({self.status}): {self.message}"
 
 
+# Errors of local code: in the context of a litellm error they mean the request never left.
+LOCAL_FAULTS = (TypeError, AttributeError, KeyError, IndexError, RecursionError, UnicodeError)
+NETWORK_FAULTS = (OSError, asyncio.TimeoutError, httpx.HTTPError)
+
+
+def _local_fault(exc: BaseException) -> BaseException | None:
+    """The local error a litellm exception wraps, unless a network error is in the chain."""
+    seen: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and len(seen) < 16 and cur not in seen:
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    if any(isinstance(e, NETWORK_FAULTS) for e in seen):
+        return None
+    local = [e for e in seen[1:] if isinstance(e, LOCAL_FAULTS)
+             or (type(e) is ValueError and "JSON compliant" in str(e))]
+    return local[0] if local else None
+
+
 def classify(exc: BaseException) -> UpstreamFailure:
     """Map a litellm / openai / asyncio exception to an UpstreamFailure."""
     msg = str(exc).replace("litellm.", "")[:500]
+    local = _local_fault(exc)
+    if local is not None:
+        return UpstreamFailure(400, "not_sent", "the request could not be sent upstream: "
+                               f"{type(local).__name__}: {str(local)[:300]}", False)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, litellm.Timeout)):
         return UpstreamFailure(504, "timeout", msg or "upstream timed out", True)
     if isinstance(exc, litellm.ContextWindowExceededError):
@@ -167,6 +197,13 @@ class OpenStream:
             except StopAsyncIteration:
                 return
             yield chunk
+
+    async def close(self) -> None:
+        """Close the upstream stream (its connection) if it is still open; never raises."""
+        close = getattr(self.rest, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
 
 
 async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any]) -> OpenStream:

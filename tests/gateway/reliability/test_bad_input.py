@@ -62,6 +62,34 @@ CASES = [
     ("absurd_max_tokens_passthrough", json.dumps({"model": "fake-cheap", "messages": MSG,
                                                   "max_tokens": 10**9}).encode(), 400,
      "max_tokens", "too large"),
+    # what litellm would fail on in the gateway's own process (and once opened circuits)
+    ("untyped_content_part", json.dumps({"model": "auto", "messages": [
+        {"role": "user", "content": [1]}]}).encode(), 400, "messages[0].content[0]", "type"),
+    ("text_part_without_text", json.dumps({"model": "auto", "messages": [
+        {"role": "user", "content": [{"type": "text"}]}]}).encode(), 400,
+     "messages[0].content[0].text", "string"),
+    ("image_part_without_url", json.dumps({"model": "auto", "messages": [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}).encode(), 400,
+     "messages[0].content[0].image_url.url", "url"),
+    ("nan_temperature", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+     b'"temperature": NaN}', 400, None, "NaN"),
+    ("overflowing_number", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}],'
+     b' "top_p": 1e400}', 400, None, "not finite"),
+    ("nan_cost_weight", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+     b'"tollgate": {"cost_weight": NaN}}', 400, None, "NaN"),
+    ("tools_not_objects", json.dumps({"model": "auto", "messages": MSG,
+                                      "tools": [1]}).encode(), 400, "tools[0].function",
+     "name"),
+    ("huge_n", json.dumps({"model": "auto", "messages": MSG, "n": 10**16,
+                           "max_tokens": 1}).encode(), 400, "n", "too large"),
+    ("huge_max_completion_tokens", json.dumps({"model": "auto", "messages": MSG,
+                                               "max_tokens": 5,
+                                               "max_completion_tokens": 10**12}).encode(),
+     400, "max_completion_tokens", "too large"),
+    ("deep_nesting", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+     b'"metadata": ' + b'{"a": ' * 5000 + b'1' + b'}' * 5000 + b'}', 400, None, "nested"),
+    ("deeper_than_the_parser", b'{"model": "auto", "messages": ' + b'[' * 30_000
+     + b']' * 30_000 + b'}', 400, None, "nested"),
     ("context_overflow_every_candidate", json.dumps({"model": "auto", "messages": [
         {"role": "user", "content": "word " * 400}]}).encode(), 400, "messages",
      "context window"),
