@@ -9,6 +9,9 @@ while it lives. Replay writes spooled rows with ``INSERT ... ON CONFLICT (id) DO
 files of processes that died (their lock is free), so a spool left by a stopped replica is
 written by whichever replica next finds the database up. The spool is bounded in bytes per
 process; rows past the bound are dropped and counted (``dropped``), never blocking a request.
+A row the database refuses (not an outage: the row itself) is isolated: its batch is retried
+row by row and the refused row is moved to ``rejected-<name>.jsonl`` in the spool directory
+and counted (``rejected``), so it never blocks the rows queued behind it.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ class Spool:
         self.spooled = 0
         self.replayed = 0
         self.dropped = 0
+        self.rejected = 0
 
     # -- writing ---------------------------------------------------------------------------
     def _open(self) -> IO[str]:
@@ -147,8 +151,34 @@ class Spool:
     def _write_lines(self, lines: list[str]) -> int:
         rows = [r for r in (_decode(line) for line in lines if line.strip()) if r is not None]
         for i in range(0, len(rows), self._batch_size):
-            self._sink(rows[i:i + self._batch_size])
+            self._write_batch(rows[i:i + self._batch_size])
         return len(rows)
+
+    def _write_batch(self, batch: list[dict[str, Any]]) -> None:
+        """One sink call; if the database refuses the batch itself, row by row, isolating
+        each refused row. An outage propagates (the file stays for the next replay; rows
+        written meanwhile are skipped then, the sink being idempotent)."""
+        try:
+            self._sink(batch)
+            return
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise
+        for row in batch:
+            try:
+                self._sink([row])
+            except Exception as exc:
+                if is_unavailable(exc):
+                    raise
+                self._reject(row, exc)
+
+    def _reject(self, row: dict[str, Any], exc: Exception) -> None:
+        self.rejected += 1
+        log.error("%s row %s refused by the database (%s): moved aside", self.name,
+                  row.get("id"), type(exc).__name__)
+        with contextlib.suppress(OSError), open(
+                self.directory / f"rejected-{self.name}.jsonl", "a", encoding="utf-8") as f:
+            f.write(_encode(row) + "\n")
 
     def _replay_own(self) -> int:
         """Rotate this process's file (new rows go to a fresh one), then write the old one.

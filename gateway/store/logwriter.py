@@ -7,6 +7,11 @@ to the bound; only rows arriving at a full queue are dropped, and counted. A row
 rejects (duplicate id, bad value) is isolated by retrying its batch row by row, so one bad row
 never costs its neighbours. `close()` flushes what is queued.
 
+Every row is made storable in `submit`, the one place all rows pass: PostgreSQL refuses a
+NUL character in text and JSONB, and no database takes a lone surrogate (a model name or a
+prompt may carry either, straight from a client's JSON); `storable` writes them as the
+visible escapes ``\\u0000`` and ``\\ud800``, so the row is kept and says what was sent.
+
 `overflow` (optional, e.g. `gateway.reliability.spool.Spool.accept`) receives the rows that would
 otherwise be lost: rows arriving at a full queue, and at `close()` the rows still unwritten
 when the flush times out (the database is down at shutdown).
@@ -44,6 +49,28 @@ class LogStats:
     dropped: int = 0  # queue full
     rejected: int = 0  # the database refused the row itself
     retries: int = 0  # batch writes that failed for an unavailable database
+
+
+def storable_text(text: str) -> str:
+    """``text`` with NUL and lone surrogates written as backslash escapes (else unchanged)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\u0000")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def storable(value: Any) -> Any:
+    """A row value with every string in it (dict keys, nested lists) made storable."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable(v) for v in value]
+    return value
 
 
 def _to_datetime(value: Any) -> datetime:
@@ -86,7 +113,7 @@ class LogWriter:
             raise ValueError(f"unknown request log fields: {sorted(unknown)}")
         if "id" not in row:
             raise ValueError("a request log row needs an id")
-        clean = dict(row)
+        clean = {k: storable(v) for k, v in row.items()}
         clean["created_at"] = _to_datetime(clean.get("created_at") or self._clock())
         if not self.log_prompts:
             clean.pop("prompt_text", None)

@@ -88,3 +88,52 @@ def test_the_spool_is_bounded(tmp_path: Path) -> None:
     assert 0 < kept < 100 and spool.dropped == 100 - kept
     assert sum(p.stat().st_size for p in tmp_path.glob("requestlog-*.jsonl")) <= 2000
     spool.close()
+
+
+def test_a_row_the_database_refuses_is_moved_aside_not_blocking_its_batch(
+        tmp_path: Path) -> None:
+    """PostgreSQL refuses a NUL character: a spooled row carrying one (written before rows
+    were made storable, or by hand) is isolated; its batch neighbours and later rows land."""
+    from tests.reliability.harness import pg_database
+
+    with pg_database() as url:
+        async def main() -> None:
+            store = await _store(url)
+            await store.close()
+            engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+            spool = Spool(tmp_path / "spool", log_rows_sink(engine), name="requestlog")
+            rows = [_row(i) for i in range(5)]
+            rows[2]["error"] = "bad \x00 byte"
+            spool.accept(rows)
+            assert await spool.replay() == 5
+            assert spool.rejected == 1
+            assert _ids(engine) == {f"req-{i}" for i in (0, 1, 3, 4)}
+            rejected = (tmp_path / "spool" / "rejected-requestlog.jsonl").read_text()
+            assert '"req-2"' in rejected
+            spool.accept([_row(7)])  # the next replay is not blocked by it
+            assert await spool.replay() == 1 and "req-7" in _ids(engine)
+            spool.close()
+            engine.dispose()
+
+        asyncio.run(main())
+
+
+def test_rows_with_nul_and_lone_surrogates_are_stored_escaped(tmp_path: Path) -> None:
+    from tests.reliability.harness import pg_database
+
+    with pg_database() as url:
+        async def main() -> None:
+            store = await _store(url)
+            row = {**_row(1), "chosen_model": "m\x00x", "error": "e\ud800",
+                   "prompt_text": "p\x00", "attempts": [{"model": "a\x00", "status": 404}]}
+            store.logs.log_prompts = True
+            assert store.logs.submit(row)
+            assert await store.logs.flush(10)
+            with store.engine.connect() as conn:
+                got = conn.execute(sa.select(request_logs)).one()
+            assert got.chosen_model == "m\\u0000x" and got.error == "e\\ud800"
+            assert got.prompt_text == "p\\u0000" and got.attempts[0]["model"] == "a\\u0000"
+            assert store.logs.stats.rejected == 0
+            await store.close()
+
+        asyncio.run(main())
