@@ -120,13 +120,30 @@ def _split_images(messages: list[dict]) -> tuple[list[dict], int]:
     return out, images
 
 
-def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[str, Any]
-                       ) -> int:
-    """N_prompt = B + k·I + M (module docstring): prompt tokens no tokenizer exceeds."""
+@dataclass(frozen=True)
+class PromptSize:
+    """B + M and I of N_prompt = B + k·I + M, measured once per request."""
+
+    text_bytes: int  # B + M
+    images: int  # I
+
+    def bound(self, backend: Backend) -> int:
+        """N_prompt for ``backend`` (its k = ``max_image_tokens``)."""
+        return self.text_bytes + self.images * backend.model_info.max_image_tokens
+
+
+def prompt_size(messages: list[dict], params: Mapping[str, Any]) -> PromptSize:
+    """Measure what is sent upstream: messages and every parameter, image parts apart."""
     text_only, images = _split_images(messages)
     sent = {"messages": text_only, **params}
     size = len(json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-    return size + images * backend.model_info.max_image_tokens + PROMPT_MARGIN_TOKENS
+    return PromptSize(size + PROMPT_MARGIN_TOKENS, images)
+
+
+def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[str, Any]
+                       ) -> int:
+    """N_prompt = B + k·I + M (module docstring): prompt tokens no tokenizer exceeds."""
+    return prompt_size(messages, params).bound(backend)
 
 
 def count_prompt_tokens(
