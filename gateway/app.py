@@ -22,10 +22,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway import __version__
-from gateway.auth import authenticate
+from gateway.auth import FailedLogins, authenticate, bearer_key, may_read_metrics
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
-from gateway.errors import GatewayError, as_gateway_error, model_not_found
+from gateway.errors import GatewayError, as_gateway_error, model_not_found, unauthorized
 from gateway.learning import feedback
 from gateway.learning.cold_start import with_priors
 from gateway.learning.loop import build_learning
@@ -112,6 +112,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         prior_share=PriorShare(),
     )
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
+    ctx.failed_logins = FailedLogins()
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(
         ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
@@ -287,7 +288,12 @@ async def ready(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
+    """Prometheus text, for operators only (the admin key or ``metrics_token``): per-tenant
+    budget and spend gauges are in it."""
     ctx: GatewayContext = request.app.state.ctx
+    if not may_read_metrics(ctx.settings, bearer_key(request)):
+        return unauthorized("/metrics needs the admin key or the metrics token "
+                            "(Authorization: Bearer <token>).").response()
     # in a thread: the budget gauges read the database at scrape time
     body = await anyio.to_thread.run_sync(generate_latest, ctx.metrics.registry)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

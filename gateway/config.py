@@ -199,6 +199,9 @@ class Settings(BaseModel):
     routes: dict[str, Route] = Field(default_factory=lambda: {"auto": Route()})
     database_url: str = DEFAULT_DATABASE_URL
     admin_key: str | None = None
+    # A bearer token that may read /metrics only (or TOLLGATE_METRICS_TOKEN); the admin key
+    # always may. Neither configured: /metrics answers 401 to everyone.
+    metrics_token: str | None = None
     router_path: str | None = None  # None = the packaged router_core/default_router
     log_prompts: bool = False
     # Budget policy when the client gives no max_tokens: reserve max_output_tokens; if that
@@ -354,6 +357,9 @@ def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
         raw["admin_key"] = os.environ["TOLLGATE_ADMIN_KEY"]
     raw["database_url"] = resolve_env(raw.get("database_url") or DEFAULT_DATABASE_URL)
     raw["admin_key"] = resolve_env(raw.get("admin_key"))
+    if os.environ.get("TOLLGATE_METRICS_TOKEN"):
+        raw["metrics_token"] = os.environ["TOLLGATE_METRICS_TOKEN"]
+    raw["metrics_token"] = resolve_env(raw.get("metrics_token"))
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as e:

@@ -130,7 +130,8 @@ def test_serve_health_models_and_metrics(served: tuple[str, Path, FakeUpstream])
     assert httpx.get(url + "/health").json() == {"status": "ok"}
     ready = httpx.get(url + "/ready").json()
     assert ready["status"] == "ready" and ready["database"] is True
-    metrics = httpx.get(url + "/metrics").text
+    assert httpx.get(url + "/metrics").status_code == 401  # operators only
+    metrics = httpx.get(url + "/metrics", headers={"authorization": f"Bearer {ADMIN}"}).text
     assert "tollgate_requests_total" in metrics
     assert "tollgate_request_latency_seconds_bucket" in metrics
     r = httpx.get(url + "/v1/models", headers={"authorization": "Bearer not-a-key"})

@@ -13,7 +13,7 @@ from gateway.reliability.circuit import CircuitBreakers, State
 from gateway.reliability.guards import Reliability, ReliabilitySettings
 from gateway.serving.upstream import UpstreamFailure
 from tests.fakes.upstream import FakeUpstream
-from tests.gateway.conftest import Gateway
+from tests.gateway.conftest import ADMIN_KEY, Gateway
 from tests.gateway.reliability.conftest import MSG, MakeGateway
 
 
@@ -59,7 +59,8 @@ def test_lost_probe_does_not_wedge_half_open() -> None:
 
 
 def _gauge(gw: Gateway, model: str) -> float:
-    text = httpx.get(gw.base_url + "/metrics", timeout=30).text
+    text = httpx.get(gw.base_url + "/metrics", timeout=30,
+                     headers={"authorization": f"Bearer {ADMIN_KEY}"}).text
     line = next(ln for ln in text.splitlines()
                 if ln.startswith("tollgate_circuit_state{") and f'model="{model}"' in ln)
     return float(line.rsplit(" ", 1)[1])

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config import settings_from_dict
-from tests.gateway.conftest import Gateway, run_gateway
+from tests.gateway.conftest import ADMIN_KEY, Gateway, run_gateway
 from tests.gateway.review.conftest import review_config
 
 MSG = [{"role": "user", "content": "Give me one sentence about lighthouses."}]
@@ -50,7 +50,8 @@ def gw(upstream, test_router, encoder, tmp_path_factory) -> Iterator[Gateway]:
 
 
 def scrape(gw: Gateway) -> dict[str, object]:
-    r = httpx.get(f"{gw.base_url}/metrics", timeout=30)
+    r = httpx.get(f"{gw.base_url}/metrics", timeout=30,
+                  headers={"authorization": f"Bearer {ADMIN_KEY}"})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     return {f.name: f for f in text_string_to_metric_families(r.text)}
 
