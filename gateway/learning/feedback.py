@@ -3,15 +3,21 @@
 Body: ``{"request_id": str, "score": float in [0, 1]}`` or ``{"request_id": str, "correct":
 bool}``, optionally ``"comment": str``. Only the tenant that made the request may score it (any
 other key gets the same 404 as an unknown id, so ids of other tenants cannot be probed).
-Several feedbacks on one request are several observations of that (prompt, model) pair, with
-increasing sample indices: DARS aggregates them, nothing is overwritten. Feedback teaches the
-router, so only a routed, answered request takes it: a passthrough request (a backend named
-by the client) gets a 400 ``not_routed`` at once, as soon as its log row exists.
+A tenant has one feedback per request: a later one replaces it (``"replaced": true`` in the
+answer, counted in ``tollgate_feedback_replaced``), so one client cannot weigh a prompt many
+times. Limits: the body is at most ``MAX_BODY_BYTES``, the comment ``MAX_COMMENT_CHARS`` with no
+NUL character, the call counts against the tenant's request rate limit, and an id that is not
+one the gateway issues is answered 404 at once (a well-formed unknown id waits at most
+``SERVED_WAIT_S``).
+Feedback teaches the router, so only a routed, answered request takes it: a passthrough request
+(a backend named by the client) gets a 400 ``not_routed`` at once, as soon as its log row
+exists.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import anyio.to_thread
@@ -23,11 +29,16 @@ from gateway.auth import authenticate
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, json_body
 from gateway.learning import tables as ldb
+from gateway.learning.feedback_rows import record_feedback
+from gateway.serving.validation import too_large
 
 # The served-request row is written after the response is sent; a client that posts
 # feedback at once may arrive first, so an unknown id is re-read for this long (a bound
 # well under a client's usual timeout, since a truly unknown id waits all of it).
-SERVED_WAIT_S = 10.0
+SERVED_WAIT_S = 3.0
+MAX_BODY_BYTES = 64 * 1024
+MAX_COMMENT_CHARS = 4000
+REQUEST_ID = re.compile(r"tg-[0-9a-f]{32}")  # what gateway/serving/handler.py issues
 
 
 def parse_feedback(body: Any) -> tuple[str, float, str | None]:
@@ -52,6 +63,9 @@ def parse_feedback(body: Any) -> tuple[str, float, str | None]:
     comment = body.get("comment")
     if comment is not None and not isinstance(comment, str):
         raise invalid("comment must be a string", "comment")
+    if comment is not None and (len(comment) > MAX_COMMENT_CHARS or "\x00" in comment):
+        raise invalid(f"comment must be at most {MAX_COMMENT_CHARS} characters, without NUL",
+                      "comment")
     return rid, quality, comment
 
 
@@ -74,8 +88,11 @@ async def _served(ctx: GatewayContext, request_id: str) -> tuple[dict | None, di
     (once its cost is settled), so an eager client can arrive first. A logged request that
     was not routed or not answered will never be served: no wait for it.
     """
+    if not REQUEST_ID.fullmatch(request_id):
+        return None, None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SERVED_WAIT_S
+    pause = 0.05
     while True:
         if ctx.learning is not None and (row := ctx.learning.recent(request_id)) is not None:
             return row, None
@@ -86,7 +103,8 @@ async def _served(ctx: GatewayContext, request_id: str) -> tuple[dict | None, di
         never = logged is not None and (logged["route"] is None or logged["status"] != 200)
         if never or loop.time() > deadline:
             return None, logged
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 def _not_served(rid: str, tenant: Any, logged: dict | None) -> GatewayError:
@@ -109,18 +127,21 @@ async def feedback(request: Request) -> Response:
     ctx: GatewayContext = request.app.state.ctx
     try:
         tenant = await authenticate(ctx, request)
+        if ctx.reliability is not None:
+            await ctx.reliability.admit(tenant)
+        if len(await request.body()) > MAX_BODY_BYTES:
+            raise too_large(MAX_BODY_BYTES)
         rid, quality, comment = parse_feedback(await json_body(request))
         served, logged = await _served(ctx, rid)
         if served is None or served["tenant_id"] != getattr(tenant, "id", None):
             raise _not_served(rid, tenant, logged if served is None else None)
-        obs_id = await anyio.to_thread.run_sync(
-            lambda: ldb.add_observation(
+        obs_id, replaced = await anyio.to_thread.run_sync(
+            lambda: record_feedback(
                 ctx.store.engine,
                 key=served["prompt_key"],
                 model=served["model"],
                 quality=quality,
                 cost_usd=served["cost_usd"],
-                source="feedback",
                 request_id=rid,
                 tenant_id=served["tenant_id"],
                 comment=comment,
@@ -128,6 +149,8 @@ async def feedback(request: Request) -> Response:
         )
     except GatewayError as e:
         return e.response()
+    if replaced:
+        ctx.metrics.feedback_replaced.inc()
     return JSONResponse(
         {
             "object": "feedback",
@@ -136,6 +159,7 @@ async def feedback(request: Request) -> Response:
             "model": served["backend"],
             "router_model": served["model"],
             "quality": quality,
+            "replaced": replaced,
         }
     )
 

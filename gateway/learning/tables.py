@@ -7,7 +7,8 @@ queried from router_versions.py, leases.py and exploration_ledger.py.
 - ``learning_requests``: request id → tenant, prompt key, route, router model, backend, cost:
   what feedback and shadow calls attach their observations to.
 - ``observations``: one scored outcome each (quality ∈ [0, 1], cost, source, sample index);
-  several feedbacks on one request are several rows, never an overwrite.
+  a tenant has one feedback per request: a later one replaces it (a unique partial index,
+  so concurrent feedbacks cannot both insert); other sources add rows.
 - ``router_versions``: every trained router with its metrics, status and artifact (a zip of
   the artifact directory, so replicas need no shared disk); ``active`` marks the live one.
 - ``exploration_ledger``: the exploration budget per period (separate from tenants' budgets),
@@ -30,6 +31,7 @@ from sqlalchemy import (
     Boolean,
     Engine,
     Float,
+    Index,
     Integer,
     LargeBinary,
     String,
@@ -37,6 +39,7 @@ from sqlalchemy import (
     func,
     insert,
     select,
+    text,
 )
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
@@ -76,8 +79,14 @@ class LearningRequestRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+FEEDBACK_ROWS = "source = 'feedback' AND request_id IS NOT NULL"
+
+
 class ObservationRow(Base):
     __tablename__ = "observations"
+    __table_args__ = (Index("uq_observations_feedback", "request_id", "tenant_id", unique=True,
+                            postgresql_where=text(FEEDBACK_ROWS),
+                            sqlite_where=text(FEEDBACK_ROWS)),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     prompt_key: Mapped[str] = mapped_column(String(64), index=True)
@@ -186,7 +195,8 @@ def add_observation(
     tenant_id: str | None = None,
     comment: str | None = None,
 ) -> int:
-    """Insert one observation; its sample index counts earlier ones of the same pair."""
+    """Insert one observation; its sample index counts earlier ones of the same pair.
+    A tenant's feedback goes through ``feedback_rows.record_feedback`` (one per request)."""
     with engine.begin() as conn:
         n = conn.execute(
             select(func.count())

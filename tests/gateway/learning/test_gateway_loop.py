@@ -52,7 +52,8 @@ def _feedback(gw: Gateway, key: str, body: dict) -> httpx.Response:
     )
 
 
-def test_feedback_from_the_requesting_tenant_adds_repeated_observations(gw: Gateway) -> None:
+def test_feedback_from_the_requesting_tenant_is_one_observation_later_ones_replace(
+        gw: Gateway) -> None:
     key, tenant_id = gw.tenant()
     rid, _, model = _ask(gw, key, "What is the capital of France?")
     r1 = _feedback(gw, key, {"request_id": rid, "correct": True})
@@ -60,6 +61,7 @@ def test_feedback_from_the_requesting_tenant_adds_repeated_observations(gw: Gate
     assert r1.json()["model"] == model and r1.json()["quality"] == 1.0
     r2 = _feedback(gw, key, {"request_id": rid, "score": 0.25, "comment": "partly wrong"})
     assert r2.status_code == 200, r2.text
+    assert (r1.json()["replaced"], r2.json()["replaced"]) == (False, True)
     with gw.engine.connect() as conn:
         rows = (
             conn.execute(
@@ -82,12 +84,9 @@ def test_feedback_from_the_requesting_tenant_adds_repeated_observations(gw: Gate
             .mappings()
             .one()
         )
-    # two observations, not an overwrite: the second is sample 1 of the same pair
-    assert [(r["quality"], r["sample"], r["source"]) for r in rows] == [
-        (1.0, 0, "feedback"),
-        (0.25, 1, "feedback"),
-    ]
-    assert rows[1]["comment"] == "partly wrong" and rows[0]["tenant_id"] == tenant_id
+    # one observation per request and tenant: the second feedback replaced the first
+    assert [(r["quality"], r["sample"], r["source"]) for r in rows] == [(0.25, 0, "feedback")]
+    assert rows[0]["comment"] == "partly wrong" and rows[0]["tenant_id"] == tenant_id
     assert served["backend"] == model and served["tenant_id"] == tenant_id
     # privacy default (log_prompts off): only Φ(x) is kept, 384 float32 values
     assert prompt["text"] is None and len(prompt["embedding"]) == 384 * 4
