@@ -4,12 +4,22 @@ Three kinds of caller share it: a tenant calling the API (its key → the tenant
 store), an operator with the admin key (``admin_key`` in config.yaml or
 ``TOLLGATE_ADMIN_KEY``), and someone looking at the review surfaces, who may be either
 (``Principal``). Keys are compared in constant time; failures are OpenAI error bodies.
+
+Failed key lookups are throttled per client address (``FailedLogins``, one per gateway on
+``ctx.failed_logins``): past ``max_failures`` wrong keys in ``window_s`` an address gets 429
+with ``Retry-After`` instead of a lookup, so guessing keys costs the guesser, not the
+database; a key the store holds as live in its cache still works from that address (tenants
+behind the same NAT or proxy as a guesser are not locked out). Counted per replica (in
+memory); a missing key is not a guess and is not counted.
 """
 
 from __future__ import annotations
 
 import hmac
+import math
 import os
+import time
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +28,53 @@ from fastapi import Request
 
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
-from gateway.errors import store_unavailable, unauthorized
+from gateway.errors import GatewayError, store_unavailable, unauthorized
 
 NO_KEY = "You didn't provide an API key (Authorization: Bearer <key>, or x-api-key)."
+
+
+class FailedLogins:
+    """Wrong keys per client address in a sliding window; bounded in addresses tracked."""
+
+    def __init__(self, max_failures: int = 20, window_s: float = 60.0,
+                 max_addresses: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_failures, self.window_s = max_failures, window_s
+        self._max_addresses, self._clock = max_addresses, clock
+        self._seen: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def _recent(self, address: str) -> deque[float]:
+        times = self._seen.get(address)
+        if times is None:
+            return deque()
+        cutoff = self._clock() - self.window_s
+        while times and times[0] <= cutoff:
+            times.popleft()
+        if not times:
+            del self._seen[address]
+        return times
+
+    def refusal(self, address: str) -> GatewayError | None:
+        """429 with ``Retry-After`` while ``address`` is over its limit, else None."""
+        times = self._recent(address)
+        if len(times) < self.max_failures:
+            return None
+        wait = max(1, math.ceil(times[0] + self.window_s - self._clock()))
+        return GatewayError(429, "Too many requests with a wrong API key from this address. "
+                            f"Try again in {wait}s.", "rate_limit_error",
+                            code="too_many_failed_logins", headers={"retry-after": str(wait)})
+
+    def failed(self, address: str) -> None:
+        times = self._recent(address)
+        times.append(self._clock())
+        self._seen[address] = times
+        self._seen.move_to_end(address)
+        while len(self._seen) > self._max_addresses:
+            self._seen.popitem(last=False)
+
+
+def client_address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
 
 
 def bearer_key(request: Request) -> str | None:
@@ -42,6 +96,14 @@ def is_admin_key(settings: Settings | None, key: str | None) -> bool:
     return bool(key and expected and hmac.compare_digest(key.encode(), expected.encode()))
 
 
+def may_read_metrics(settings: Settings | None, key: str | None) -> bool:
+    """The admin key or the configured ``metrics_token``: /metrics lists every tenant's id,
+    name, budget and spend, so it is for operators only."""
+    token = getattr(settings, "metrics_token", None)
+    return is_admin_key(settings, key) or bool(
+        key and token and hmac.compare_digest(key.encode(), token.encode()))
+
+
 async def tenant_for_key(ctx: GatewayContext, key: str) -> Any:
     """The live tenant owning ``key``, or None; 503 when the store cannot answer."""
     from gateway.store.errors import StoreUnavailable
@@ -52,9 +114,28 @@ async def tenant_for_key(ctx: GatewayContext, key: str) -> Any:
         raise store_unavailable() from e
 
 
+async def checked_tenant(ctx: GatewayContext, key: str, address: str | None) -> Any:
+    """``tenant_for_key`` with wrong keys counted against ``address`` (module docstring);
+    429 for an address over its limit unless the key is cached as live."""
+    throttle: FailedLogins | None = getattr(ctx, "failed_logins", None)
+    refusal = throttle.refusal(address) if throttle and address is not None else None
+    if refusal is not None:
+        cached = getattr(ctx.store, "cached_tenant", None)
+        tenant = cached(key) if cached is not None else None
+        if tenant is None:
+            raise refusal
+        return tenant
+    tenant = await tenant_for_key(ctx, key)
+    if tenant is None and throttle is not None and address is not None:
+        throttle.failed(address)
+    return tenant
+
+
 async def authenticate(ctx: GatewayContext, request: Request) -> Any:
-    """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down."""
-    return await _known(bearer_key(request), lambda key: tenant_for_key(ctx, key))
+    """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down,
+    429 for an address that sent too many wrong keys."""
+    return await _known(bearer_key(request),
+                        lambda key: checked_tenant(ctx, key, client_address(request)))
 
 
 async def _known(key: str | None, find: Callable[[str], Awaitable[Any]]) -> Any:
@@ -83,21 +164,23 @@ class Principal:
         return "admin" if self.admin else f"tenant {self.tenant_name or self.tenant_id}"
 
 
-async def principal_for_key(ctx: GatewayContext, key: str | None) -> Principal | None:
-    """The admin for the admin key, the tenant for a live tenant key, else None."""
+async def principal_for_key(ctx: GatewayContext, key: str | None,
+                            address: str | None = None) -> Principal | None:
+    """The admin for the admin key, the tenant for a live tenant key, else None; with the
+    caller's ``address``, wrong keys are throttled as in ``authenticate``."""
     if not key:
         return None
     if is_admin_key(ctx.settings, key):
         return Principal(admin=True)
-    tenant = await tenant_for_key(ctx, key)
+    tenant = await checked_tenant(ctx, key, address)
     if tenant is None:
         return None
     return Principal(admin=False, tenant_id=tenant.id, tenant_name=getattr(tenant, "name", None))
 
 
-async def require_principal(request: Request, *, cookie_key: str | None = None) -> Principal:
-    """The caller from ``Authorization: Bearer`` (or a key the dashboard's login cookie
-    carries); 401 in OpenAI's error format otherwise."""
+async def require_principal(request: Request) -> Principal:
+    """The caller from ``Authorization: Bearer``; 401 in OpenAI's error format otherwise
+    (the dashboard's session cookie is read in gateway/review/dashboard/access.py)."""
     ctx: GatewayContext = request.app.state.ctx
-    return await _known(bearer_key(request) or cookie_key,
-                        lambda key: principal_for_key(ctx, key))
+    return await _known(bearer_key(request),
+                        lambda key: principal_for_key(ctx, key, client_address(request)))

@@ -48,3 +48,4 @@ class GatewayContext:
     learning: Any = None  # gateway.learning.loop.Learning (feedback, hot swap, retraining)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
     prior_share: Any = None  # gateway.serving.explore_share.PriorShare: cold-start traffic caps
+    failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address

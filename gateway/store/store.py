@@ -32,7 +32,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.store import keys as keylib
-from gateway.store import ledger, migrate
+from gateway.store import ledger, migrate, sessions
 from gateway.store import tenants as admin
 from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import database_url_from_env, make_engine, pool_capacity
@@ -81,7 +81,9 @@ class Store:
         self._auth_neg_ttl_s = min(1.0, auth_ttl_s)
         self._auth_stale_s = auth_stale_s
         self._auth_cache_size = auth_cache_size
-        self._auth: OrderedDict[str, _AuthEntry] = OrderedDict()
+        self._auth: OrderedDict[str, _AuthEntry] = OrderedDict()  # live keys only
+        # unknown keys, apart: a flood of wrong keys must not evict the real tenants' keys
+        self._auth_unknown: OrderedDict[str, float] = OrderedDict()  # digest -> expiry
         self._auth_inflight: dict[str, asyncio.Future[Tenant | None]] = {}
         self._reservation_ttl_s = reservation_ttl_s
         self._maintenance_interval_s = maintenance_interval_s
@@ -206,6 +208,8 @@ class Store:
             return None
         digest = keylib.hash_key(self._require_secret(), api_key)
         now = time.monotonic()
+        if self._auth_unknown.get(digest, 0.0) > now:
+            return None
         entry = self._auth.get(digest)
         if entry is not None and entry.expires > now:
             self._auth.move_to_end(digest)
@@ -225,8 +229,14 @@ class Store:
                     and now - entry.fetched <= self._auth_stale_s):
                 return entry.tenant  # stale-if-error: the outage is not the client's fault
             raise
-        ttl = self._auth_ttl_s if tenant is not None else self._auth_neg_ttl_s
-        self._auth[digest] = _AuthEntry(tenant, now + ttl, now)
+        if tenant is None:
+            self._auth.pop(digest, None)
+            self._auth_unknown[digest] = now + self._auth_neg_ttl_s
+            self._auth_unknown.move_to_end(digest)
+            while len(self._auth_unknown) > self._auth_cache_size:
+                self._auth_unknown.popitem(last=False)
+            return None
+        self._auth[digest] = _AuthEntry(tenant, now + self._auth_ttl_s, now)
         self._auth.move_to_end(digest)
         while len(self._auth) > self._auth_cache_size:
             self._auth.popitem(last=False)
@@ -235,6 +245,7 @@ class Store:
     def invalidate_auth_cache(self) -> None:
         """Forget cached keys (this process only; other replicas follow within the TTL)."""
         self._auth.clear()
+        self._auth_unknown.clear()
 
     # -- budget -------------------------------------------------------------------------------
     async def reserve(self, tenant: Tenant | str, usd: float,
@@ -337,6 +348,21 @@ class Store:
         tid = None if tenant is None else await self._run(admin.resolve_tenant_id,
                                                           self.engine, tenant)
         return await self._run(admin.list_keys, self.engine, tid)
+
+    # -- dashboard sessions ------------------------------------------------------------------
+    async def open_session(self, *, admin: bool, key_id: str | None,
+                           ttl_s: int = 8 * 3600) -> str:
+        """A dashboard session (gateway/store/sessions.py); returns the signed cookie value."""
+        return await self._run(sessions.open_session, self.engine, self._require_secret(),
+                               admin=admin, key_id=key_id,
+                               now_s=int(self._clock().timestamp()), ttl_s=ttl_s)
+
+    async def find_session(self, cookie: str) -> sessions.Session | None:
+        return await self._run(sessions.find_session, self.engine, self._require_secret(),
+                               cookie, int(self._clock().timestamp()))
+
+    async def close_session(self, cookie: str) -> None:
+        await self._run(sessions.close_session, self.engine, self._require_secret(), cookie)
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
         info = await self._run(admin.revoke_key, self.engine, key_id, self._clock())
