@@ -3,9 +3,10 @@
 The page is static HTML (Jinja2) plus a vendored Chart.js (``static/``, MIT, from npm), so it
 works with no internet; it fetches JSON from ``/dashboard/api/*``. Log in with the admin key
 (every tenant, with a tenant picker) or a tenant's API key (only that tenant's requests,
-spend and feedback). The key is posted from a form, never put in a URL, and kept in an
-HttpOnly, SameSite=Strict cookie scoped to ``/dashboard``; every call re-checks it through
-the store, so a revoked key loses the dashboard at once.
+spend and feedback). The key is posted from a form, never put in a URL, and never kept: the
+login opens a server session whose signed id is an HttpOnly, SameSite=Strict cookie scoped to
+``/dashboard`` (``access.py``); every call re-checks the session, so logout, a revoked key
+or a disabled tenant loses the dashboard at once.
 """
 
 from __future__ import annotations
@@ -20,11 +21,17 @@ from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from gateway.auth import Principal, principal_for_key
+from gateway.auth import Principal
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
 from gateway.review.dashboard import versions as versions_mod
-from gateway.review.dashboard.access import COOKIE, dashboard_principal
+from gateway.review.dashboard.access import (
+    COOKIE,
+    SESSION_TTL_S,
+    dashboard_principal,
+    login_session,
+    session_principal,
+)
 from gateway.review.dashboard.queries import (
     LogFilter,
     flat,
@@ -91,7 +98,7 @@ class _Pages:
 
     async def page(self, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
-        who = await principal_for_key(ctx, request.cookies.get(COOKIE))
+        who = await session_principal(request)
         if who is None:
             return _html(self.env, "login.html")
         return _html(self.env, "dashboard.html", who=who, windows=WINDOWS,
@@ -101,17 +108,25 @@ class _Pages:
         ctx: GatewayContext = request.app.state.ctx
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
-        who = await principal_for_key(ctx, key) if key else None
-        if who is None:
+        try:
+            cookie = await login_session(ctx, request, key) if key else None
+        except GatewayError as e:  # too many wrong keys from this address
+            return _html(self.env, "login.html", status=e.status, error=e.message)
+        if cookie is None:
             return _html(self.env, "login.html", status=401,
                          error="That key is not the admin key or a live tenant key.")
         resp = RedirectResponse("/dashboard", status_code=303)
-        resp.set_cookie(COOKIE, key, httponly=True, samesite="strict", path="/dashboard",
-                        secure=request.url.scheme == "https", max_age=8 * 3600)
+        resp.set_cookie(COOKIE, cookie, httponly=True, samesite="strict", path="/dashboard",
+                        secure=request.url.scheme == "https", max_age=SESSION_TTL_S)
         return resp
 
 
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    """End the session server-side (a copied cookie dies with it), then drop the cookie."""
+    ctx: GatewayContext = request.app.state.ctx
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        await ctx.store.close_session(cookie)
     resp = RedirectResponse("/dashboard", status_code=303)
     resp.delete_cookie(COOKIE, path="/dashboard")
     return resp
