@@ -9,8 +9,9 @@ Backends are selected by the ``model`` field of the request (litellm strips the 
 prefix, so a gateway backend with ``litellm_params.model: openai/fake-cheap`` reaches the
 backend ``fake-cheap``). Usage is deterministic so tests can compute the expected cost: by
 default ``prompt_tokens`` = whitespace-separated words over all message contents (plus the
-tool names), ``completion_tokens`` = words of the reply (or 8 for a tool call); pass
-``count_tokens`` to count with a real tokenizer instead.
+tool names, plus the backend's ``image_tokens`` per image part), ``completion_tokens`` = words
+of the reply (or 8 for a tool call); pass ``count_tokens`` to count with a real tokenizer, or
+a harsher one (one token per UTF-8 byte: the most any byte-level tokenizer can count).
 
 Example::
 
@@ -60,6 +61,7 @@ class FakeBackend:
             and ``tool_choice`` is not "none".
         delay_s: added before answering (to make a slow but healthy backend).
         hang_s: how long "hang" and "stall_mid_stream" wait before giving up.
+        image_tokens: prompt tokens billed per image part (a provider's image tokens).
     """
 
     name: str
@@ -71,6 +73,7 @@ class FakeBackend:
     tool_arguments: dict = field(default_factory=lambda: {"city": "Paris"})
     delay_s: float = 0.0
     hang_s: float = 30.0
+    image_tokens: int = 0
     calls: int = 0
 
     def text_for(self, body: dict) -> str:
@@ -302,6 +305,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _usage(self, body: dict, completion_tokens: int) -> dict:
         p = count_prompt_tokens(body, self.up.count_tokens)
+        b = self.up.backends.get(str(body.get("model")))
+        if b is not None and b.image_tokens:
+            p += b.image_tokens * sum(
+                1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
+                for part in m["content"]
+                if isinstance(part, dict) and part.get("type") == "image_url")
         return {"prompt_tokens": p, "completion_tokens": completion_tokens,
                 "total_tokens": p + completion_tokens}
 
