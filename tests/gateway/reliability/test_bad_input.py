@@ -71,12 +71,12 @@ CASES = [
     ("image_part_without_url", json.dumps({"model": "auto", "messages": [
         {"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}).encode(), 400,
      "messages[0].content[0].image_url.url", "url"),
-    ("nan_temperature", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
-     b'"temperature": NaN}', 400, None, "NaN"),
-    ("overflowing_number", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}],'
-     b' "top_p": 1e400}', 400, None, "not finite"),
-    ("nan_cost_weight", b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
-     b'"tollgate": {"cost_weight": NaN}}', 400, None, "NaN"),
+    ("nan_temperature", (b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+     b'"temperature": NaN}'), 400, None, "NaN"),
+    ("overflowing_number", (b'{"model": "auto", "messages": [{"role": "user", "content": "x"}],'
+     b' "top_p": 1e400}'), 400, None, "not finite"),
+    ("nan_cost_weight", (b'{"model": "auto", "messages": [{"role": "user", "content": "x"}], '
+     b'"tollgate": {"cost_weight": NaN}}'), 400, None, "NaN"),
     ("tools_not_objects", json.dumps({"model": "auto", "messages": MSG,
                                       "tools": [1]}).encode(), 400, "tools[0].function",
      "name"),

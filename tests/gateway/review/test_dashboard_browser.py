@@ -95,9 +95,10 @@ def _record_version(gw: Gateway, router, encoder) -> dict:
 @pytest.fixture(scope="module")
 def traffic(gw: Gateway, upstream, test_router, encoder) -> dict:
     """Two tenants' requests through the gateway, some feedback, one recorded version."""
-    # budgets a few times the run's spend, so the chart shows spend climbing toward them
-    key_a, tid_a = gw.tenant(budget_usd=0.003, period="monthly")
-    key_b, tid_b = gw.tenant(budget_usd=0.0015, period="daily")
+    # budgets a few times the run's spend (each reservation holds the prompt-token bound),
+    # so the chart shows spend climbing toward them
+    key_a, tid_a = gw.tenant(budget_usd=0.006, period="monthly")
+    key_b, tid_b = gw.tenant(budget_usd=0.004, period="daily")
     a, b = gw.client(key_a), gw.client(key_b)
     sent: dict[str, list[str]] = {"a": [], "b": []}
 
