@@ -16,7 +16,7 @@
   ``messages``, or ``max_tokens`` too large), as OpenAI answers for one model.
 - ``CHAT_COMPLETIONS_OPENAPI``: the request body schema of ``POST /v1/chat/completions`` in
   the app's OpenAPI document (the handler reads the raw body itself, so FastAPI cannot
-  derive it); the schemathesis fuzz in tests/reliability generates requests from it.
+  derive it); the schemathesis fuzz in tests/gateway/reliability generates requests from it.
 """
 
 from __future__ import annotations

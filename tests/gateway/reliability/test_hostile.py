@@ -20,8 +20,8 @@ import sqlalchemy as sa
 from gateway.learning import tables as ldb
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, TIMEOUTS, Gateway
-from tests.gateway.router_fixture import PRICES
 from tests.gateway.reliability.conftest import MSG, MakeGateway
+from tests.gateway.router_fixture import PRICES
 
 # One token per UTF-8 byte: the most any byte-level tokenizer can bill for a text.
 HARSH = {"count_tokens": lambda text: len(text.encode("utf-8"))}

@@ -94,7 +94,7 @@ def test_a_row_the_database_refuses_is_moved_aside_not_blocking_its_batch(
         tmp_path: Path) -> None:
     """PostgreSQL refuses a NUL character: a spooled row carrying one (written before rows
     were made storable, or by hand) is isolated; its batch neighbours and later rows land."""
-    from tests.reliability.harness import pg_database
+    from tests.gateway.reliability.harness import pg_database
 
     with pg_database() as url:
         async def main() -> None:
@@ -119,7 +119,7 @@ def test_a_row_the_database_refuses_is_moved_aside_not_blocking_its_batch(
 
 
 def test_rows_with_nul_and_lone_surrogates_are_stored_escaped(tmp_path: Path) -> None:
-    from tests.reliability.harness import pg_database
+    from tests.gateway.reliability.harness import pg_database
 
     with pg_database() as url:
         async def main() -> None:
