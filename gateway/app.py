@@ -29,7 +29,7 @@ from gateway.errors import GatewayError, as_gateway_error, model_not_found, unau
 from gateway.learning import feedback
 from gateway.learning.cold_start import with_priors
 from gateway.learning.loop import build_learning
-from gateway.pricing import resolve_prices
+from gateway.pricing import count_text_tokens, resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.review import admin_api, explain
 from gateway.review import metrics as observability
@@ -171,7 +171,8 @@ def build_router() -> APIRouter:
 
 async def _warm_litellm(settings: Settings) -> None:
     """One offline mock completion: litellm's first call pays ~0.6 s of lazy imports and
-    setup, which would otherwise land on the first client's request."""
+    setup, which would otherwise land on the first client's request; and each backend's
+    tokenizer loaded once (in a thread: loading one holds the GIL for ~0.2 s)."""
     from router_core.litellm_env import litellm
 
     if not settings.model_list:
@@ -180,6 +181,11 @@ async def _warm_litellm(settings: Settings) -> None:
         await litellm.acompletion(model=settings.model_list[0].litellm_model,
                                   messages=[{"role": "user", "content": "warm up"}],
                                   mock_response="ok")
+        seen: set[str] = set()
+        for b in settings.model_list:
+            if b.litellm_model not in seen:
+                seen.add(b.litellm_model)
+                await anyio.to_thread.run_sync(count_text_tokens, b, "warm up")
     except Exception:  # a warm-up must never stop the gateway from starting
         log.warning("litellm warm-up failed", exc_info=True)
 

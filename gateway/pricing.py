@@ -101,6 +101,9 @@ def _register(b: Backend, pin: float, pout: float) -> None:
 
 
 PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a tool-definition preamble
+# Text longer than this is tokenized in pieces of this many characters: a tokenizer call
+# holds the GIL for its whole length, and the event loop needs it back every few ms.
+TOKENIZE_CHUNK_CHARS = 32_768
 
 
 def _is_image(part: Any) -> bool:
@@ -132,12 +135,37 @@ class PromptSize:
         return self.text_bytes + self.images * backend.model_info.max_image_tokens
 
 
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def json_bytes(value: Any) -> int:
+    """UTF-8 bytes of ``value`` as compact JSON (a string escape counted as its character,
+    which is what a tokenizer sees). An iterative walk, not ``json.dumps``: the walk gives the
+    GIL back between values, a dump of a multi-MB body holds it throughout."""
+    total, stack = 0, [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += 2 + _utf8_len(v)
+        elif isinstance(v, dict):
+            total += 2 + 2 * len(v)  # braces, a colon and a comma per member
+            for k, x in v.items():
+                stack.append(str(k))
+                stack.append(x)
+        elif isinstance(v, (list, tuple)):
+            total += 2 + len(v)
+            stack.extend(v)
+        else:
+            total += len(json.dumps(v))
+    return total
+
+
 def prompt_size(messages: list[dict], params: Mapping[str, Any]) -> PromptSize:
     """Measure what is sent upstream: messages and every parameter, image parts apart."""
     text_only, images = _split_images(messages)
-    sent = {"messages": text_only, **params}
-    size = len(json.dumps(sent, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-    return PromptSize(size + PROMPT_MARGIN_TOKENS, images)
+    return PromptSize(json_bytes({"messages": text_only, **params}) + PROMPT_MARGIN_TOKENS,
+                      images)
 
 
 def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[str, Any]
@@ -153,19 +181,37 @@ def count_prompt_tokens(
     each image part counts ``max_image_tokens`` and its URL is never read."""
     text_only, images = _split_images(messages)
     extra = images * backend.model_info.max_image_tokens
+    pieces = _texts(text_only)
     try:
+        if sum(len(t) for t in pieces) > TOKENIZE_CHUNK_CHARS:  # long: in pieces
+            framing = 4 * len(text_only) + 3 + (json_bytes(tools) if tools else 0)
+            return extra + framing + sum(count_text_tokens(backend, t) for t in pieces)
         return extra + int(litellm.token_counter(model=backend.litellm_model,
                                                  messages=text_only, tools=tools or None))
     except Exception:  # noqa: BLE001 - a part litellm cannot read: fall back to the bound
         return prompt_token_bound(backend, messages, {"tools": tools} if tools else {})
 
 
+def _texts(messages: list[dict]) -> list[str]:
+    """The text a tokenizer sees in each message: its content string or text parts."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        parts = content if isinstance(content, list) else [content]
+        out.extend(p if isinstance(p, str) else str(p.get("text") or "")
+                   for p in parts if isinstance(p, (str, dict)))
+    return out
+
+
 def count_text_tokens(backend: Backend, text: str) -> int:
-    """Tokens of streamed text (used when a stream ends without a usage chunk)."""
+    """Tokens of ``text`` (streamed text when a stream ends without a usage chunk), counted
+    in pieces of ``TOKENIZE_CHUNK_CHARS`` (a piece boundary may split one token in two)."""
     if not text:
         return 0
     try:
-        return int(litellm.token_counter(model=backend.litellm_model, text=text))
+        return sum(int(litellm.token_counter(model=backend.litellm_model,
+                                             text=text[i:i + TOKENIZE_CHUNK_CHARS]))
+                   for i in range(0, len(text), TOKENIZE_CHUNK_CHARS))
     except Exception:  # noqa: BLE001 - never fewer than the bytes: a bound, as above
         return len(text.encode("utf-8", "replace"))
 

@@ -2,13 +2,13 @@
 
 - ``BodyLimit``: an ASGI middleware answering 413 for a body over ``max_body_bytes``, from
   the ``content-length`` header or, for chunked bodies, as soon as the bytes read pass it.
-- ``load_json``: the body parsed as strict JSON: ``NaN``/``Infinity`` and numbers that
-  overflow to infinity are refused (they fail later, in the upstream call, as the gateway's
-  own error), and so is nesting deeper than ``MAX_DEPTH`` (Python's parser and every later
-  walker would recurse until ``RecursionError``, a 500). Run it in a worker thread: a body
-  of several MB takes tens of milliseconds to parse.
-- ``check_text``: strings that cannot be encoded as UTF-8 (lone surrogates written as JSON
-  ``\\ud800`` escapes) would fail later, at the upstream call; refused here with 400.
+- ``load_json``: the body parsed as strict JSON (orjson): ``NaN``/``Infinity`` and numbers
+  that overflow to infinity are refused (they fail later, in the upstream call, as the
+  gateway's own error), and so is nesting deeper than ``MAX_DEPTH`` (Python's recursive
+  walkers, litellm's among them, would hit ``RecursionError``, a 500). Run it in a worker
+  thread: a body of several MB still takes milliseconds to parse.
+  Strings that cannot be encoded as UTF-8 (lone surrogates written as JSON ``\\ud800``
+  escapes) would fail later, at the upstream call; refused here with 400 too.
 - ``fit_candidates``: a backend whose context window (``max_input_tokens``) cannot hold the
   prompt, or whose output
   cap is below the client's ``max_tokens``, is dropped from the ranked candidates; when none
@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
+import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError, invalid
@@ -94,20 +96,23 @@ class _TooLarge(Exception):
 MAX_DEPTH = 32  # objects and arrays nested inside each other, the body itself counting 1
 
 
-def _no_constant(name: str) -> Any:
-    raise invalid(f"the request body is not valid JSON: {name} is not a JSON number")
+NON_NUMBERS = re.compile(rb"\b(?:NaN|-?Infinity)\b")
 
 
 def load_json(raw: bytes) -> Any:
     """The body as JSON, or a 400 naming why not (see the module docstring)."""
     try:
-        body = json.loads(raw, parse_constant=_no_constant)
-    except RecursionError as e:
-        raise too_deep() from e
-    except (ValueError, UnicodeDecodeError) as e:
-        raise invalid(f"the request body is not valid JSON: {e}") from e
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        reason = str(e)
+        if "depth limit" in reason:
+            raise too_deep() from e
+        if "surrogate" in reason or "UTF-8" in reason:
+            reason += " (the request body contains text that is not valid UTF-8)"
+        elif NON_NUMBERS.search(raw):
+            reason += " (NaN and Infinity are not JSON numbers)"
+        raise invalid(f"the request body is not valid JSON: {reason}") from e
     check_shape(body)
-    check_text(body)
     return body
 
 
@@ -116,26 +121,32 @@ def too_deep() -> GatewayError:
 
 
 def check_shape(body: Any) -> None:
-    """400 for nesting deeper than ``MAX_DEPTH`` or a non-finite number (iterative walk)."""
+    """400 for nesting deeper than ``MAX_DEPTH``, a non-finite number or a string that is
+    not UTF-8. An iterative walk, which gives the GIL back between values
+    (a ``json.dumps`` of a multi-MB body would hold it throughout)."""
     stack: list[tuple[Any, int]] = [(body, 1)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
+        if isinstance(value, str):
+            _check_string(value)
+        elif isinstance(value, float) and not math.isfinite(value):
             raise invalid("the request body contains a number out of range (not finite)")
-        if isinstance(value, (dict, list)):
+        elif isinstance(value, (dict, list)):
             if depth > MAX_DEPTH:
                 raise too_deep()
+            if isinstance(value, dict):
+                stack.extend((k, depth) for k in value)
             items = value.values() if isinstance(value, dict) else value
-            stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list, float)))
+            stack.extend((v, depth + 1) for v in items)
 
 
-def check_text(body: Any) -> None:
-    """400 if some string in the body is not encodable as UTF-8."""
-    try:
-        json.dumps(body, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise invalid("the request body contains text that is not valid UTF-8 "
-                      f"(e.g. an unpaired surrogate): {e.reason}") from e
+def _check_string(text: str) -> None:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise invalid("the request body contains text that is not valid UTF-8 "
+                          f"(e.g. an unpaired surrogate): {e.reason}") from e
 
 
 def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | None,
