@@ -242,6 +242,16 @@ class Store:
             self._auth.popitem(last=False)
         return tenant
 
+    def cached_tenant(self, api_key: str, max_age_s: float = 60.0) -> Tenant | None:
+        """The tenant of ``api_key`` if this process found it live in the last ``max_age_s``,
+        else None; never a database lookup (for callers refusing lookups, e.g. throttled)."""
+        if not keylib.plausible_key(api_key) or self._secret is None:
+            return None
+        entry = self._auth.get(keylib.hash_key(self._secret, api_key))
+        if entry is None or time.monotonic() - entry.fetched > max_age_s:
+            return None
+        return entry.tenant
+
     def invalidate_auth_cache(self) -> None:
         """Forget cached keys (this process only; other replicas follow within the TTL)."""
         self._auth.clear()

@@ -10,13 +10,12 @@ from __future__ import annotations
 from fastapi import Request
 
 from gateway.auth import (
-    FailedLogins,
     Principal,
     bearer_key,
+    checked_tenant,
     client_address,
     is_admin_key,
     require_principal,
-    tenant_for_key,
 )
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, unauthorized
@@ -30,14 +29,8 @@ async def login_session(ctx: GatewayContext, request: Request, key: str) -> str 
     a wrong key (counted against the caller's address; 429 when over its limit)."""
     if is_admin_key(ctx.settings, key):
         return await ctx.store.open_session(admin=True, key_id=None, ttl_s=SESSION_TTL_S)
-    throttle: FailedLogins | None = ctx.failed_logins
-    address = client_address(request)
-    if throttle is not None:
-        throttle.check(address)
-    tenant = await tenant_for_key(ctx, key)
+    tenant = await checked_tenant(ctx, key, client_address(request))
     if tenant is None:
-        if throttle is not None:
-            throttle.failed(address)
         return None
     return await ctx.store.open_session(admin=False, key_id=tenant.key_id,
                                         ttl_s=SESSION_TTL_S)
