@@ -120,8 +120,10 @@ def chat(base_url: str, key: str, model: str = "cheap", stream: bool = False,
                       headers={"authorization": f"Bearer {key}"})
 
 
-def start_env(workdir: Path, replicas: int = 2) -> Env:
-    """Fake upstream, a fresh PostgreSQL database behind a TCP proxy, Redis, replicas."""
+def start_env(workdir: Path, replicas: int = 2, extra_models: list[dict] | None = None,
+              **config: Any) -> Env:
+    """Fake upstream, a fresh PostgreSQL database behind a TCP proxy, Redis, replicas;
+    ``extra_models`` join the model list, ``config`` keys replace the bench's own."""
     backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
                             output_per_m=PRICES[n][1]) for n in PRICES]
     upstream = FakeUpstream(backends).start()
@@ -133,13 +135,14 @@ def start_env(workdir: Path, replicas: int = 2) -> Env:
     prefix = "tg-bench-" + uuid.uuid4().hex[:8]
     config = {
         "model_list": [upstream.model_entry(n, timeout=1.0 if n == "fake-mid" else 30.0)
-                       for n in PRICES],
+                       for n in PRICES] + list(extra_models or []),
         "routes": {"auto": {"cost_weight": 0.5}, "cheap": {"cost_weight": 5.0}},
         "admin_key": ADMIN_KEY,
         "router_path": str(router_dir),
         "reliability": {"redis_url": REDIS_URL, "redis_prefix": prefix,
                         "spool_dir": str(workdir / "spool"), "shutdown_grace_s": 60,
                         "circuit": {"failure_threshold": 5, "cooldown_s": 2.0}},
+        **config,
     }
     cluster = Cluster(workdir, config, via_proxy(db_url, proxy),
                       env={"TOLLGATE_SECRET": "bench-secret-" + uuid.uuid4().hex})
