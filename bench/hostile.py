@@ -36,6 +36,7 @@ import argparse
 import json
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -181,25 +182,29 @@ def client_faults_scenario(env: Env, rec: Recorder, rounds: int = 3) -> dict[str
             "next_tenant_status": after}
 
 
+# Polls /health from its own interpreter: in this process the fake upstreams' threads parse
+# the 8 MB prompt, and their hold on this process's GIL would count as the replica's stall.
+POLLER = """
+import sys, time, httpx
+url, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+with httpx.Client(timeout=30) as c:
+    while time.monotonic() < end:
+        t = time.monotonic()
+        c.get(url)
+        print(t, (time.monotonic() - t) * 1000, flush=True)
+        time.sleep(0.02)
+"""
+
+
 def loop_stall_scenario(env: Env, rec: Recorder, hole: Blackhole,
                         prompt_bytes: int = 8_000_000) -> dict[str, Any]:
     base = env.replicas[0].base_url
     key, _ = env.tenant()
-    latencies: list[tuple[float, float]] = []
-    stop = threading.Event()
-
-    def poll() -> None:
-        with httpx.Client(timeout=30) as c:
-            while not stop.is_set():
-                t = time.perf_counter()
-                c.get(base + "/health")
-                latencies.append((t, (time.perf_counter() - t) * 1000))
-                time.sleep(0.02)
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    time.sleep(1.5)
-    started = time.perf_counter()
+    poller = subprocess.Popen([sys.executable, "-c", POLLER, base + "/health", "120"],
+                              stdout=subprocess.PIPE, text=True)
+    time.sleep(3.0)
+    started = time.monotonic()
     big = {"model": "auto", "messages": [{"role": "user", "content": "word " *
                                           (prompt_bytes // 5)}], "max_tokens": 8}
     image = {"model": "auto", "messages": _hostile_messages(hole.url), "max_tokens": 8}
@@ -207,10 +212,11 @@ def loop_stall_scenario(env: Env, rec: Recorder, hole: Blackhole,
         futures = [pool.submit(rec.post, base + "/v1/chat/completions", key, json=b)
                    for b in (image, big)]
         codes = [f.result().status_code for f in futures]
-    ended = time.perf_counter()
+    ended = time.monotonic()
     time.sleep(0.3)
-    stop.set()
-    poller.join()
+    poller.terminate()
+    out, _ = poller.communicate()
+    latencies = [(float(t), float(ms)) for t, ms in (line.split() for line in out.splitlines())]
     before = [ms for t, ms in latencies if t < started]
     during = [ms for t, ms in latencies if started <= t <= ended]
     baseline = statistics.median(before) if before else 0.0
