@@ -32,6 +32,7 @@ from typing import IO, Any
 import anyio.to_thread
 from sqlalchemy import Engine
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.store.dberrors import is_unavailable
 from gateway.store.models import request_logs
@@ -55,6 +56,11 @@ def _decode(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None  # a line cut short by a crash mid-write
     return row if isinstance(row, dict) and "id" in row else None
+
+
+def _refused(exc: BaseException) -> bool:
+    """The database answered and refused the statement (a bad value, a constraint)."""
+    return isinstance(exc, SQLAlchemyError) and not is_unavailable(exc)
 
 
 def log_rows_sink(engine: Engine) -> Callable[[list[dict[str, Any]]], None]:
@@ -156,19 +162,19 @@ class Spool:
 
     def _write_batch(self, batch: list[dict[str, Any]]) -> None:
         """One sink call; if the database refuses the batch itself, row by row, isolating
-        each refused row. An outage propagates (the file stays for the next replay; rows
-        written meanwhile are skipped then, the sink being idempotent)."""
+        each refused row. Anything else (an outage) propagates: the file stays for the next
+        replay, and rows written meanwhile are skipped then, the sink being idempotent."""
         try:
             self._sink(batch)
             return
         except Exception as exc:
-            if is_unavailable(exc):
+            if not _refused(exc):
                 raise
         for row in batch:
             try:
                 self._sink([row])
             except Exception as exc:
-                if is_unavailable(exc):
+                if not _refused(exc):
                     raise
                 self._reject(row, exc)
 
