@@ -3,10 +3,8 @@ code}}`` with the HTTP status OpenAI would use, so SDK clients raise their usual
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
@@ -70,14 +68,6 @@ def request_invalid(exc: RequestValidationError) -> GatewayError:
     if loc and loc[0] in ("body", "query", "path", "header", "cookie"):
         loc = loc[1:]
     return invalid(str(err.get("msg", "invalid request")), ".".join(loc) or None)
-
-
-async def json_body(request: Request) -> Any:
-    """The request's body parsed as JSON; a 400 that quotes the parser otherwise."""
-    try:
-        return json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError) as e:
-        raise invalid(f"the request body is not valid JSON: {e}") from e
 
 
 def invalid(message: str, param: str | None = None, code: str | None = None) -> GatewayError:

@@ -27,10 +27,10 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid, json_body
+from gateway.errors import GatewayError, invalid
 from gateway.learning import tables as ldb
 from gateway.learning.feedback_rows import record_feedback
-from gateway.serving.validation import too_large
+from gateway.serving.validation import json_body, too_large
 
 # The served-request row is written after the response is sent; a client that posts
 # feedback at once may arrive first, so an unknown id is re-read for this long (a bound

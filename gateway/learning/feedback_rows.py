@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import IntegrityError
 
 from gateway.learning import tables as ldb
+from gateway.store.periods import utcnow
 
 observations_t = ldb.observations_t
 
@@ -45,5 +46,5 @@ def _replace_feedback(engine: Engine, request_id: str, tenant_id: str | None, qu
         if row is None:
             return None
         conn.execute(update(observations_t).where(observations_t.c.id == row.id).values(
-            quality=float(quality), comment=comment, created_at=ldb.now_utc()))
+            quality=float(quality), comment=comment, created_at=utcnow()))
         return int(row.id)

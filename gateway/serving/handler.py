@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
 
 import anyio
 from fastapi import Request
@@ -22,17 +21,11 @@ from gateway.serving.chat_request import parse_chat_request
 from gateway.serving.exchange import Exchange
 from gateway.serving.planning import admissible, plan_request, start_plan
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.validation import load_json
+from gateway.serving.validation import json_body
 
 
 def new_request_id() -> str:
     return "tg-" + uuid.uuid4().hex
-
-
-async def json_body(request: Request) -> Any:
-    """The body as strict JSON (gateway/serving/validation.py ``load_json``), parsed in a
-    worker thread: a body of several MB would hold the event loop for tens of ms."""
-    return await anyio.to_thread.run_sync(load_json, await request.body())
 
 
 async def chat_completions(request: Request) -> Response:
