@@ -96,6 +96,21 @@ class Env:
             info = self.ledger(tid)
         return info
 
+    def reserved_usd(self, request_id: str, timeout_s: float = 60) -> float:
+        """What request ``request_id`` held, from its log row."""
+        engine = sa.create_engine(self.db_url.replace("postgresql://", "postgresql+psycopg://"))
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                with engine.connect() as conn:
+                    held = conn.execute(sa.select(request_logs.c.reserved_usd)
+                                        .where(request_logs.c.id == request_id)).scalar()
+                if held is not None or time.monotonic() > deadline:
+                    return float(held or 0.0)
+                time.sleep(0.1)
+        finally:
+            engine.dispose()
+
     def missing_rows(self, ids: list[str], timeout_s: float = 60) -> int:
         """How many of ``ids`` have no log row (waiting up to ``timeout_s`` for the writers)."""
         engine = sa.create_engine(self.db_url.replace("postgresql://", "postgresql+psycopg://"))
@@ -172,7 +187,9 @@ def budget_scenario(env: Env, n: int = 200, fits: int = 50) -> dict[str, Any]:
     """n concurrent requests vs a budget that fits about ``fits`` settled requests."""
     probe_key, _ = env.tenant()
     r = chat(env.replicas[0].base_url, probe_key, model="fake-cheap", max_tokens=4)
-    one = float(r.headers["x-tollgate-cost-usd"])
+    # a request holds its bound (gateway/pricing.py), several times what it settles: the
+    # budget fits ``fits`` reservations at once
+    one = env.reserved_usd(r.headers["x-tollgate-request-id"])
     budget = round(one * fits, 9)
     key, tid = env.tenant(budget_usd=budget)
     reps = env.replicas
