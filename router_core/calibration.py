@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from router_core.router import Calibration
 
@@ -40,6 +39,8 @@ def fit_soft_logistic(x: np.ndarray, u: np.ndarray, c: float) -> tuple[np.ndarra
     if ws[ys == 1].sum() <= 0 or ws[ys == 0].sum() <= 0:  # never right / never wrong
         mean = float(np.clip(u.mean(), 1e-3, 1 - 1e-3))
         return np.zeros(x.shape[1]), float(np.log(mean / (1 - mean)))
+    from sklearn.linear_model import LogisticRegression  # lazily: a serving process never fits
+
     model = LogisticRegression(C=c, max_iter=1000)
     model.fit(xs, ys, sample_weight=ws)
     return model.coef_[0], float(model.intercept_[0])

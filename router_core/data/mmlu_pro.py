@@ -38,7 +38,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from router_core.data.paths import dataset_dir
 from router_core.data.table import RoutingTable
@@ -93,6 +92,8 @@ def prompt_text(question: str, options) -> str:
 
 def load_mmlu_pro(data_dir: str | Path | None = None) -> RoutingTable:
     """All 12032 questions with ``split`` all ``train``; the split recipes assign test."""
+    import pandas as pd  # here, not at import: serving reads only this module's prices
+
     folder = dataset_dir(FOLDER, data_dir)
     q = pd.read_parquet(folder / "mmlu_pro_questions.parquet")
     correct = pd.read_parquet(folder / "mmlu_pro_correct_wide.parquet")
