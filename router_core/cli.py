@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from router_core.encoders import DEFAULT_KIND, bulk_encoder, known_kinds
+from router_core.cli_options import encoder_option
+from router_core.encoders import bulk_encoder
 
 
 @click.command("train")
@@ -55,14 +56,7 @@ from router_core.encoders import DEFAULT_KIND, bulk_encoder, known_kinds
     metavar="KEY=VALUE",
     help="Override any TrainConfig field, e.g. --set epochs=30 --set k=11.",
 )
-@click.option(
-    "--encoder",
-    "encoder_kind",
-    type=click.Choice(known_kinds()),
-    default=DEFAULT_KIND,
-    show_default=True,
-    help="Query encoder Φ (recorded in the artifact; the gateway serves with the same one).",
-)
+@encoder_option("Query encoder Φ (recorded in the artifact; the gateway serves with the same one).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def train_command(
     dataset: str,

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from router_core.encoders import DEFAULT_KIND, bulk_encoder, known_kinds
+from router_core.cli_options import encoder_option
+from router_core.encoders import bulk_encoder
 
 
 @click.command("eval")
@@ -68,14 +69,7 @@ from router_core.encoders import DEFAULT_KIND, bulk_encoder, known_kinds
     default=None,
     help="Scorer LM for perplexity fingerprints (default: SmolLM2-135M, offline).",
 )
-@click.option(
-    "--encoder",
-    "encoder_kind",
-    type=click.Choice(known_kinds()),
-    default=DEFAULT_KIND,
-    show_default=True,
-    help="Query encoder Φ: every router is trained and tested on its vectors.",
-)
+@encoder_option("Query encoder Φ: every router is trained and tested on its vectors.")
 @click.option("--quiet", is_flag=True, help="No progress bars or log lines.")
 def eval_command(
     dataset: str,
