@@ -18,228 +18,57 @@ kept, is in docs/training-record.md.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from router_core.calibration import calibration_from_params, fit_calibration
-from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
-from router_core.encoders import bulk_encoder, encoder_for_router, make_encoder
+from router_core.encoders import encoder_for_router
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
-from router_core.readout import fit_readout
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.router import Expert, Router
+from router_core.train_calibration import _brier, _calibration, _readout_on_probes, _router
+from router_core.train_config import TrainConfig, TrainResult
+from router_core.train_data import (
+    _embed,
+    _positives,
+    _probe_set,
+    _Prompts,
+    _prompts,
+    aggregate_prompts,
+    data_hash,
+    fit_encoder,
+)
+from router_core.train_head import _HeadModule, _probe_kernel_init
 
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyperparameters: the papers' values (CSCR App. D, EquiRouter Table A1) where they
-    survived validation; the rest were chosen on dev folds carved from RouterBench's train
-    rows (never its test rows): see the validation record in the module docstring."""
-
-    seed: int = 0
-    # descriptors
-    n_probes: int = 192  # CSCR: 192 probes from the training set ...
-    exclude_probes: bool = False  # CSCR excludes them from training; keeping them validated
-    # no worse (RouterBench dev 0.854 either way, LLMRouter 0.622 vs 0.619)
-    # head g_θ: 384 → hidden → d (= descriptor dimension)
-    hidden: int = 256
-    init_head: Literal["random", "probe-kernel"] = "random"  # probe-kernel: kNN over probes
-    kernel_top: float = 0.05  # probe-kernel: share of training prompts each probe unit fires on
-    activation: str = "relu"
-    dropout: float = 0.1
-    # optimisation (CSCR: AdamW, lr 5e-4, batch 512, 10 epochs; full-batch steps with early
-    # stopping on val validated better here)
-    epochs: int = 300
-    batch_size: int = 0  # 0 = full batch (one step per epoch)
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    patience: int = 20  # epochs without a better validation criterion before stopping
-    # Eq. 8 (CSCR: K_b = 5, τ_min = 0.05, α = 0.25, γ = 0.2); "vanilla" = one band, γ = 0
-    loss: Literal["cscr", "vanilla"] = "cscr"
-    cs_weight: float = 0.02  # weight of Eq. 8 (or 6) beside the calibrated quality term
-    n_bands: int = 5
-    tau_min: float = 0.05
-    alpha: float = 0.25
-    gamma: float = 0.2
-    positive_tolerance: float = 0.0  # P(i) = {h: u_ih ≥ max_h u_ih − tol, u_ih > 0}
-    # CARO (EquiRouter: δ = 0 for 0/1 utilities, ρ = 0.1 on RouterBench, λ_CARO = 1)
-    use_caro: bool = True
-    caro_weight: float = 0.1
-    caro_delta: float = 0.0
-    caro_rho: float = 0.1
-    caro_scale: float = 20.0  # cosines are in [−1, 1]; 1/τ_min puts pairs on a logit scale
-    caro_on: Literal["similarity", "logit"] = "logit"  # rank a_h·s + b_h (routed) or s = q·e
-    # learned scale: joint per-model logistic on s (0 = off)
-    calib_weight: float = 1.0
-    calib_c: float = 1.0  # inverse L2 strength of the post-hoc calibration fit
-    # where p̂'s (a_h, b_h) come from: the jointly learned ones, or a post-hoc logistic fit
-    # on val rows, train rows, or both
-    calibrate: Literal["learned", "val", "train", "train+val"] = "train+val"
-    # models without training rows (unseen) where the table has their probe outcomes:
-    # "readout" fits each one's own direction and scale in the head's space on its probes
-    # (router_core.readout, replacing its footprint, or refining its fingerprint: below);
-    # "level" (and any model without probe outcomes) is placed by its probe level through
-    # the seen models' fit. (Refitting only (a_h, b_h) validated worse than both.)
-    calibrate_unseen: Literal["level", "readout"] = "readout"
-    readout_c: float = 1.0  # inverse L2 strength of the "readout" fit
-    # "readout" for fingerprinted unseen models too, where their probe outcomes are known:
-    # the fingerprint, times its level-rule slope (a_h·e_h), is the readout's prior mean
-    readout_fingerprints: bool = True
-    # decision rule stored in the artifact. k = 0 scores every expert: top-k by raw
-    # similarity (CSCR's k = 4) drops experts whose calibrated p̂ would win
-    k: int = 0
-    delta: float = 0.01
-    # data
-    val_fraction: float = 0.1  # carved from train when the table has no val rows
-    threads: int = 1  # torch CPU threads (fixed, for determinism)
-    progress: bool = True
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class TrainResult:
-    router: Router
-    metrics: dict[str, Any]
-    probes: ProbeSet
-    data_hash: str
-    history: list[dict] = field(default_factory=list)
-
-    def save(self, path: str | Path) -> Path:
-        """Write the versioned artifact (router_core.artifact) with metrics, hash, probes."""
-        from router_core.artifact import save_router
-
-        return save_router(
-            self.router,
-            path,
-            metrics=self.metrics,
-            data_hash=self.data_hash,
-            probes=self.probes.to_json(),
-            extra={
-                "probe_set": {
-                    "n": len(self.probes),
-                    "kind": self.router.experts[0].kind if self.router.experts else None,
-                }
-            },
-        )
-
-
-class _HeadModule(nn.Module):
-    """g_θ: Linear → act → dropout → Linear, then ℓ2 (the numpy Head mirrors it)."""
-
-    def __init__(self, d_in: int, hidden: int, d_out: int, activation: str, dropout: float):
-        super().__init__()
-        self.l1 = nn.Linear(d_in, hidden)
-        self.l2 = nn.Linear(hidden, d_out)
-        self.act = {"relu": nn.ReLU(), "gelu": nn.GELU(), "tanh": nn.Tanh()}[activation]
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.l2(self.drop(self.act(self.l1(x)))), dim=-1)
-
-    def to_numpy(self, activation: str) -> Head:
-        layers = tuple(
-            (lin.weight.detach().numpy().copy(), lin.bias.detach().numpy().copy())
-            for lin in (self.l1, self.l2)
-        )
-        return Head(layers=layers, activation=activation)
-
-
-def _probe_kernel_init(
-    head: _HeadModule, phi_probes: np.ndarray, phi_train: np.ndarray, top: float
-) -> None:
-    """Start g_θ as a kernel over the probes: unit j fires when x is near probe j.
-
-    h_j = relu(β(x·p_j − t_j)), t_j the (1 − top) quantile of probe j's similarity to the
-    training prompts, and the second layer the identity into probe coordinates, so that
-    q·e_h starts as a similarity-weighted average of model h's (normalised) probe outcomes:
-    a kNN over the probes, which the losses then refine. Needs d = N ≤ hidden and ReLU.
-    """
-    n = phi_probes.shape[0]
-    hidden, d_out = head.l1.out_features, head.l2.out_features
-    if n != d_out or n > hidden:
-        raise ValueError(f"probe-kernel init needs hidden ≥ N = d; got N={n}, hidden={hidden}")
-    sims = phi_train @ phi_probes.T  # (n_train, N)
-    t = np.quantile(sims, 1.0 - top, axis=0)
-    beta = 10.0
-    with torch.no_grad():
-        head.l1.weight[:n] = torch.as_tensor(beta * phi_probes)
-        head.l1.bias[:n] = torch.as_tensor(-beta * t)
-        head.l2.weight.zero_()
-        head.l2.weight[:, :n] = torch.eye(n)
-        head.l2.bias.zero_()
-
-
-def data_hash(table: RoutingTable) -> str:
-    """sha256 over what training reads: ids, text, models, quality, cost, split."""
-    h = hashlib.sha256()
-    h.update("\x1f".join(map(str, table.prompt_ids)).encode())
-    h.update("\x1f".join(map(str, table.prompts)).encode("utf-8", "surrogatepass"))
-    h.update("\x1f".join(table.models).encode())
-    h.update(np.ascontiguousarray(table.quality, dtype=np.float64).tobytes())
-    h.update(np.ascontiguousarray(table.cost, dtype=np.float64).tobytes())
-    h.update("\x1f".join(map(str, table.split)).encode())
-    return h.hexdigest()
-
-
-def aggregate_prompts(table: RoutingTable) -> RoutingTable:
-    """One row per prompt_id: mean quality and cost over repeated samples (DARS q̄, c̄)."""
-    ids, first, inv = np.unique(
-        np.asarray(table.prompt_ids, dtype=str), return_index=True, return_inverse=True
-    )
-    if len(ids) == len(table):
-        return table
-    order = np.argsort(first)  # keep first-appearance order
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    grp = rank[inv]
-    n = len(ids)
-
-    def mean(x: np.ndarray) -> np.ndarray:
-        ok = np.isfinite(x)
-        out = np.full((n, x.shape[1]), np.nan)
-        for j in range(x.shape[1]):
-            s = np.bincount(grp[ok[:, j]], weights=x[ok[:, j], j], minlength=n)
-            c = np.bincount(grp[ok[:, j]], minlength=n)
-            out[:, j] = np.where(c > 0, s / np.maximum(c, 1), np.nan)
-        return out
-
-    base = table.rows(first[order])
-    return replace(base, quality=mean(table.quality), cost=mean(table.cost), sample=None)
-
-
-def _positives(u: np.ndarray, tol: float) -> np.ndarray:
-    best = np.nanmax(np.where(np.isfinite(u), u, -np.inf), axis=1, keepdims=True)
-    return np.isfinite(u) & (u > 0) & (u >= best - tol)
-
-
-def _embed(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
-    if encoder is None:
-        encoder = bulk_encoder()
-    if getattr(encoder, "needs_fit", False) and not getattr(encoder, "fitted", False):
-        fit_encoder(encoder, table, progress)
-    return encoder.encode(list(map(str, table.prompts)), progress=progress)
-
-
-def fit_encoder(encoder: Any, table: RoutingTable, progress: bool = False) -> None:
-    """Fit an encoder that learns from data (activations: layer, standardiser, PCA) on the
-    training rows only, against the outcomes of the models a trainer may see."""
-    rows = np.flatnonzero(np.asarray(table.split) == "train")
-    seen = table.with_models(list(table.train_models))
-    encoder.fit([str(t) for t in table.prompts[rows]], seen.quality[rows], progress)
+# re-exported: what other code imports from router_core.training
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "_HeadModule",
+    "_Prompts",
+    "_brier",
+    "_calibration",
+    "_caro_by_pattern",
+    "_embed",
+    "_positives",
+    "_probe_kernel_init",
+    "_probe_set",
+    "_prompts",
+    "_readout_on_probes",
+    "_router",
+    "aggregate_prompts",
+    "data_hash",
+    "fit_encoder",
+    "train_router",
+]
 
 
 def train_router(
@@ -349,54 +178,6 @@ def _train(
     return TrainResult(
         router=router, metrics=metrics, probes=probes, data_hash=data.dhash, history=fit.history
     )
-
-
-@dataclass(frozen=True)
-class _Prompts:
-    """The training and validation prompts (one row per prompt) with their Φ(x)."""
-
-    table: RoutingTable  # train and val rows of every described model
-    dhash: str
-    train: RoutingTable
-    phi_train: np.ndarray
-    val: RoutingTable
-    phi_val: np.ndarray
-
-
-def _prompts(table: RoutingTable, cfg: TrainConfig, models: tuple[str, ...], encoder: Any,
-             embeddings: np.ndarray | None) -> _Prompts:
-    keep = np.isin(np.asarray(table.split), ["train", "val"])
-    if embeddings is not None:
-        embeddings = np.asarray(embeddings, dtype=np.float32)[keep]
-    table = table.rows(keep).with_models(models)
-    table = carve_val(table, cfg.val_fraction, cfg.seed)
-    dhash = data_hash(table)
-    phi_all = embeddings if embeddings is not None else _embed(table, encoder, cfg.progress)
-    # one row per prompt (repeated samples averaged), per split
-    parts = {}
-    for s in ("train", "val"):
-        mask = np.asarray(table.split) == s
-        sub = table.rows(mask)
-        _, first = np.unique(np.asarray(sub.prompt_ids, dtype=str), return_index=True)
-        parts[s] = (aggregate_prompts(sub), phi_all[mask][np.sort(first)])
-    return _Prompts(table, dhash, *parts["train"], *parts["val"])
-
-
-def _probe_set(probes: ProbeSet | None, init: Router | None, train: RoutingTable,
-               cfg: TrainConfig) -> ProbeSet:
-    """The given probes (all training prompts), else a warm start's, else a seeded sample."""
-    if probes is not None and not set(probes.ids) <= set(map(str, train.prompt_ids)):
-        raise ValueError("every probe must be a training prompt of the table")
-    if probes is None and init is not None and init.config.get("probe_ids"):
-        ids = list(init.config["probe_ids"])
-        if set(ids) <= set(map(str, train.prompt_ids)):
-            pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
-            probes = ProbeSet(
-                ids=tuple(ids), prompts=tuple(str(train.prompts[pos[p]]) for p in ids)
-            )
-    if probes is None:
-        probes = ProbeSet.sample(train, cfg.n_probes, seed=cfg.seed)
-    return probes
 
 
 @dataclass(frozen=True)
@@ -585,72 +366,6 @@ def _epochs(cfg: TrainConfig, fit: _Fit, opt: Any, objective: Callable[..., Any]
     return best
 
 
-def _calibration(cfg: TrainConfig, fit: _Fit, np_head: Head, E: np.ndarray, data: _Prompts,
-                 models: tuple[str, ...], train_models: tuple[str, ...], cols: np.ndarray,
-                 level: Any) -> Calibration:
-    """p̂'s (a_h, b_h): the jointly learned ones, or a post-hoc logistic fit (cfg.calibrate)."""
-    how = cfg.calibrate if (cfg.calibrate != "learned" or cfg.calib_weight > 0) else "val"
-    if how == "learned":
-        names = [models[i] for i in cols]
-        return calibration_from_params(
-            fit.a.detach().numpy(), fit.b.detach().numpy(), names, models, level
-        )
-    # post-hoc logistic on held-out val rows (train rows when there are none)
-    train, val = data.train, data.val
-    if how == "val" and not len(val):
-        how = "train"
-    xs = {"val": [data.phi_val], "train": [data.phi_train],
-          "train+val": [data.phi_train, data.phi_val]}[how]
-    us = {
-        "val": [val.quality],
-        "train": [train.quality],
-        "train+val": [train.quality, val.quality],
-    }[how]
-    S_cal = np_head(np.concatenate(xs)) @ E.T
-    return fit_calibration(
-        S_cal,
-        np.concatenate(us),
-        models,
-        fit_models=train_models,
-        level=level,
-        c=cfg.calib_c,
-    )
-
-
-def _router(cfg: TrainConfig, kind: DescriptorKind, data: _Prompts, encoder: Any,
-            np_head: Head, experts: tuple[Expert, ...], calibration: Calibration,
-            train_models: tuple[str, ...], probes: ProbeSet) -> Router:
-    """The runtime router, named by data, settings (training and encoder) and seed: a
-    rebuilt artifact gets a new name."""
-    table = data.table
-    encoder_settings = (encoder if hasattr(encoder, "settings") else make_encoder()).settings()
-    settings = json.dumps(
-        {**cfg.to_dict(), "progress": None, "encoder": encoder_settings},
-        sort_keys=True,
-        default=str,
-    )
-    chash = hashlib.sha256(settings.encode()).hexdigest()[:4]
-    version = f"{table.name}-{data.dhash[:8]}-{chash}-s{cfg.seed}"
-    return Router(
-        version=version,
-        head=np_head,
-        experts=experts,
-        calibration=calibration,
-        k=cfg.k,
-        delta=cfg.delta,
-        config={
-            "train": cfg.to_dict(),
-            "descriptor": kind.config(),
-            "dataset": table.name,
-            "train_models": list(train_models),
-            "probe_ids": list(probes.ids),
-            "cost_unit": table.cost_unit,
-            # the embeddings' settings: the gateway builds its encoder from them
-            "encoder": encoder_settings,
-        },
-    )
-
-
 def _caro_by_pattern(caro: CaroRanking, z, u, c, avail) -> torch.Tensor:
     """CARO over the experts each query was observed with: pairs need two outcomes, so rows
     are grouped by their pattern of observed experts and each group ranks only its columns
@@ -668,59 +383,6 @@ def _caro_by_pattern(caro: CaroRanking, z, u, c, avail) -> torch.Tensor:
         sub = caro(z[rows][:, cols], u[rows][:, cols], c[rows][:, cols])
         total = total + sub * (len(rows) / len(z))
     return total
-
-
-def _readout_on_probes(
-    calibration: Calibration,
-    head: Head,
-    E: np.ndarray,
-    train: RoutingTable,
-    phi_train: np.ndarray,
-    probes: ProbeSet,
-    models: Sequence[str],
-    train_models: Sequence[str],
-    c: float,
-    kind_of: Callable[[str], str],
-    fingerprints: bool,
-) -> tuple[np.ndarray, Calibration]:
-    """For each model without training rows: a logistic readout of q over its probe outcomes.
-
-    The model gets its own direction in the head's space, learned from the N probes it was
-    observed on, on top of a representation learned from the seen models. A fingerprinted
-    model (``fingerprints``) keeps its fingerprint as the prior mean a_h·e_h, which its
-    outcomes refine; without ``fingerprints`` it keeps its fingerprint as it is.
-    """
-    unseen = [
-        m
-        for m in models
-        if m not in set(train_models) and (fingerprints or kind_of(m) == ProbeOutcome.name)
-    ]
-    if not unseen:
-        return E, calibration
-    pos = {p: i for i, p in enumerate(map(str, train.prompt_ids))}
-    rows = [pos[p] for p in probes.ids if p in pos]
-    Q = head(phi_train[rows])
-    E = E.copy()
-    a, b = dict(calibration.a), dict(calibration.b)
-    for m in unseen:
-        i = list(models).index(m)
-        own = kind_of(m) == ProbeOutcome.name
-        prior = None if own else calibration.a.get(m, calibration.a0) * E[i]
-        r = fit_readout(Q, train.quality[rows, list(train.models).index(m)], c, prior=prior)
-        if r is not None:  # no signal (all right or all wrong): the level rule stays
-            E[i] = r.descriptor
-            a[m], b[m] = r.a, r.b
-    return E, replace(calibration, a=a, b=b)
-
-
-def _brier(router: Router, phi: np.ndarray, quality: np.ndarray) -> float:
-    """Mean squared error of p̂ against observed quality on val (a calibration check)."""
-    s = router.project(phi) @ np.stack([e.descriptor for e in router.experts]).T
-    p = np.stack(
-        [router.calibration(e.name, s[:, i]) for i, e in enumerate(router.experts)], axis=1
-    )
-    ok = np.isfinite(quality)
-    return float(np.mean((p[ok] - quality[ok]) ** 2))
 
 
 def _progress(total: int, enabled: bool, desc: str):
