@@ -44,18 +44,24 @@ def test_redis_admission_is_atomic_across_limiters(redis_prefix: str) -> None:
     """Two limiters (as two replicas would have), 60 concurrent admissions, rpm 25: exactly
     25 pass whatever the interleaving."""
 
-    async def main() -> int:
+    async def main(tenant: str) -> tuple[int, int]:
         lims = [RateLimiter(REDIS_URL, Limits(25, None), prefix=redis_prefix) for _ in range(2)]
-        results = await asyncio.gather(*(lims[i % 2].admit("tenant", None) for i in range(60)))
+        for lim in lims:  # load the script and open a connection before the burst
+            await lim.admit("warm-up", None)
+        results = await asyncio.gather(*(lims[i % 2].admit(tenant, None) for i in range(60)))
+        errors = sum(lim.redis_errors for lim in lims)
         for lim in lims:
             await lim.close()
-        return sum(v.admitted for v in results)
+        return sum(v.admitted for v in results), errors
 
-    # all 60 inside one window unless we straddle a minute boundary; then retry once
-    n = asyncio.run(main())
-    if n != 25:
-        n = asyncio.run(main())
-    assert n == 25
+    # A minute boundary inside the burst, or a Redis timeout on a loaded machine (the limiter
+    # then falls back in process, by design), spoils an attempt; each attempt counts afresh
+    # under its own tenant, and only an attempt Redis fully answered is judged.
+    for attempt in range(3):
+        n, errors = asyncio.run(main(f"tenant-{attempt}"))
+        if errors == 0 and n == 25:
+            break
+    assert errors == 0 and n == 25
 
 
 def test_verdict_headers_count_the_window() -> None:

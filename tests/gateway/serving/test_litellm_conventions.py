@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+import uuid
 
 import httpx
 import openai
@@ -59,7 +60,7 @@ def gw(upstream: FakeUpstream, test_router: Any, encoder: Any,
 
 
 def _tenant(gw: Gateway, **body: Any) -> str:
-    r = httpx.post(gw.base_url + "/admin/tenants", json={"name": f"t{id(body)}", **body},
+    r = httpx.post(gw.base_url + "/admin/tenants", json={"name": f"t-{uuid.uuid4().hex[:12]}", **body},
                    headers={"authorization": f"Bearer {MASTER}"}, timeout=30)
     assert r.status_code == 201, r.text
     return r.json()["api_key"]
