@@ -25,7 +25,8 @@ Scenarios (each also runs on its own in tests/reliability/test_hostile.py):
 6. metrics: /metrics without a key and with a tenant key, on each replica: answers that
    were not 401.
 Also replayed and printed: 200 feedbacks on one request (one observation stays), an 8 MB
-comment, NUL in a comment, wrong keys from one address (throttled), the dashboard cookie.
+comment, NUL in a comment, wrong tenant and admin keys from one address (throttled; the
+admin key from another address still works), the dashboard cookie.
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
 lost_rows=… metrics_open=…``.
 """
@@ -95,8 +96,10 @@ def _hostile_messages(url: str) -> list[dict]:
 
 
 def _scrape(base_url: str) -> str:
-    return httpx.get(base_url + "/metrics", timeout=60,
-                     headers={"authorization": f"Bearer {ADMIN_KEY}"}).text
+    r = httpx.get(base_url + "/metrics", timeout=60,
+                  headers={"authorization": f"Bearer {ADMIN_KEY}"})
+    r.raise_for_status()
+    return r.text
 
 
 def _metric(text: str, name: str, contains: str = "") -> float:
@@ -271,15 +274,25 @@ def feedback_scenario(env: Env, rec: Recorder) -> dict[str, Any]:
 
 
 def login_scenario(env: Env) -> dict[str, Any]:
+    """Wrong tenant keys, then wrong admin keys, from this address on one replica (429 past
+    20); the admin key from another loopback address (127.0.0.2) is still answered."""
     base = env.replicas[0].base_url
+    key, _ = env.tenant()  # before the guesses: the admin key is refused here after them
     codes = [httpx.post(base + "/v1/chat/completions", json={"model": "auto", "messages": MSG},
                         headers={"authorization": f"Bearer sk-tg-guess{i}"},
                         timeout=30).status_code for i in range(25)]
-    key, _ = env.tenant()
+    admin_codes = [httpx.get(base + "/admin/tenants", timeout=30,
+                             headers={"authorization": f"Bearer {guess}"}).status_code
+                   for guess in ("admin-guess", ADMIN_KEY)]
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"),
+                      timeout=30) as other:
+        elsewhere = other.get(base + "/admin/tenants",
+                              headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code
     login = httpx.post(env.replicas[-1].base_url + "/dashboard/login", data={"key": key},
                        timeout=30)
     cookie = login.cookies.get("tollgate_dashboard", "")
     return {"wrong_key_codes": {c: codes.count(c) for c in set(codes)},
+            "admin_key_codes_after": admin_codes, "admin_key_elsewhere": elsewhere,
             "cookie_is_not_the_key": bool(cookie) and key not in cookie}
 
 
@@ -389,10 +402,10 @@ def main(argv: list[str] | None = None) -> None:
             print("metrics:", metrics, flush=True)
             fuzz = fuzz_scenario(env, rec, sizes["fuzz_examples"], sizes["schema_examples"])
             print("fuzz:", fuzz, flush=True)
-            # last: it throttles this machine's address on one replica for a minute
-            print("logins:", login_scenario(env), flush=True)
             opened = sum(_metric(_scrape(r.base_url), "tollgate_circuit_transitions_total",
                                  'state="open"') for r in env.replicas)
+            # last: it throttles this machine's address on one replica for a minute
+            print("logins:", login_scenario(env), flush=True)
             lost = env.missing_rows(rec.ids)
             print(f"requests with ids: {len(rec.ids)}, 5xx seen: {len(rec.server_errors)}",
                   flush=True)

@@ -22,7 +22,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway import __version__
-from gateway.auth import FailedLogins, authenticate, bearer_key, may_read_metrics
+from gateway.auth import (
+    FailedLogins,
+    authenticate,
+    bearer_key,
+    checked_secret,
+    client_address,
+    may_read_metrics,
+)
 from gateway.config import Settings
 from gateway.context import GatewayContext, call
 from gateway.errors import GatewayError, as_gateway_error, model_not_found, unauthorized
@@ -295,9 +302,16 @@ async def ready(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     """Prometheus text, for operators only (the admin key or ``metrics_token``): per-tenant
-    budget and spend gauges are in it."""
+    budget and spend gauges are in it. Wrong tokens are throttled per client address with
+    wrong keys (gateway/auth.py)."""
     ctx: GatewayContext = request.app.state.ctx
-    if not may_read_metrics(ctx.settings, bearer_key(request)):
+    key = bearer_key(request)
+    try:
+        allowed = key is not None and checked_secret(
+            ctx, key, client_address(request), lambda k: may_read_metrics(ctx.settings, k))
+    except GatewayError as e:
+        return e.response()
+    if not allowed:
         return unauthorized("/metrics needs the admin key or the metrics token "
                             "(Authorization: Bearer <token>).").response()
     # in a thread: the budget gauges read the database at scrape time

@@ -11,6 +11,12 @@ with ``Retry-After`` instead of a lookup, so guessing keys costs the guesser, no
 database; a key the store holds as live in its cache still works from that address (tenants
 behind the same NAT or proxy as a guesser are not locked out). Counted per replica (in
 memory); a missing key is not a guess and is not counted.
+
+Wrong operator secrets (the admin key on the admin API, the dashboard login and the review
+surfaces; the metrics token on /metrics) count in the same throttle. An address over its limit
+gets 429 even for the right admin key or token: each is one secret an operator chose, and
+answering it at a throttled address would let a guesser go on; the operator is unaffected
+from any other address.
 """
 
 from __future__ import annotations
@@ -73,6 +79,33 @@ class FailedLogins:
             self._seen.popitem(last=False)
 
 
+def refused(ctx: Any, address: str | None) -> GatewayError | None:
+    """The 429 for ``address`` while it is over its wrong-key limit, else None."""
+    throttle: FailedLogins | None = getattr(ctx, "failed_logins", None)
+    if throttle is None or address is None:
+        return None
+    return throttle.refusal(address)
+
+
+def count_wrong_key(ctx: Any, address: str | None) -> None:
+    throttle: FailedLogins | None = getattr(ctx, "failed_logins", None)
+    if throttle is not None and address is not None:
+        throttle.failed(address)
+
+
+def checked_secret(ctx: Any, key: str, address: str | None,
+                   accepts: Callable[[str], bool]) -> bool:
+    """Whether ``accepts(key)`` (the admin key, the metrics token); a wrong key counts
+    against ``address``; 429 for an address over its limit, before any comparison."""
+    refusal = refused(ctx, address)
+    if refusal is not None:
+        raise refusal
+    if accepts(key):
+        return True
+    count_wrong_key(ctx, address)
+    return False
+
+
 def client_address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
@@ -117,8 +150,7 @@ async def tenant_for_key(ctx: GatewayContext, key: str) -> Any:
 async def checked_tenant(ctx: GatewayContext, key: str, address: str | None) -> Any:
     """``tenant_for_key`` with wrong keys counted against ``address`` (module docstring);
     429 for an address over its limit unless the key is cached as live."""
-    throttle: FailedLogins | None = getattr(ctx, "failed_logins", None)
-    refusal = throttle.refusal(address) if throttle and address is not None else None
+    refusal = refused(ctx, address)
     if refusal is not None:
         cached = getattr(ctx.store, "cached_tenant", None)
         tenant = cached(key) if cached is not None else None
@@ -126,8 +158,8 @@ async def checked_tenant(ctx: GatewayContext, key: str, address: str | None) -> 
             raise refusal
         return tenant
     tenant = await tenant_for_key(ctx, key)
-    if tenant is None and throttle is not None and address is not None:
-        throttle.failed(address)
+    if tenant is None:
+        count_wrong_key(ctx, address)
     return tenant
 
 
@@ -167,10 +199,13 @@ class Principal:
 async def principal_for_key(ctx: GatewayContext, key: str | None,
                             address: str | None = None) -> Principal | None:
     """The admin for the admin key, the tenant for a live tenant key, else None; with the
-    caller's ``address``, wrong keys are throttled as in ``authenticate``."""
+    caller's ``address``, wrong keys are throttled as in ``authenticate`` (and the admin key
+    is refused at an address over its limit, module docstring)."""
     if not key:
         return None
     if is_admin_key(ctx.settings, key):
+        if (refusal := refused(ctx, address)) is not None:
+            raise refusal
         return Principal(admin=True)
     tenant = await checked_tenant(ctx, key, address)
     if tenant is None:

@@ -27,7 +27,7 @@ from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from sqlalchemy.exc import DataError
 
-from gateway.auth import admin_key, bearer_key, is_admin_key
+from gateway.auth import admin_key, bearer_key, checked_secret, client_address, is_admin_key
 from gateway.errors import GatewayError, as_gateway_error, invalid
 from gateway.store.errors import Conflict, NotFound, StoreUnavailable
 from gateway.store.records import NewKey
@@ -104,13 +104,18 @@ def _store(request: Request) -> Store:
 
 
 async def require_admin(request: Request) -> None:
-    """The admin key, compared in constant time."""
-    settings = getattr(getattr(request.app.state, "ctx", None), "settings", None)
+    """The admin key, compared in constant time; wrong keys are throttled per client address
+    with the wrong tenant keys (gateway/auth.py: 429 with Retry-After past the limit)."""
+    ctx = getattr(request.app.state, "ctx", None)
+    settings = getattr(ctx, "settings", None)
     if not admin_key(settings):
         raise GatewayError(403, "The admin API is disabled: set TOLLGATE_ADMIN_KEY.",
                          "permission_error", code="admin_disabled")
-    given = bearer_key(request) or request.headers.get("x-admin-key", "")
-    if not is_admin_key(settings, given):
+    given = bearer_key(request) or request.headers.get("x-admin-key", "").strip()
+    if not given:
+        raise GatewayError(401, "Incorrect admin key provided.", code="invalid_api_key")
+    if not checked_secret(ctx, given, client_address(request),
+                          lambda key: is_admin_key(settings, key)):
         raise GatewayError(401, "Incorrect admin key provided.", code="invalid_api_key")
 
 

@@ -15,6 +15,7 @@ from gateway.auth import (
     checked_tenant,
     client_address,
     is_admin_key,
+    refused,
     require_principal,
 )
 from gateway.context import GatewayContext
@@ -28,6 +29,8 @@ async def login_session(ctx: GatewayContext, request: Request, key: str) -> str 
     """Open a session for the admin key or a live tenant key: the cookie value, or None for
     a wrong key (counted against the caller's address; 429 when over its limit)."""
     if is_admin_key(ctx.settings, key):
+        if (refusal := refused(ctx, client_address(request))) is not None:
+            raise refusal
         return await ctx.store.open_session(admin=True, key_id=None, ttl_s=SESSION_TTL_S)
     tenant = await checked_tenant(ctx, key, client_address(request))
     if tenant is None:

@@ -56,11 +56,12 @@ def _templates() -> Environment:
                        autoescape=select_autoescape(["html"]))
 
 
-def _html(env: Environment, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+def _html(env: Environment, name: str, status: int = 200,
+          headers: dict[str, str] | None = None, **values: Any) -> HTMLResponse:
     body = env.get_template(name).render(**values)
     return HTMLResponse(body, status_code=status, headers={
         "content-security-policy": CSP, "x-content-type-options": "nosniff",
-        "referrer-policy": "no-referrer", "cache-control": "no-store"})
+        "referrer-policy": "no-referrer", "cache-control": "no-store", **(headers or {})})
 
 
 def _scope(who: Principal, tenant: str | None) -> tuple[str, ...] | None:
@@ -110,8 +111,9 @@ class _Pages:
         key = (form.get("key") or [""])[0].strip()
         try:
             cookie = await login_session(ctx, request, key) if key else None
-        except GatewayError as e:  # too many wrong keys from this address
-            return _html(self.env, "login.html", status=e.status, error=e.message)
+        except GatewayError as e:  # too many wrong keys from this address: 429, Retry-After
+            return _html(self.env, "login.html", status=e.status, headers=e.headers,
+                         error=e.message)
         if cookie is None:
             return _html(self.env, "login.html", status=401,
                          error="That key is not the admin key or a live tenant key.")

@@ -1,8 +1,8 @@
 """A hostile tenant, one scenario per test, against a real gateway on PostgreSQL through the
 OpenAI SDK (bench/hostile.py replays them all on two replicas): no overspend, no circuit
 opened by a client's own bad request, no image URL fetched, no 500 for bad input, every log
-row stored, /metrics for operators only, feedback bounded, wrong keys throttled, dashboard
-sessions that are not the key."""
+row stored, /metrics for operators only, feedback bounded, wrong keys (tenant and admin)
+throttled, dashboard sessions that are not the key."""
 
 from __future__ import annotations
 
@@ -241,6 +241,59 @@ def test_wrong_keys_are_throttled_per_address(gw: Gateway) -> None:
              for i in range(21)]
     assert codes[:20] == [401] * 20 and codes[20] == 429
     client.chat.completions.create(model="auto", messages=MSG)
+
+
+def test_wrong_admin_keys_are_throttled_per_address(make_gateway: MakeGateway,
+                                                    pg_url: str) -> None:
+    """Wrong admin keys and metrics tokens count with wrong tenant keys: past 20 an address
+    gets 429 (OpenAI error body, Retry-After) on the admin API, /metrics, the dashboard login
+    and the chat API, even for the right admin key; another address is unaffected."""
+    gw = make_gateway(db_url=pg_url, metrics_token="scrape-token")
+    key, _ = gw.tenant()
+    gw.client(key).chat.completions.create(model="auto", messages=MSG)  # live in the cache
+    base = gw.base_url
+    wrong = {"authorization": "Bearer not-the-admin-key"}
+    codes = []
+    for i in range(20):
+        if i % 3 == 0:
+            r = httpx.get(base + "/admin/tenants", headers=wrong, timeout=30)
+        elif i % 3 == 1:
+            r = httpx.get(base + "/metrics", headers=wrong, timeout=30)
+        else:
+            r = httpx.post(base + "/dashboard/login", data={"key": "not-the-admin-key"},
+                           timeout=30)
+        codes.append(r.status_code)
+    assert codes == [401] * 20
+
+    def refused(r: httpx.Response, json_body: bool = True) -> None:
+        assert r.status_code == 429, r.text
+        assert 1 <= int(r.headers["retry-after"]) <= 60
+        if json_body:
+            err = r.json()["error"]
+            assert err["type"] == "rate_limit_error" and err["code"] == "too_many_failed_logins"
+
+    admin = {"authorization": f"Bearer {ADMIN_KEY}"}
+    refused(httpx.get(base + "/admin/tenants", headers=wrong, timeout=30))
+    refused(httpx.get(base + "/admin/tenants", headers={"x-admin-key": ADMIN_KEY}, timeout=30))
+    refused(httpx.get(base + "/metrics", headers=admin, timeout=30))
+    refused(httpx.get(base + "/metrics", timeout=30,
+                      headers={"authorization": "Bearer scrape-token"}))
+    refused(httpx.get(base + "/dashboard/api/summary", headers=admin, timeout=30))
+    refused(httpx.post(base + "/dashboard/login", data={"key": ADMIN_KEY}, timeout=30),
+            json_body=False)  # the login form answers its HTML page, with 429 and Retry-After
+    refused(httpx.post(base + "/v1/chat/completions", json={"model": "auto", "messages": MSG},
+                       headers={"authorization": "Bearer sk-tg-guess"}, timeout=30))
+    gw.client(key).chat.completions.create(model="auto", messages=MSG)  # still served
+
+    # The right keys from another address (127.0.0.2, also this machine) are unaffected.
+    other = httpx.Client(base_url=base, timeout=30,
+                         transport=httpx.HTTPTransport(local_address="127.0.0.2"))
+    with other:
+        assert other.get("/admin/tenants", headers=admin).status_code == 200
+        assert other.get("/metrics", headers={"authorization": "Bearer scrape-token"}
+                         ).status_code == 200
+        assert other.post("/dashboard/login", data={"key": ADMIN_KEY}).status_code == 303
+        assert other.get("/admin/tenants", headers=wrong).status_code == 401
 
 
 def test_the_dashboard_cookie_is_a_signed_session_that_logout_ends(gw: Gateway) -> None:
