@@ -72,6 +72,15 @@ class GatewayMetrics:
             "tollgate_budget_overrun_usd",
             "USD providers reported past the reserved bound (booked as overrun, not spent).",
             registry=r)
+        self.timeout_charges = Counter(
+            "tollgate_timeout_charges",
+            "Upstream attempts that timed out after the request was sent, charged to the "
+            "tenant at the prompt's input cost (the provider may bill them), by backend.",
+            ["model"], registry=r)
+        self.timeout_charged_usd = Counter(
+            "tollgate_timeout_charged_usd",
+            "USD charged to tenants for attempts that timed out after sending, by backend.",
+            ["model"], registry=r)
 
 
 log = logging.getLogger(__name__)

@@ -14,6 +14,12 @@ Budget rule (the hard budget is never exceeded by design, not by luck):
   429 ``budget_exceeded`` when no candidate fits.
 - A fallback to a dearer backend tops up the reservation; settlement charges the actual cost
   across the reservations and releases the rest.
+- An attempt that timed out after its request was sent may be billed by the provider (it has
+  the prompt): it costs the tenant the prompt's input cost on that backend, N̂·p_in with N̂
+  the tokenizer's count (at most the bound N_prompt), whether or not another backend then
+  answers; later attempts are held on top of it (gateway/serving/budget_hold.py), so the
+  total stays within the hold. Logged as the attempt's ``charged_usd``, counted in
+  ``tollgate_timeout_charges`` / ``tollgate_timeout_charged_usd``.
 """
 
 from __future__ import annotations
@@ -38,7 +44,14 @@ from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
-from gateway.serving.upstream import OpenStream, UpstreamFailure, classify, complete, open_stream
+from gateway.serving.upstream import (
+    Billed,
+    OpenStream,
+    UpstreamFailure,
+    classify,
+    complete,
+    open_stream,
+)
 
 
 class Exchange:
@@ -58,6 +71,8 @@ class Exchange:
         self.cost_usd: float | None = None
         self.ttft_ms: float | None = None
         self.answer_text = ""  # what the client received, for the learning loop
+        self.timeout_charges: list[tuple[str, float]] = []  # (backend, USD) owed for timeouts
+        self._charges_logged = 0
         self.finished = False
 
     @property
@@ -77,7 +92,8 @@ class Exchange:
         async for b, params in self._attempts(plan):
             started = time.perf_counter()
             try:
-                reply = await forward(b, plan.request.messages, params)
+                reply = await forward(b, plan.request.messages, params,
+                                      billed=self._billed(b, plan))
             except UpstreamFailure as f:
                 last = f
                 self._upstream_result(b, f, started)
@@ -120,6 +136,19 @@ class Exchange:
                 params[field] = cap
             yield b, params
 
+    def _billed(self, b: Backend, plan: Plan) -> Billed:
+        """The hook an attempt on ``b`` reports billable timeouts to: the request owes the
+        prompt's input cost on ``b`` (module docstring); another deployment of ``b`` may be
+        tried only if the hold covers it on top."""
+
+        async def billed(failure: UpstreamFailure, another: bool) -> bool:
+            tokens = min(plan.prompt_tokens or 0, plan.prompt_bound(b))
+            usd = self.hold.owe(self.ctx.prices[b.model_name].cost(tokens, 0))
+            self.timeout_charges.append((b.model_name, usd))
+            return another and await self.hold.fits_again()
+
+        return billed
+
     def _record(self, b: Backend, status: int, error: str | None, started: float) -> None:
         self.attempts.append({"model": b.model_name, "status": status, "error": error,
                               "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
@@ -129,6 +158,10 @@ class Exchange:
         """An attempt that reached the upstream: to the circuit breaker and the attempt log."""
         self.ctx.reliability.upstream_result(b.model_name, f)
         self._record(b, 200 if f is None else f.status, None if f is None else str(f), started)
+        charged = sum(usd for _, usd in self.timeout_charges[self._charges_logged:])
+        self._charges_logged = len(self.timeout_charges)
+        if charged:
+            self.attempts[-1]["charged_usd"] = charged
 
     def _final_error(self, last: UpstreamFailure | None) -> GatewayError:
         if last is None and self.circuit_open is not None:
@@ -217,12 +250,16 @@ class Exchange:
         return h
 
     # settling and logging ---------------------------------------------------------------
-    def _actual_cost(self) -> float:
-        """c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out (0 if unanswered)."""
+    def _answer_cost(self) -> float:
+        """usage.prompt_tokens · p_in + usage.completion_tokens · p_out (0 if unanswered)."""
         if self.answered is None or self.prompt_tokens is None:
             return 0.0
         price = self.ctx.prices[self.answered.model_name]
         return price.cost(self.prompt_tokens, self.completion_tokens or 0)
+
+    def _actual_cost(self) -> float:
+        """c = the answer's cost + what timed-out attempts owe (module docstring)."""
+        return self._answer_cost() + self.hold.owed
 
     async def finish(self, status: int, error: str | None) -> None:
         """Settle the held money with the actual cost, count, and queue the log row (once)."""
@@ -250,8 +287,12 @@ class Exchange:
         stream = str(bool(self.plan and self.plan.request.stream)).lower()
         m.requests.labels(route, model, str(status), stream).inc()
         m.latency.labels(route, stream).observe(time.perf_counter() - self.t0)
+        for backend, usd in self.timeout_charges:
+            m.timeout_charges.labels(backend).inc()
+            m.timeout_charged_usd.labels(backend).inc(usd)
+            m.cost.labels(backend).inc(usd)
         if self.answered is not None:
-            m.cost.labels(model).inc(self.cost_usd)
+            m.cost.labels(model).inc(self._answer_cost())
             m.tokens.labels(model, "prompt").inc(self.prompt_tokens or 0)
             m.tokens.labels(model, "completion").inc(self.completion_tokens or 0)
 
@@ -269,7 +310,7 @@ class Exchange:
             pool=tuple(routed.by_router_model.values()) if routed else (),
             backend=b.model_name if b else None,
             router_model=b.router_model if b else None,
-            cost_usd=self.cost_usd,
+            cost_usd=self._answer_cost(),  # the answer's own cost (no timeout charges)
             answer_text=self.answer_text,
         )
 

@@ -16,6 +16,11 @@ here keep every upstream call one plain ``litellm.acompletion`` the gateway acco
 A failure inside litellm before anything was sent (litellm wraps a TypeError on a malformed
 part as a "connection" error) is ``not_sent``: the request's fault, never the backend's, so it
 neither counts against a circuit breaker nor moves on to the next candidate.
+
+A timeout after the connection was made is ``billable``: the provider has the prompt and may
+bill it though no answer came. Each one, a deployment of a group included, is reported to the
+caller's ``billed`` hook (the exchange charges the tenant for it and says whether the budget
+covers another deployment) before the next deployment is tried.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +50,7 @@ class UpstreamFailure(Exception):
     kind: str  # timeout | connection | rate_limited | server_error | bad_response | ...
     message: str
     retryable: bool
+    billable: bool = False  # the provider may bill it: it timed out after the request was sent
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.status}): {self.message}"
@@ -53,15 +59,26 @@ class UpstreamFailure(Exception):
 # Errors of local code: in the context of a litellm error they mean the request never left.
 LOCAL_FAULTS = (TypeError, AttributeError, KeyError, IndexError, RecursionError, UnicodeError)
 NETWORK_FAULTS = (OSError, asyncio.TimeoutError, httpx.HTTPError)
+# Timeouts before the request could be written: nothing reached the provider.
+UNSENT_TIMEOUTS = (httpx.ConnectTimeout, httpx.PoolTimeout)
+
+# Called for each billable failure with whether another deployment of the backend would be
+# tried next; returns whether it may be (False: stop, e.g. the budget does not cover it).
+Billed = Callable[[UpstreamFailure, bool], Awaitable[bool]]
 
 
-def _local_fault(exc: BaseException) -> BaseException | None:
-    """The local error a litellm exception wraps, unless a network error is in the chain."""
+def _chain(exc: BaseException) -> list[BaseException]:
     seen: list[BaseException] = []
     cur: BaseException | None = exc
     while cur is not None and len(seen) < 16 and cur not in seen:
         seen.append(cur)
         cur = cur.__cause__ or cur.__context__
+    return seen
+
+
+def _local_fault(exc: BaseException) -> BaseException | None:
+    """The local error a litellm exception wraps, unless a network error is in the chain."""
+    seen = _chain(exc)
     if any(isinstance(e, NETWORK_FAULTS) for e in seen):
         return None
     local = [e for e in seen[1:] if isinstance(e, LOCAL_FAULTS)
@@ -77,7 +94,8 @@ def classify(exc: BaseException) -> UpstreamFailure:
         return UpstreamFailure(400, "not_sent", "the request could not be sent upstream: "
                                f"{type(local).__name__}: {str(local)[:300]}", False)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, litellm.Timeout)):
-        return UpstreamFailure(504, "timeout", msg or "upstream timed out", True)
+        sent = not any(isinstance(e, UNSENT_TIMEOUTS) for e in _chain(exc))
+        return UpstreamFailure(504, "timeout", msg or "upstream timed out", True, billable=sent)
     if isinstance(exc, litellm.ContextWindowExceededError):
         return UpstreamFailure(400, "context_window_exceeded", msg, True)
     if isinstance(exc, litellm.RateLimitError):
@@ -165,7 +183,17 @@ def _next_deployment(backend: Backend, failure: UpstreamFailure, left: int) -> b
     return True
 
 
-async def complete(backend: Backend, messages: list[dict], params: dict[str, Any]) -> Any:
+async def _may_go_on(backend: Backend, failure: UpstreamFailure, left: int,
+                     billed: Billed | None) -> bool:
+    """Report a billable failure to ``billed``; whether the group's next deployment is tried."""
+    go_on = _next_deployment(backend, failure, left)
+    if failure.billable and billed is not None:
+        go_on = await billed(failure, go_on) and go_on
+    return go_on
+
+
+async def complete(backend: Backend, messages: list[dict], params: dict[str, Any],
+                   billed: Billed | None = None) -> Any:
     """A non-streaming call; raises UpstreamFailure."""
     order = deployment_order(backend)
     for i, deployment in enumerate(order):
@@ -173,7 +201,7 @@ async def complete(backend: Backend, messages: list[dict], params: dict[str, Any
             return await litellm.acompletion(**_kwargs(backend, deployment, messages, params))
         except Exception as e:  # every provider error is classified, none escapes raw
             failure = classify(e)
-            if not _next_deployment(backend, failure, len(order) - i - 1):
+            if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
                 raise failure from e
     raise AssertionError("a backend has at least one deployment")
 
@@ -206,14 +234,15 @@ class OpenStream:
                 await close()
 
 
-async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any]) -> OpenStream:
+async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any],
+                      billed: Billed | None = None) -> OpenStream:
     """Start a stream and wait for its first chunk; raises UpstreamFailure before that."""
     order = deployment_order(backend)
     for i, deployment in enumerate(order):
         try:
             return await _open_one(backend, deployment, messages, params)
         except UpstreamFailure as failure:
-            if not _next_deployment(backend, failure, len(order) - i - 1):
+            if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
                 raise
     raise AssertionError("a backend has at least one deployment")
 
@@ -224,6 +253,7 @@ async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list
     kwargs = _kwargs(backend, deployment, messages, params)
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
+    it: AsyncIterator[Any] | None = None
     try:
         stream = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout)
         it = stream.__aiter__()
@@ -231,6 +261,10 @@ async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list
             first = await asyncio.wait_for(anext(it), timeout)
         except StopAsyncIteration:
             first = None
-    except Exception as e:
+    except BaseException as e:
+        if it is not None:  # opened, then no first chunk in time: close its connection
+            await OpenStream(None, it, timeout).close()
+        if not isinstance(e, Exception):
+            raise
         raise classify(e) from e
     return OpenStream(first=first, rest=it, timeout=timeout)

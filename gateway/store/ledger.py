@@ -22,6 +22,14 @@ reserved amount (so `spent + reserved <= budget` still holds) and books the exce
 it stays refused until an operator acts on its budget (`set_budget`: any budget, period or
 reset change), which moves the overrun into `spent` (it was really spent) and clears it.
 The HTTP side counts each overrun in a metric (``tollgate_budget_overruns``).
+
+What a request is charged (gateway/serving/exchange.py computes it, `settle` books it): the
+answering backend's reported usage at its prices, plus, for each attempt that timed out after
+its request was sent (the provider has the prompt and may bill it), that prompt's input cost
+on that backend (the tokenizer's count × input price; counted in ``tollgate_timeout_charges``),
+whether or not another backend then answered. Later attempts are reserved on top of it, so the
+total is within what the request reserved. Other failed attempts (refused, 5xx, reset, never
+sent) cost nothing.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 - every fault mode of the fake upstream before the first byte falls back to the next
   candidate (streaming and not) and the client sees a normal answer;
 - the reservation is released on every exit path: upstream error, timeout, client
-  disconnect mid-stream (settled from the tokens streamed), client gone while waiting."""
+  disconnect mid-stream (settled from the tokens streamed), client gone while waiting; an
+  attempt that timed out after sending costs its prompt's input, any other failure nothing."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import time
 import httpx
 import openai
 import pytest
+import sqlalchemy as sa
 
 from gateway.pricing import count_text_tokens
+from gateway.store.models import request_logs
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.reliability.conftest import MSG, MakeGateway
@@ -98,8 +101,12 @@ def test_reservation_released_on_upstream_error_and_timeout(gw: Gateway, upstrea
     with pytest.raises(openai.APIStatusError) as exc:
         gw.client(key).chat.completions.create(model="fake-mid", messages=MSG)  # no fallback
     assert exc.value.status_code in (502, 504)
+    row = gw.log_row(exc.value.response.headers["x-tollgate-request-id"])
+    # a timeout after the prompt was sent may be billed by the provider: its input cost
+    owed = row["prompt_tokens"] * PRICES["fake-mid"][0] / 1e6 if mode == "hang" else 0.0
     info = _settled(gw, tid)
-    assert info["reserved_usd"] == 0 and info["spent_usd"] == 0
+    assert info["reserved_usd"] == 0 and info["spent_usd"] == pytest.approx(owed, abs=3e-9)
+    assert row["cost_usd"] == pytest.approx(owed)
 
 
 def test_client_disconnect_mid_stream_settles_what_was_streamed(gw: Gateway,
@@ -141,7 +148,19 @@ def test_client_gone_while_waiting_still_settles_and_logs(gw: Gateway,
                    headers={"authorization": f"Bearer {key}"},
                    json={"model": "fake-mid", "messages": MSG})
     info = _settled(gw, tid)
-    assert info["reserved_usd"] == 0 and info["spent_usd"] == 0
+    # the attempt timed out upstream after the prompt was sent: its input cost, no more
+    deadline = time.monotonic() + 30
+    while True:  # the log row follows the settlement (batched writer)
+        with gw.engine.connect() as conn:
+            row = conn.execute(sa.select(request_logs).where(request_logs.c.tenant_id == tid)
+                               ).mappings().first()
+        if row is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert row is not None
+    owed = row["prompt_tokens"] * PRICES["fake-mid"][0] / 1e6
+    assert row["attempts"][0]["status"] == 504 and row["cost_usd"] == pytest.approx(owed)
+    assert info["reserved_usd"] == 0 and info["spent_usd"] == pytest.approx(owed, abs=3e-9)
 
 
 def test_timeouts_are_per_backend(sqlite_gw: Gateway, upstream: FakeUpstream) -> None:

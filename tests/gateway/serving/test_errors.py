@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
+from tests.gateway.router_fixture import PRICES
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -110,7 +111,9 @@ def test_upstream_failures_map_to_5xx(
     assert err["type"] == "upstream_error" and err["code"] == code
     row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
     assert row["status"] == status and len(row["attempts"]) == 1
-    assert row["cost_usd"] == 0 and row["error"]
+    # only a timeout after sending may be billed upstream: it costs the prompt's input
+    owed = row["prompt_tokens"] * PRICES["fake-mid"][0] / 1e6 if mode == "hang" else 0
+    assert row["cost_usd"] == pytest.approx(owed) and row["error"]
 
 
 def test_unknown_path_is_an_openai_error(gateway: Gateway) -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import openai
 import pytest
 
+from gateway.pricing import count_prompt_tokens
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import PRICES, REPLIES
@@ -159,3 +162,79 @@ def test_spend_never_exceeds_the_budget(gateway: Gateway) -> None:
     info = gateway.settled(tid)
     assert refused > 0
     assert info["spent_usd"] <= budget and info["reserved_usd"] == 0
+
+
+def _timeout_charges(gateway: Gateway, model: str) -> float:
+    text = gateway.admin("GET", "/metrics").text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(f'tollgate_timeout_charges_total{{model="{model}"}}'))
+
+
+@pytest.fixture
+def quick_cheap_timeout(gateway: Gateway) -> Iterator[None]:
+    """fake-cheap times out after 1.5 s instead of 20 (the app reads settings per request)."""
+    info = gateway.settings.backend("fake-cheap").model_info
+    saved, info.timeout = info.timeout, 1.5
+    yield
+    info.timeout = saved
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_timed_out_attempt_costs_the_prompts_input(
+    gateway: Gateway, upstream: FakeUpstream, stream: bool
+) -> None:
+    """fake-mid hangs past its 2 s timeout after receiving the prompt, which its provider
+    may bill: the tenant pays that prompt's input cost on fake-mid plus fake-cheap's answer."""
+    key, tid = gateway.tenant(budget_usd=1.0)
+    before = _timeout_charges(gateway, "fake-mid")
+    upstream.set_mode("fake-mid", "hang", times=1)
+    with gateway.client(key).chat.completions.with_streaming_response.create(
+            model="auto", messages=MSG, stream=stream) as raw:
+        rid = raw.headers["x-tollgate-request-id"]
+        raw.read()
+    row = gateway.log_row(rid)
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [
+        ("fake-mid", 504), ("fake-cheap", 200)]
+    estimate = count_prompt_tokens(gateway.settings.backend("fake-mid"), MSG)
+    owed = estimate * PRICES["fake-mid"][0] / 1e6
+    assert row["attempts"][0]["charged_usd"] == pytest.approx(owed)
+    assert "charged_usd" not in row["attempts"][1]
+    answer = PRICES["fake-cheap"][0] / 1e6 * row["prompt_tokens"] + (
+        PRICES["fake-cheap"][1] / 1e6 * row["completion_tokens"])
+    assert row["cost_usd"] == pytest.approx(owed + answer)
+    info = gateway.settled(tid)
+    assert info["reserved_usd"] == 0
+    assert info["spent_usd"] == pytest.approx(row["cost_usd"], abs=3e-9)
+    assert _timeout_charges(gateway, "fake-mid") == before + 1
+
+
+def test_a_timeout_charge_keeps_the_budget_hard(
+    gateway: Gateway, upstream: FakeUpstream, quick_cheap_timeout: None
+) -> None:
+    """Route "cheap" tries fake-cheap, then the dearer fake-mid. With a budget that pays
+    fake-mid's reservation but not that plus fake-cheap's timed-out prompt, the fallback is
+    not tried: the tenant pays the timed-out prompt and never more than its budget."""
+    probe_key, _ = gateway.tenant(budget_usd=1.0)
+    upstream.set_mode("fake-cheap", "error_500", times=1)
+    probe = gateway.client(probe_key).chat.completions.with_raw_response.create(
+        model="cheap", messages=MSG, max_tokens=100)
+    held_for_mid = gateway.log_row(probe.headers["x-tollgate-request-id"])["reserved_usd"]
+    owed = count_prompt_tokens(gateway.settings.backend("fake-cheap"), MSG) * (
+        PRICES["fake-cheap"][0] / 1e6)
+    budget = held_for_mid + owed / 2
+
+    key, tid = gateway.tenant(budget_usd=budget)
+    upstream.set_mode("fake-cheap", "hang", times=1)
+    with pytest.raises(openai.APIStatusError) as exc:
+        gateway.client(key).chat.completions.create(model="cheap", messages=MSG,
+                                                    max_tokens=100)
+    assert exc.value.status_code == 504
+    row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [
+        ("fake-cheap", 504), ("fake-mid", 429), ("fake-strong", 429)]
+    assert row["attempts"][0]["charged_usd"] == pytest.approx(owed)
+    assert row["cost_usd"] == pytest.approx(owed)
+    info = gateway.settled(tid)
+    assert info["reserved_usd"] == 0
+    assert info["spent_usd"] == pytest.approx(owed, abs=3e-9)
+    assert info["spent_usd"] <= budget
