@@ -30,7 +30,7 @@ from gateway.auth import (
     client_address,
     may_read_metrics,
 )
-from gateway.config import Settings
+from gateway.config import ConfigError, Settings
 from gateway.context import GatewayContext, call
 from gateway.errors import GatewayError, as_gateway_error, model_not_found, unauthorized
 from gateway.learning import feedback
@@ -97,12 +97,13 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
                   encoder: Encoder | None, registry: CollectorRegistry | None
                   ) -> GatewayContext:
     """The gateway's state: every part given or built from ``settings``, wired together."""
+    router = router if router is not None else load_router(settings.router_path)
+    check_encoder(settings, router)  # before the store: a config error opens nothing
     if store is None or log_writer is None:
         built_store, built_writer = build_store(settings)
         store = store if store is not None else built_store
         log_writer = log_writer if log_writer is not None else built_writer
     store = guard_store(store, settings.reliability)  # the outage policy and the log spool
-    router = router if router is not None else load_router(settings.router_path)
     if encoder is None:
         encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
     prices = resolve_prices(settings, strict=False)  # unpriced: warned about, never used
@@ -125,6 +126,21 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
     ctx.learning = build_learning(ctx)
     return ctx
+
+
+def check_encoder(settings: Settings, router: Router) -> None:
+    """The gateway embeds as its router was trained (the artifact records the encoder); a
+    config that names another encoder kind is a startup error, not a silent choice of one."""
+    wanted = settings.encoder
+    trained = str((router.config.get("encoder") or {}).get("kind", "minilm"))
+    if wanted is None or wanted == trained:
+        return
+    where = settings.router_path or "the packaged router_core/default_router"
+    raise ConfigError(
+        f"encoder: {wanted!r}, but the router {router.version} ({where}) was trained on "
+        f"{trained!r} embeddings. Build a router on {wanted!r} (`tollgate train --encoder "
+        f"{wanted} --out DIR`) and set router_path: DIR, or set encoder: {trained} (or "
+        "leave it out: the router's encoder is used)")
 
 
 def _lifespan(ctx: GatewayContext) -> Any:

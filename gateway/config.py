@@ -208,6 +208,10 @@ class Settings(BaseModel):
     # does not fit, cap the upstream max_tokens to what the remaining budget pays, but refuse
     # rather than cap below this many tokens.
     min_output_tokens: int = Field(default=16, gt=0)
+    # The query encoder Φ kind (router_core.encoders: minilm, activations, both, ...). The
+    # gateway always embeds as its router was trained (the artifact records the encoder);
+    # naming a kind here makes a router trained on another one a startup error.
+    encoder: str | None = None
     encoder_max_chars: int = Field(default=4000, gt=0)
     # Output length assumed when routing compares backend costs (capped by the request's
     # max_tokens); budgets reserve the maximum instead.
@@ -263,6 +267,15 @@ class Settings(BaseModel):
             if len(g["deployments"]) == 1:
                 del g["deployments"]
         return {**raw, "model_list": out}
+
+    @model_validator(mode="after")
+    def _known_encoder(self) -> Settings:
+        from router_core.encoders import known_kinds
+
+        if self.encoder is not None and self.encoder not in known_kinds():
+            raise ValueError(
+                f"encoder: unknown kind {self.encoder!r}; known: {', '.join(known_kinds())}")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -46,6 +46,11 @@ class EmbeddingBatcher:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tollgate-encoder")
         self.batch_sizes: list[int] = []  # the size of every batch run, for tests and metrics
 
+    @property
+    def queued(self) -> int:
+        """Texts waiting for a batch (not yet handed to the encoder thread)."""
+        return len(self._queue)
+
     async def embed(self, text: str) -> np.ndarray:
         loop = asyncio.get_running_loop()
         future: asyncio.Future = loop.create_future()
