@@ -133,7 +133,8 @@ def _log(msg: str) -> None:
 
 
 def table_text(out: Path) -> str:
-    """The combined table of every saved run, with CIs against the best MiniLM router."""
+    """The combined table of every saved run, with CIs against the best MiniLM router, then
+    the mean over seeds of each run."""
     docs = sorted(
         (json.loads(p.read_text()) for p in out.glob("*.json")),
         key=lambda d: (d["dataset"], d["split"], d["seed"], ENCODERS.index(d["encoder"])),
@@ -142,11 +143,58 @@ def table_text(out: Path) -> str:
     for d in docs:
         base = out / f"{_stem(Run(d['dataset'], d['split']), d['seed'], 'minilm')}.json"
         ref = json.loads(base.read_text()) if base.exists() else None
-        lines += _run_block(d, ref, out)
-    return "\n".join(lines)
+        d["_ci"] = _ci_values(d, ref, out)
+        lines += _run_block(d)
+    return "\n".join(lines + summary_lines(docs))
 
 
-def _run_block(d: dict, ref: dict | None, out: Path) -> list[str]:
+SUMMARY_ROUTERS = ("single_frontier", "category", *LEARNED)
+
+
+def summary_lines(docs: list[dict]) -> list[str]:
+    """Per run and encoder, each router's AUDC pooled / within category averaged over the
+    saved seeds, and in how many seeds its ΔAUDC CI against the best MiniLM router of that
+    seed lies above 0 (+) or below 0 (-)."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for d in docs:
+        runs.setdefault((d["dataset"], d["split"]), []).append(d)
+    lines = [
+        "\nMean over seeds: AUDC pooled / within category; [+a -b]: seeds whose ΔAUDC CI vs "
+        + "the best MiniLM router of that seed is above / below 0"
+    ]
+    for (dataset, split), group in runs.items():
+        by_enc = {e: [d for d in group if d["encoder"] == e] for e in ENCODERS}
+        by_enc = {e: ds for e, ds in by_enc.items() if ds}
+        seeds = sorted({d["seed"] for d in group})
+        n_test = group[0]["n_test"]
+        lines.append(
+            f"\n{dataset}/{split} · {n_test} test prompts · seeds {','.join(map(str, seeds))}"
+        )
+        lines.append(f"  {'router':<16}" + "".join(f"{e:>26}" for e in by_enc))
+        for name in SUMMARY_ROUTERS:
+            cells = []
+            for ds in by_enc.values():
+                rows = [d["routers"][name] for d in ds if name in d["routers"]]
+                if not rows:
+                    cells.append(f"{'-':>26}")
+                    continue
+                audc = statistics.mean(r["audc"] for r in rows)
+                within = [r["audc_within"] for r in rows if r.get("audc_within") is not None]
+                w = f"{statistics.mean(within):.4f}" if within else "-"
+                cis = [d["_ci"][name] for d in ds if name in d.get("_ci", {})]
+                up = sum(lo > 0 for _, lo, _ in cis)
+                down = sum(hi < 0 for _, _, hi in cis)
+                mark = f" [+{up} -{down}]" if cis else " " * 7
+                cells.append(f"{f'{audc:.4f} / {w}{mark}':>26}")
+            lines.append(f"  {name:<16}" + "".join(cells))
+        medians = [statistics.median(d["latency_ms_one_prompt"] for d in ds)
+                   for ds in by_enc.values()]
+        lat = "".join(f"{f'{m:.0f} ms':>26}" for m in medians)
+        lines.append(f"  {'embed 1 prompt':<16}{lat}")
+    return lines
+
+
+def _run_block(d: dict) -> list[str]:
     head = (
         f"\n{d['dataset']}/{d['split']} seed {d['seed']} · encoder {d['encoder']} · "
         f"{d['n_test']} test prompts · embed one prompt {d['latency_ms_one_prompt']:.0f} ms"
@@ -168,7 +216,11 @@ def _run_block(d: dict, ref: dict | None, out: Path) -> list[str]:
         f"  {'router':<16}{'AUDC':>8}{'within':>8}{'QNC':>7}{'peak':>8}{'overpay':>8}"
         f"{'AUC':>7}{'Brier':>7}  ΔAUDC vs best MiniLM (95% CI)  not above"
     )
-    ci = _cis(d, ref, out)
+    ci = {
+        name: f"vs minilm/{best}: [{lo:+.4f}, {hi:+.4f}]"
+        + (" *" if lo > 0 else (" -" if hi < 0 else ""))
+        for name, (best, lo, hi) in d.get("_ci", {}).items()
+    }
     for name, m in d["routers"].items():
         q = "never" if m["qnc"] is None else f"{m['qnc']:.3f}"
         w = "-" if m.get("audc_within") is None else f"{m['audc_within']:.4f}"
@@ -181,8 +233,9 @@ def _run_block(d: dict, ref: dict | None, out: Path) -> list[str]:
     return lines
 
 
-def _cis(d: dict, ref: dict | None, out: Path) -> dict[str, str]:
-    """ΔAUDC CIs of each learned router against the best learned MiniLM router."""
+def _ci_values(d: dict, ref: dict | None, out: Path) -> dict[str, tuple[str, float, float]]:
+    """ΔAUDC CIs of each learned router against the best learned MiniLM router:
+    name -> (that MiniLM router, low, high)."""
     if ref is None:
         return {}
     best = max((r for r in LEARNED if r in ref["routers"]), key=lambda r: ref["routers"][r]["audc"])
@@ -201,8 +254,7 @@ def _cis(d: dict, ref: dict | None, out: Path) -> dict[str, str]:
         if name not in mine.files or (d["encoder"] == "minilm" and name == best):
             continue
         lo, hi = bootstrap_delta_audc(mine[name], theirs[best], Q, C, n_boot=500, seed=0)
-        mark = " *" if lo > 0 else (" -" if hi < 0 else "")
-        cis[name] = f"vs minilm/{best}: [{lo:+.4f}, {hi:+.4f}]{mark}"
+        cis[name] = (best, float(lo), float(hi))
     return cis
 
 
