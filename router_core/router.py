@@ -1,8 +1,10 @@
-"""The runtime router: head g_θ, expert descriptors in a FAISS index, calibration, the rule.
+"""The runtime router: head g_θ, expert descriptors, calibration, the rule.
 
 A ``Router`` is immutable: adding or removing a model returns a new one, so a gateway can
 swap routers atomically between requests (requests in flight keep the old object).
-It needs numpy and faiss only; torch is for training, not for routing.
+It needs numpy only; torch is for training, not for routing. The candidate search is an
+exact inner product over a few dozen descriptors, one small matrix product: an index
+library (FAISS, ~25 MB of every serving worker) buys nothing at this size.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-import faiss
 import numpy as np
 
 from router_core.decision import Decision, NoEligibleModel, decide
@@ -101,14 +102,24 @@ class Router:
     k: int = 4
     delta: float = 0.02
     config: Mapping = field(default_factory=dict)
-    _index: faiss.Index | None = field(default=None, compare=False, repr=False)
+    _index: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self._index is None:
-            index = faiss.IndexFlatIP(self.head.out_dim)
-            if self.experts:
-                index.add(np.stack([e.descriptor for e in self.experts]).astype(np.float32))
+        if self._index is None:  # the descriptors as one (n_experts, d) float32 matrix
+            index = (
+                np.stack([e.descriptor for e in self.experts]).astype(np.float32)
+                if self.experts
+                else np.zeros((0, self.head.out_dim), dtype=np.float32)
+            )
             object.__setattr__(self, "_index", index)
+
+    def _top(self, q32: np.ndarray, eligible: Sequence[int], kk: int) -> np.ndarray:
+        """The ``kk`` eligible experts most similar to each query of ``q32`` (n, d), most
+        similar first: (n, kk) indexes into ``experts`` (float32 products, stable order)."""
+        cand = np.asarray(eligible, dtype=np.int64)
+        sims = q32 @ self._index[cand].T
+        order = np.argsort(-sims, axis=1, kind="stable")[:, :kk]
+        return cand[order]
 
     @property
     def model_names(self) -> tuple[str, ...]:
@@ -159,14 +170,9 @@ class Router:
             raise NoEligibleModel("no model satisfies the allowed list and maximum cost")
         kk = min(k or self.k, len(eligible)) if (k or self.k) else len(eligible)
         q32 = np.asarray(q, dtype=np.float32).reshape(1, -1)
-        if len(eligible) == len(names):
-            sims, idx = self._index.search(q32, kk)
-        else:
-            sel = faiss.IDSelectorBatch(np.asarray(eligible, dtype=np.int64))
-            sims, idx = self._index.search(q32, kk, params=faiss.SearchParameters(sel=sel))
-        idx = idx[0][idx[0] >= 0]
-        # FAISS picks the top-k; the similarities are recomputed in float64 so that single
-        # and batched routing (route_batch) see bit-identical numbers
+        idx = self._top(q32, eligible, kk)[0]
+        # the similarities are recomputed in float64 so that single and batched routing
+        # (route_batch) see bit-identical numbers
         sims = self._descriptors64()[idx] @ np.asarray(q, dtype=np.float32).astype(np.float64)
         models = [names[i] for i in idx]
         quality = np.array([self.calibration(m, s) for m, s in zip(models, sims)], dtype=float)
@@ -210,11 +216,7 @@ class Router:
             raise NoEligibleModel("no model satisfies the allowed list")
         kk = min(k or self.k, len(eligible)) if (k or self.k) else len(eligible)
         q32 = np.ascontiguousarray(np.atleast_2d(Q), dtype=np.float32)
-        if len(eligible) == len(names):
-            _, idx = self._index.search(q32, kk)
-        else:
-            sel = faiss.IDSelectorBatch(np.asarray(eligible, dtype=np.int64))
-            _, idx = self._index.search(q32, kk, params=faiss.SearchParameters(sel=sel))
+        idx = self._top(q32, eligible, kk)
         E = self._descriptors64()
         q64 = q32.astype(np.float64)
         sims = np.empty(idx.shape, dtype=np.float64)
