@@ -1,5 +1,6 @@
-"""A gateway whose encoder does not need torch never imports it (nor sentence-transformers,
-scikit-learn or pandas): ~200 MB of a worker's memory. The check runs in a fresh process, since
+"""A gateway whose encoder does not need torch never imports it (nor transformers,
+sentence-transformers, scikit-learn, pandas, scipy, or FAISS: the router's search is numpy):
+~250 MB of a worker's memory. The check runs in a fresh process, since
 this test process has torch loaded already; that process serves a routed request over real
 HTTP from the fake upstream, with the packaged router on the ONNX export of its MiniLM.
 """
@@ -56,7 +57,8 @@ SERVE_ONE_ROUTED_REQUEST = textwrap.dedent("""
         "status": raw.http_response.status_code,
         "router_version": raw.headers.get("x-tollgate-router-version"),
         "encoder": recorded["kind"],
-        "loaded": sorted(m for m in ("torch", "sentence_transformers", "sklearn", "pandas")
+        "loaded": sorted(m for m in ("torch", "transformers", "sentence_transformers",
+                                     "sklearn", "pandas", "scipy", "faiss")
                          if m in sys.modules),
     }))
 """)
