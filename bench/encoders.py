@@ -13,6 +13,8 @@ at 50 word pieces) whose AUDC is at most 0.005 below MiniLM's on every dataset.
     python bench/encoders.py                       # seed 0, every kind, three datasets
     python bench/encoders.py --seeds 0,1,2 --json out.json
     python bench/encoders.py --skip-audc           # latency only
+    python bench/encoders.py --encoders minilm,minilm-onnx-int8,minilm-static \
+        --latency-encoders minilm-onnx                 # minilm-onnx timed, not retrained
 
 Embeddings go through the on-disk cache, so a rerun only retrains.
 """
@@ -128,16 +130,18 @@ def default_by_rule(p50: dict, audc: dict, datasets: list[str], base: str) -> st
     return min(ok, key=lambda k: p50[k][50]) if ok else None
 
 
-def print_table(kinds, datasets, p50, audc, base) -> None:
+def print_table(datasets, p50, audc, base) -> None:
     head = f"{'encoder':<18}{'dim':>5}"
     if audc:
         head += "".join(f"{d + ' AUDC':>18}" for d in datasets)
         head += "".join(f"{'same ' + d[:6]:>14}" for d in datasets)
     head += "".join(f"{f'p50 {n}wp ms':>13}" for n in LENGTHS)
     print(head)
-    for kind in kinds:
+    for kind in p50:
         row = f"{kind:<18}{make_encoder(kind).dim:>5}"
-        if audc:
+        if audc and kind not in audc:
+            row += f"{'-':>18}" * len(datasets) + f"{'-':>14}" * len(datasets)
+        elif audc:
             for d in datasets:
                 a, b = np.mean(audc[kind][d]["audc"]), np.mean(audc[base][d]["audc"])
                 row += f"{a:>10.4f} ({a - b:+.4f})"
@@ -154,6 +158,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=100, help="latency samples per cell")
     parser.add_argument("--skip-audc", action="store_true")
     parser.add_argument(
+        "--latency-encoders",
+        default="",
+        help="more kinds to time only (no retraining: their AUDC is not measured)",
+    )
+    parser.add_argument(
         "--baseline",
         default=TORCH,
         help="the kind AUDC and decisions are compared with (minilm-onnx: MiniLM's own "
@@ -168,20 +177,37 @@ def main(argv: list[str] | None = None) -> None:
         kinds.insert(0, args.baseline)
     datasets = [d for d in args.datasets.split(",") if d]
     seeds = [int(s) for s in args.seeds.split(",")]
+    timed = [*kinds, *[k for k in args.latency_encoders.split(",") if k and k not in kinds]]
+    for kind in timed:
+        encoder_class(kind)
     audc = {} if args.skip_audc else routing(kinds, datasets, seeds, args.baseline)
-    p50 = latency(kinds, args.repeats)
+    p50 = latency(timed, args.repeats)
     print(
         f"seeds {seeds}; same = share of test prompts routed as by the {args.baseline} router "
-        f"at λ={DEFAULT_LAM}; p50 of one encode call, one thread"
+        f"at λ={DEFAULT_LAM}; p50 of one encode call, one thread; '-': timed, not retrained"
     )
-    print_table(kinds, datasets, p50, audc, args.baseline)
+    print_table(datasets, p50, audc, args.baseline)
     if audc:
         print(
             f"default by the rule (fastest within {AUDC_TOLERANCE} AUDC of {args.baseline} on "
             f"every dataset): {default_by_rule(p50, audc, datasets, args.baseline)}"
         )
     if args.json:
-        args.json.write_text(json.dumps({"p50_ms": p50, "routing": audc, "seeds": seeds}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "p50_ms": p50,
+                    "routing": audc,
+                    "seeds": seeds,
+                    "datasets": datasets,
+                    "baseline": args.baseline,
+                    "default_by_rule": default_by_rule(p50, audc, datasets, args.baseline)
+                    if audc
+                    else None,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":
