@@ -19,11 +19,16 @@ Example::
         up.base_url                       # http://127.0.0.1:PORT/v1
         up.set_mode("fake-cheap", "error_500", times=1)   # the next request fails
         up.requests                       # every request body received, in order
+        up.streams                        # how each stream ended: StreamEnd(model, chunks, how)
+
+A stream that waits (``chunk_delay_s`` between words, or a stall) watches its socket, so
+``StreamEnd.how == "peer_closed"`` says the caller closed the connection mid-stream.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import socket
 import struct
 import threading
@@ -62,6 +67,7 @@ class FakeBackend:
         delay_s: added before answering (to make a slow but healthy backend).
         hang_s: how long "hang" and "stall_mid_stream" wait before giving up.
         image_tokens: prompt tokens billed per image part (a provider's image tokens).
+        chunk_delay_s: streams: the wait between two words (a slow, long stream).
     """
 
     name: str
@@ -74,6 +80,7 @@ class FakeBackend:
     delay_s: float = 0.0
     hang_s: float = 30.0
     image_tokens: int = 0
+    chunk_delay_s: float = 0.0
     calls: int = 0
 
     def text_for(self, body: dict) -> str:
@@ -82,6 +89,16 @@ class FakeBackend:
         if fmt.get("type") in ("json_object", "json_schema"):
             return json.dumps({"answer": text})
         return text
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """How one streamed answer ended: ``how`` is "done", "peer_closed" (the caller closed
+    the connection mid-stream), "stalled" or "malformed"; ``chunks`` words were sent."""
+
+    model: str
+    chunks: int
+    how: str
 
 
 def _words(text: str) -> int:
@@ -116,6 +133,7 @@ class FakeUpstream:
         self.count_tokens = count_tokens
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        self.streams: list[StreamEnd] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._server = ThreadingHTTPServer((host, port), _make_handler(self))
@@ -162,6 +180,7 @@ class FakeUpstream:
                 b.mode, b.times, b.calls = "ok", None, 0
             self.requests.clear()
             self.headers.clear()
+            self.streams.clear()
 
     def requests_for(self, name: str) -> list[dict]:
         with self._lock:
@@ -197,6 +216,10 @@ class FakeUpstream:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
+
+    def _stream_ended(self, end: StreamEnd) -> None:
+        with self._lock:
+            self.streams.append(end)
 
 
 def _completion_id() -> str:
@@ -247,6 +270,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _wait(self, seconds: float) -> None:
         self.up._stop.wait(seconds)
+
+    def _wait_watching(self, seconds: float) -> bool:
+        """Wait ``seconds`` (or until the server stops); True as soon as the peer closes the
+        connection (readable with nothing to read, or reset)."""
+        deadline = time.monotonic() + seconds
+        while not self.up._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if readable:
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return True
+                except OSError:
+                    return True
+                self._wait(left)  # bytes from the caller: not a close; just wait
+                return False
+        return False
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -355,6 +397,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
             self.wfile.flush()
 
+        sent = [0]
         try:
             chunk({"role": "assistant", "content": ""})
             call = _tool_call(body, b)
@@ -362,7 +405,9 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk({"tool_calls": [{"index": 0, **call}]})
                 completion, finish = 8, "tool_calls"
             else:
-                if not self._stream_words(b.text_for(body).split(), mode, b, chunk):
+                how = self._stream_words(b.text_for(body).split(), mode, b, chunk, sent)
+                if how != "done":
+                    self.up._stream_ended(StreamEnd(b.name, sent[0], how))
                     return
                 completion = (self.up.count_tokens or _words)(b.text_for(body))
                 finish = "stop"
@@ -372,22 +417,27 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            self.up._stream_ended(StreamEnd(b.name, sent[0], "peer_closed"))
             return
+        self.up._stream_ended(StreamEnd(b.name, sent[0], "done"))
 
     def _stream_words(self, words: list[str], mode: str, b: FakeBackend,
-                      chunk: Callable[[dict], None]) -> bool:
-        """The reply word by word; False where a mid-stream failure mode cut it off."""
+                      chunk: Callable[[dict], None], sent: list[int]) -> str:
+        """The reply word by word (``sent[0]`` counts them): "done", or how it was cut off
+        ("stalled", "malformed", "peer_closed")."""
         half = len(words) // 2
         for i, w in enumerate(words):
             if mode == "stall_mid_stream" and i == max(half, 1):
-                self._wait(b.hang_s)
-                return False
+                return "peer_closed" if self._wait_watching(b.hang_s) else "stalled"
             if mode == "malformed_json" and i == max(half, 1):
                 self.wfile.write(b"data: {not json\n\n")
                 self.wfile.flush()
-                return False
+                return "malformed"
+            if i and b.chunk_delay_s and self._wait_watching(b.chunk_delay_s):
+                return "peer_closed"
             chunk({"content": w if i == 0 else " " + w})
-        return True
+            sent[0] += 1
+        return "done"
 
 
 def _make_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:

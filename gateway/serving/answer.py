@@ -57,8 +57,11 @@ def stream_chunk(chunk: Any, model: str, include_usage: bool) -> tuple[str | Non
 
 
 class SettlingStream(StreamingResponse):
-    """A StreamingResponse that runs ``on_close`` however it ends, even when the client left
-    before the body generator ever started (then the generator's own ``finally`` never runs)."""
+    """A StreamingResponse that closes its body generator and runs ``on_close`` however it
+    ends. Starlette leaves a generator the client abandoned suspended (its ``finally``, which
+    closes the upstream stream and settles, would wait for garbage collection); ``aclose``
+    runs it now. ``on_close`` covers a client that left before the generator ever started
+    (then its ``finally`` never runs)."""
 
     def __init__(self, content: Any, on_close: Callable[[], Awaitable[None]],
                  **kwargs: Any) -> None:
@@ -70,4 +73,7 @@ class SettlingStream(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             with anyio.CancelScope(shield=True):
+                aclose = getattr(self.body_iterator, "aclose", None)
+                if aclose is not None:
+                    await aclose()
                 await self._on_close()

@@ -204,9 +204,13 @@ class Exchange:
 
     def _stream(self, b: Backend, opened: OpenStream) -> Response:
         self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
+        async def abandoned() -> None:  # the client left before the first byte was relayed
+            await opened.close()
+            await self.finish(499, "client disconnected before the stream")
+
         return SettlingStream(
             self._relay(b, opened),
-            lambda: self.finish(499, "client disconnected before the stream"),
+            abandoned,
             media_type="text/event-stream",
             headers={**self.headers(), "cache-control": "no-cache"},
         )

@@ -8,8 +8,15 @@ serves recorded benchmark answers with it; tests import it from here::
     with FakeUpstream([FakeBackend("fake-a", reply="hi"), FakeBackend("fake-b")]) as up:
         up.model_entry("fake-a")                # a config.yaml model_list entry for it
         up.set_mode("fake-b", "hang", times=1)  # 500, 429, hang, reset, stall, malformed JSON
+        up.streams                              # StreamEnd: "peer_closed" = caller hung up
 """
 
-from gateway.sandbox.local_upstream import MODES, FakeBackend, FakeUpstream, count_prompt_tokens
+from gateway.sandbox.local_upstream import (
+    MODES,
+    FakeBackend,
+    FakeUpstream,
+    StreamEnd,
+    count_prompt_tokens,
+)
 
-__all__ = ["MODES", "FakeBackend", "FakeUpstream", "count_prompt_tokens"]
+__all__ = ["MODES", "FakeBackend", "FakeUpstream", "StreamEnd", "count_prompt_tokens"]

@@ -1,12 +1,17 @@
-"""Streaming (SSE) through the gateway: chunks, usage, [DONE], tool calls, broken streams."""
+"""Streaming (SSE) through the gateway: chunks, usage, [DONE], tool calls, broken streams,
+a stream the client abandons (closed upstream, settled)."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Iterator
 
 import httpx
 import openai
 import pytest
 
-from tests.fakes.upstream import FakeUpstream
+from gateway.pricing import count_text_tokens
+from tests.fakes.upstream import FakeUpstream, StreamEnd
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import PRICES, REPLIES, VERSION
 
@@ -130,6 +135,7 @@ def test_client_leaving_mid_stream_settles_what_was_streamed(
         for line in r.iter_lines():
             if '"content": "Cheap"' in line or '"content":"Cheap"' in line:
                 break  # got a piece of the answer: hang up while the upstream stalls
+    assert _stream_end(upstream, "fake-cheap").how == "peer_closed"  # closed while stalled
     row = gateway.log_row(rid)
     assert row["status"] == 499 and row["error"] == "client disconnected"
     assert row["completion_tokens"] >= 1  # counted from the streamed text
@@ -137,3 +143,62 @@ def test_client_leaving_mid_stream_settles_what_was_streamed(
     assert info["reserved_usd"] == 0
     assert info["spent_usd"] == pytest.approx(row["cost_usd"], abs=3e-9)
     assert row["cost_usd"] > 0
+
+
+def _stream_end(upstream: FakeUpstream, model: str, wait_s: float = 120) -> StreamEnd:
+    """How the fake upstream's one stream for ``model`` ended, once it has (a generous wait:
+    a stream nobody closes runs a minute or more)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        ends = [e for e in upstream.streams if e.model == model]
+        if ends or time.monotonic() > deadline:
+            assert len(ends) == 1, ends
+            return ends[0]
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def slow_long_cheap(upstream: FakeUpstream) -> Iterator[int]:
+    """fake-cheap streams a 200-word answer, a word every 0.3 s (a minute in all)."""
+    b = upstream.backends["fake-cheap"]
+    saved = b.reply, b.chunk_delay_s
+    b.reply, b.chunk_delay_s = " ".join(["word"] * 200), 0.3
+    yield 200
+    b.reply, b.chunk_delay_s = saved
+
+
+def test_a_stream_the_client_abandons_is_closed_upstream_and_settled(
+    gateway: Gateway, upstream: FakeUpstream, slow_long_cheap: int
+) -> None:
+    """The SDK client reads two chunks of a long, slow stream and closes it: the gateway
+    closes its upstream connection (the fake upstream sees the peer close mid-stream, long
+    before the answer's end), charges what was relayed and logs the client as gone."""
+    key, tid = gateway.tenant(budget_usd=1.0)
+    stream = gateway.client(key).chat.completions.create(
+        model="fake-cheap", messages=HELLO, stream=True)
+    rid = stream.response.headers["x-tollgate-request-id"]
+    got: list[str] = []
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            got.append(chunk.choices[0].delta.content)
+        if len(got) == 2:
+            break
+    stream.close()
+    assert "".join(got) == "word word"
+
+    end = _stream_end(upstream, "fake-cheap")
+    assert end.how == "peer_closed" and 2 <= end.chunks < slow_long_cheap
+
+    row = gateway.log_row(rid)
+    assert row["status"] == 499 and row["error"] == "client disconnected"
+    backend = gateway.settings.backend("fake-cheap")
+    relayed = " ".join(["word"] * end.chunks)  # at most what the upstream sent
+    assert count_text_tokens(backend, "word word") <= row["completion_tokens"]
+    assert row["completion_tokens"] <= count_text_tokens(backend, relayed)
+    pin, pout = (p / 1e6 for p in PRICES["fake-cheap"])
+    assert row["cost_usd"] == pytest.approx(
+        row["prompt_tokens"] * pin + row["completion_tokens"] * pout)
+    info = gateway.settled(tid)
+    assert info["reserved_usd"] == 0
+    assert info["spent_usd"] == pytest.approx(row["cost_usd"], abs=3e-9)
+
