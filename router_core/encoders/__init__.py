@@ -25,8 +25,10 @@ _KINDS: dict[str, str] = {
     "both": "router_core.encoders.both:ConcatEncoder",
 }
 
-# what `tollgate train` and `tollgate eval` embed with unless told otherwise
-DEFAULT_KIND = "minilm"
+# what `tollgate train` and `tollgate eval` embed with unless told otherwise: by issue 15's
+# rule, the fastest kind whose routing AUDC is within 0.005 of torch MiniLM's on RouterBench,
+# MMLU-Pro and LLMRouter (bench/encoders.py; docs/training-record.md has the table)
+DEFAULT_KIND = "minilm-onnx-int8"
 
 
 def known_kinds() -> tuple[str, ...]:

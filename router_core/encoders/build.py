@@ -1,6 +1,10 @@
 """Build the model exports that the ONNX and static encoders run from (needs torch).
 
     python -m router_core.encoders.build [KIND ...] [--cache-dir DIR]
+    python -m router_core.encoders.build --defaults   # the default kind and the shipped routers'
+
+(``scripts/install.sh`` runs the second, so a fresh install serves without building at first
+use; the packaged MiniLM is the only input, no network.)
 
 - ``minilm-onnx``: MiniLM with its mean pooling and L2 normalisation, exported with
   ``torch.onnx.export`` (torch is installed anyway; optimum would add a dependency for the
@@ -131,6 +135,20 @@ def package(kind: str, cache_dir: Path | None = None) -> Path:
     return target
 
 
+def default_kinds() -> list[str]:
+    """What a fresh install embeds with: the registry's default kind (``tollgate train`` and
+    ``eval``) and the kinds the packaged routers were trained on (as their artifacts record)."""
+    from router_core.artifact import DEFAULT_ROUTER_DIR, ROUTERBENCH_ROUTER_DIR, load_meta
+    from router_core.encoders import DEFAULT_KIND
+
+    kinds = [DEFAULT_KIND]
+    for path in (DEFAULT_ROUTER_DIR, ROUTERBENCH_ROUTER_DIR):
+        kind = dict(load_meta(path)["config"].get("encoder") or {}).get("kind", "minilm")
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kinds", nargs="*", metavar="KIND", help="encoder kinds (default: all)")
@@ -139,13 +157,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--package", action="store_true", help="also copy the export into router_core's package"
     )
+    parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="build the default kind's export and those the packaged routers record",
+    )
     args = parser.parse_args(argv)
     from router_core.encoders import known_kinds
 
     unknown = sorted(set(args.kinds) - set(known_kinds()))
     if unknown:
         parser.error(f"unknown kinds {unknown}; known: {', '.join(known_kinds())}")
-    for kind in args.kinds or list(EXPORT_NAMES):
+    kinds = [*args.kinds, *(default_kinds() if args.defaults else [])]
+    for kind in kinds or list(EXPORT_NAMES):
         if kind not in EXPORT_NAMES:
             print(f"{kind}: runs from the installed packages, nothing to build")
             continue
