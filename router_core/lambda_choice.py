@@ -16,7 +16,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,9 +41,17 @@ class RoutePoint:
 
 
 def expected_points(
-    router: Router, Q: np.ndarray, costs_usd: Mapping[str, float], lams: np.ndarray
+    router: Router,
+    Q: np.ndarray,
+    costs_usd: Mapping[str, float],
+    lams: np.ndarray,
+    allowed: Collection[str] | None = None,
 ) -> list[RoutePoint]:
-    """Expected quality and cost of the route at each λ over the query vectors ``Q``."""
+    """Expected quality and cost of the route at each λ over the query vectors ``Q``.
+
+    ``costs_usd`` prices the route's pool (c̃ divides by its dearest, as the gateway does);
+    ``allowed`` (default: all of them) are the experts the choice is made among and the
+    strongest is taken from (e.g. without backends on a cold-start prior)."""
     sub = router
     for n in router.model_names:
         if n not in costs_usd:
@@ -52,8 +60,10 @@ def expected_points(
     S = np.asarray(Q, dtype=np.float64) @ E.T
     P = np.stack([sub.calibration(n, S[:, i]) for i, n in enumerate(sub.model_names)], axis=1)
     cost = np.array([costs_usd[n] for n in sub.model_names])
-    best = int(np.argmax(P.mean(axis=0)))
-    idx = sub.route_batch(Q, lams, costs_usd=dict(costs_usd))
+    mean = P.mean(axis=0)
+    ok = np.array([allowed is None or n in allowed for n in sub.model_names])
+    best = int(np.argmax(np.where(ok, mean, -np.inf)))
+    idx = sub.route_batch(Q, lams, costs_usd=dict(costs_usd), allowed=allowed)
     rows = np.arange(len(Q))
     return [
         RoutePoint(
@@ -73,9 +83,10 @@ def lambda_within(
     costs_usd: Mapping[str, float],
     drop: float = 0.01,
     lams: np.ndarray = LAMBDA_GRID,
+    allowed: Collection[str] | None = None,
 ) -> RoutePoint:
     """The cheapest-routing grid point whose expected quality is within ``drop`` of the
     strongest backend's (λ = 0's point when none is)."""
-    points = expected_points(router, Q, costs_usd, lams)
+    points = expected_points(router, Q, costs_usd, lams, allowed)
     ok = [p for p in points if p.quality >= p.best_quality - drop]
     return max(ok, key=lambda p: p.lam) if ok else points[0]

@@ -130,11 +130,16 @@ class Router:
         return self.head(np.atleast_2d(phi))
 
     def normalised_costs(self, costs_usd: Mapping[str, float] | None = None) -> np.ndarray:
-        """c̃ = c / max(c) over the whole pool (the same normalisation as training)."""
+        """c̃ = c / max(c). With ``costs_usd`` the maximum is over the experts it prices (the
+        caller's pool: a gateway route divides by its own dearest backend, whatever else the
+        artifact holds, so λ means the same in any pool); without it over every expert at its
+        trained mean cost (the same normalisation as training)."""
         c = np.array(
             [(costs_usd or {}).get(e.name, e.cost_usd) for e in self.experts], dtype=np.float64
         )
-        top = c.max() if len(c) else 1.0
+        priced = [i for i, e in enumerate(self.experts) if e.name in (costs_usd or {})]
+        pool = c[priced] if priced else c
+        top = pool.max() if len(pool) else 1.0
         return c / top if top > 0 else np.zeros_like(c)
 
     def route(

@@ -69,6 +69,10 @@ class TrainConfig:
     # similarity (CSCR's k = 4) drops experts whose calibrated p̂ would win
     k: int = 0
     delta: float = 0.01
+    # early stopping on the val quality-estimate error pooled over every observed cell, or
+    # (combined tables) the mean of each dataset's own error, so that the dataset with the
+    # most cells (MMLU-Pro: 29 models) does not pick the epoch for the others alone
+    stop_on: Literal["pooled", "per-dataset"] = "pooled"
     # data
     val_fraction: float = 0.1  # carved from train when the table has no val rows
     threads: int = 1  # torch CPU threads (fixed, for determinism)

@@ -28,6 +28,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from router_core.data.combined import NAME as COMBINED_NAME
+from router_core.data.combined import row_datasets
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
@@ -275,7 +277,8 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
         ),
     )
     fit = _Fit(head, a_param, b_param, float("inf"), 0, [])
-    best_state = _epochs(cfg, fit, opt, objective, batch, val_batch, data.table.name)
+    groups = _val_groups(cfg, val)
+    best_state = _epochs(cfg, fit, opt, objective, batch, val_batch, data.table.name, groups)
     head.load_state_dict(best_state[0])
     with torch.no_grad():
         a_param.copy_(best_state[1])
@@ -302,7 +305,8 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
     E_t = torch.as_tensor(E[tg.cols])
     c_t = torch.as_tensor(tg.c_norm[tg.cols], dtype=torch.float32)
 
-    def objective(x, u, pos, avail, c, train_mode) -> tuple[torch.Tensor, dict[str, float]]:
+    def objective(x, u, pos, avail, c, train_mode, groups=None
+                  ) -> tuple[torch.Tensor, dict[str, float]]:
         head.train(train_mode)
         s = head(x) @ E_t.T
         parts = {"cs": cfg.cs_weight * cs_loss(s, pos, c_t, avail)}
@@ -314,14 +318,30 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
             ok = torch.isfinite(u)
             logits = (a_param * s + b_param)[ok]
             parts["cal"] = cfg.calib_weight * F.binary_cross_entropy_with_logits(logits, u[ok])
-        total = sum(parts.values())
-        return total, {k: float(v.detach()) for k, v in parts.items()}
+        out = {k: float(v.detach()) for k, v in parts.items()}
+        if groups is not None and cfg.calib_weight > 0:  # each dataset's own error, averaged
+            with torch.no_grad():
+                cell = F.binary_cross_entropy_with_logits(
+                    a_param * s + b_param, torch.nan_to_num(u), reduction="none")
+                ok = torch.isfinite(u)
+                errs = [cell[(groups == g)[:, None] & ok].mean() for g in torch.unique(groups)]
+                out["cal_by_dataset"] = float(torch.stack(errs).mean())
+        return sum(parts.values()), out
 
     return objective
 
 
+def _val_groups(cfg: TrainConfig, val: RoutingTable) -> torch.Tensor | None:
+    """(n_val,) dataset codes of a combined table's val rows when stopping per dataset."""
+    if cfg.stop_on != "per-dataset" or val.name != COMBINED_NAME or not len(val):
+        return None
+    _, codes = np.unique(row_datasets(val).astype(str), return_inverse=True)
+    return torch.as_tensor(codes)
+
+
 def _epochs(cfg: TrainConfig, fit: _Fit, opt: Any, objective: Callable[..., Any],
-            batch: tuple, val_batch: tuple, name: str) -> tuple:
+            batch: tuple, val_batch: tuple, name: str,
+            groups: torch.Tensor | None = None) -> tuple:
     """The epochs until ``patience`` runs out; fills ``fit``'s best criterion, epoch and
     history, and returns the best (head state, a, b)."""
     X_t = batch[0]
@@ -342,7 +362,7 @@ def _epochs(cfg: TrainConfig, fit: _Fit, opt: Any, objective: Callable[..., Any]
             losses.append(float(loss.detach()))
         with torch.no_grad():
             vloss, vparts = (
-                objective(*val_batch, False) if has_val else (torch.tensor(0.0), {})
+                objective(*val_batch, False, groups) if has_val else (torch.tensor(0.0), {})
             )
         fit.history.append(
             {
@@ -353,7 +373,8 @@ def _epochs(cfg: TrainConfig, fit: _Fit, opt: Any, objective: Callable[..., Any]
             }
         )
         # stop on the quality-estimate error when it is trained (what routing reads)
-        crit = vparts.get("cal", float(vloss)) if has_val else float(vloss)
+        crit = vparts.get("cal_by_dataset", vparts.get("cal", float(vloss))) if has_val \
+            else float(vloss)
         if crit < fit.best_criterion - 1e-5:
             fit.best_criterion, fit.best_epoch = crit, epoch + 1
             best = (copy.deepcopy(fit.head.state_dict()), fit.a.detach().clone(),

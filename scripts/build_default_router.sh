@@ -4,24 +4,31 @@
 # benchmark data (../shared/data or $TOLLGATE_DATA_DIR); embeddings are cached in
 # $TOLLGATE_CACHE_DIR.
 #   router_core/default_router/      the gateway's router, trained on $TOLLGATE_DEFAULT_DATASET:
-#                                    routerbench (default) or all (RouterBench, MMLU-Pro and
-#                                    LLMRouter together, experts by canonical id from
-#                                    router_core/model_identity.yaml; compare it first with
-#                                    python bench/combined_router.py)
+#                                    all (default: RouterBench, MMLU-Pro and LLMRouter
+#                                    together, experts by canonical id from
+#                                    router_core/model_identity.yaml, so the packaged
+#                                    config.yaml's open models are trained experts; compare it
+#                                    with python bench/combined_router.py) or routerbench
 #   router_core/routerbench_router/  RouterBench only, experts by RouterBench's names: what
 #                                    `tollgate demo` routes its 11 local models with
 # First builds the export of the query encoder the routers are trained with (the registry's
 # default, or $TOLLGATE_ENCODER; see router_core/encoders/build.py), then trains on its vectors.
+# Last, chooses the λ of each named route (auto, auto-balanced, auto-cheap) on each router's
+# validation prompts for the pool it serves and writes them into config.yaml and
+# gateway/sandbox/demo_config.yaml (scripts/route_lambdas.py).
 # Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOLLGATE="${TOLLGATE:-tollgate}"
 PYTHON="${PYTHON:-python}"
-DATASET="${TOLLGATE_DEFAULT_DATASET:-routerbench}"
+DATASET="${TOLLGATE_DEFAULT_DATASET:-all}"
 ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DEFAULT_KIND; print(DEFAULT_KIND)')}"
 "$PYTHON" -m router_core.encoders.build "$ENCODER"
 "$TOLLGATE" train --dataset "$DATASET" --split standard --seed 0 --encoder "$ENCODER" \
     --out router_core/default_router --quiet "$@"
 "$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
     --out router_core/routerbench_router --quiet "$@"
+"$PYTHON" scripts/route_lambdas.py --config config.yaml --router router_core/default_router --write
+"$PYTHON" scripts/route_lambdas.py --config gateway/sandbox/demo_config.yaml \
+    --router router_core/routerbench_router --write
 du -sh router_core/default_router router_core/routerbench_router

@@ -2,7 +2,8 @@
 
 1. Local OpenAI-compatible upstreams answer as the 11 RouterBench models: for each test
    prompt, the answer that model actually gave in RouterBench (``../shared/data``), with
-   usage counted by a real tokenizer; prices come from the repository's config.yaml.
+   usage counted by a real tokenizer; pool, prices and routes come from
+   gateway/sandbox/demo_config.yaml (the gateway's own config.yaml holds a current pool).
 2. A gateway on them (temporary SQLite, the packaged router), a tenant made with the admin API.
 3. A sample of test prompts sent with the OpenAI SDK twice: ``model="auto"`` (routed) and the
    strongest model by name (passthrough, what a team without a router would do).
@@ -22,16 +23,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from gateway.config import (
-    DEFAULT_CONFIG_PATH,
-    load_settings,
-    resolve_config_path,
-    settings_from_dict,
-)
+from gateway.config import load_settings, settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
 Echo = Callable[[str], None]
+DEMO_CONFIG_PATH = Path(__file__).with_name("demo_config.yaml")  # RouterBench pool and routes
 
 
 def _recorded_answers(table: Any, rows: np.ndarray, model: str) -> dict[str, str]:
@@ -70,10 +67,7 @@ def run_demo(
 
     table = load_dataset("routerbench", data_dir=data_dir)
     rows, strongest = _sample(table, n_prompts, seed)
-    # the repository's pool and prices (an installed copy: ./config.yaml or $TOLLGATE_CONFIG)
-    base = load_settings(
-        DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else resolve_config_path(None)
-    )
+    base = load_settings(DEMO_CONFIG_PATH)  # the RouterBench pool, its prices and routes
     pool = [b for b in base.model_list if b.model_name in table.models]
 
     def count_tokens(text: str) -> int:

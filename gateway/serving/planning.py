@@ -143,12 +143,17 @@ def ranked(settings: Settings, prices: Mapping[str, Price], router: Router, plan
            by_rm: Mapping[str, str], phi: Any, prompt_tokens: int) -> Plan:
     """The router's decision over ``by_rm`` for Φ(x) = ``phi`` (400 if no backend fits the cap)."""
     plan = replace(plan, prompt_tokens=prompt_tokens, phi=phi)
+    # the route's routable pool: c̃ = c / its dearest backend's c (README "Routes")
+    pool = router_model_map(settings, router,
+                            [b.model_name for b in settings.route_backends(plan.route)],
+                            priced=prices)
     costs = {name: expected_cost(plan, settings.backend(name), prices[name],
-                                 settings.routing_output_tokens) for name in by_rm.values()}
+                                 settings.routing_output_tokens)
+             for name in {*by_rm.values(), *pool.values()}}
     try:
         routed = route_request(router, phi, lam=plan.lam, delta=settings.routes[plan.route].delta,
                                backends_by_router_model=by_rm, costs_usd_by_backend=costs,
-                               max_cost_usd=plan.max_cost_usd)
+                               max_cost_usd=plan.max_cost_usd, pool_by_router_model=pool)
     except NoEligibleModel as e:
         raise invalid(f"no backend fits max_cost_usd={plan.max_cost_usd} for this request",
                       param="tollgate.max_cost_usd") from e

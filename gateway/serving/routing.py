@@ -112,10 +112,16 @@ def route_request(
     backends_by_router_model: Mapping[str, str],
     costs_usd_by_backend: Mapping[str, float],
     max_cost_usd: float | None,
+    pool_by_router_model: Mapping[str, str] | None = None,
 ) -> Routed:
-    """q = g_θ(Φ(x)); route over the allowed router models with this request's costs."""
+    """q = g_θ(Φ(x)); route over the allowed router models with this request's costs.
+
+    c̃ divides by the dearest of ``pool_by_router_model`` (the route's whole routable pool,
+    default the allowed ones), so a tenant's allowed_models or a capped prior does not
+    change what λ means."""
     q = router.project(phi)[0]
-    costs = {rm: costs_usd_by_backend[b] for rm, b in backends_by_router_model.items()}
+    pool = {**(pool_by_router_model or {}), **backends_by_router_model}
+    costs = {rm: costs_usd_by_backend[b] for rm, b in pool.items()}
     decision = router.route(
         q,
         lam,

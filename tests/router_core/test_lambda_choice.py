@@ -30,3 +30,32 @@ def test_the_chosen_lambda_keeps_quality_within_the_drop_and_saves():
     assert loose.saving > 0
     zero = expected_points(router, Q, costs, np.array([0.0]))[0]
     assert abs(zero.quality - zero.best_quality) < 0.02  # λ = 0 is quality first
+
+
+def test_costs_are_divided_by_the_dearest_expert_the_caller_prices():
+    """λ means the same whatever else the artifact holds: c̃ is over the caller's pool."""
+    router = _router()
+    q = np.array([0.6, 0.8, 0.0, 0.0])
+    pair = {"cheap": 0.001, "mid": 0.003}
+    routed = router.route(q, 0.5, costs_usd=pair)  # top is not priced: not in the pool
+    assert {c.model: c.cost for c in routed.candidates}["mid"] == 1.0
+    alone = router.without_expert("top").route(q, 0.5, costs_usd=pair)
+    assert routed.chosen == alone.chosen
+    # the pool prices top too, but only cheap and mid may be chosen: c̃ over all three
+    kept = router.route(q, 0.5, allowed={"cheap", "mid"}, costs_usd={**pair, "top": 0.01})
+    assert {c.model: c.cost for c in kept.candidates}["mid"] == 0.3
+    batch = router.route_batch(q[None], [0.5], allowed={"cheap", "mid"},
+                               costs_usd={**pair, "top": 0.01})
+    assert router.model_names[batch[0, 0]] == kept.chosen
+
+
+def test_the_choice_can_leave_experts_out_but_keep_their_costs():
+    router = _router()
+    rng = np.random.default_rng(1)
+    Q = rng.normal(size=(200, 4))
+    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
+    costs = {"cheap": 0.001, "mid": 0.003, "top": 0.01}
+    p = lambda_within(router, Q, costs, drop=0.01, allowed={"cheap", "mid"})
+    pts = expected_points(router, Q, costs, np.array([p.lam]), allowed={"cheap", "mid"})
+    assert pts[0].best_cost_usd in (0.001, 0.003)  # the strongest among the allowed
+    assert p.quality >= p.best_quality - 0.01

@@ -19,7 +19,7 @@ def test_demo_routes_recorded_prompts_and_reports_spend_and_quality() -> None:
     assert "auto (routed)" in text and "always gpt-4-1106-preview" in text
     assert "routed to:" in text
     # every route's saving and quality, beside the strongest model
-    assert set(summary["routes"]) == {"auto", "quality", "budget"}
+    assert set(summary["routes"]) == {"auto", "auto-balanced", "auto-cheap"}
     for name, r in summary["routes"].items():
         assert r["saves"] <= 1 and 0 <= r["quality"] <= 1, name
         assert any(line.startswith(name + " ") for line in lines)

@@ -61,10 +61,11 @@ def test_repository_config_loads_and_environment_overrides(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     s = load_settings()
     assert s.database_url == "postgresql://u@h/db" and s.admin_key == "adm"
-    assert s.backend("gpt-4-1106-preview").call_params()["api_key"] == "sk-from-env"
-    assert {"auto", "quality", "budget"} <= set(s.routes)
-    prices = resolve_prices(s)
-    assert prices["gpt-4-1106-preview"] == Price(10e-6, 30e-6)
+    assert s.backend("gpt-4o").call_params()["api_key"] == "sk-from-env"
+    assert {"auto", "auto-balanced", "auto-cheap"} <= set(s.routes)
+    prices = resolve_prices(s)  # litellm's cost map prices every backend of the pool
+    assert set(prices) == {b.model_name for b in s.model_list}
+    assert prices["gpt-4o"] == Price(2.5e-6, 10e-6)
     with pytest.raises(ConfigError, match="cannot read"):
         load_settings(tmp_path / "missing.yaml")
 
