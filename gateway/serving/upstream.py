@@ -36,9 +36,11 @@ from typing import Any
 import httpx
 
 from gateway.config import Backend
+from gateway.serving import request_json
 from router_core.litellm_env import litellm
 
 litellm.suppress_debug_info = True
+request_json.install()  # request bodies serialised with orjson (gateway/serving/request_json.py)
 log = logging.getLogger(__name__)
 
 
