@@ -5,7 +5,7 @@ depends only on λ and the prices, which lets tests predict every decision exact
     p̂: fake-strong 0.90, fake-mid 0.75, fake-cheap 0.60
     prices (USD / 1M in, out): strong 10, 30; mid 1, 2; cheap 0.1, 0.2
 λ = 0 → fake-strong; λ = 0.5 → fake-mid (a = 0.75 − 0.5·c̃_mid beats 0.9 − 0.5);
-λ = 5 → fake-cheap. The head and descriptors are random but real (FAISS search runs).
+λ = 5 → fake-cheap. The head and descriptors are random but real (the candidate search runs).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def test_int8_vectors_route_like_minilm_under_the_packaged_router(exports, texts
     x = _vectors("minilm-onnx-int8", texts)
     cos = np.sum(x * torch_vectors, axis=1)
     assert float(np.median(cos)) > 0.99 and float(cos.min()) > 0.98  # measured 0.995, 0.992
-    router = load_router()  # trained on torch MiniLM vectors
+    router = load_router()  # the packaged router (trained on int8 vectors since issue 15)
     lam = np.array([DEFAULT_LAM])
     same = router.route_batch(router.project(x), lam) == router.route_batch(
         router.project(torch_vectors), lam

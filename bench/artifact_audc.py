@@ -1,0 +1,72 @@
+"""Test AUDC of router artifacts as built, side by side (e.g. the packaged router before and
+after a rebuild).
+
+``tollgate eval`` trains its own Tollgate; this scores the files themselves: each artifact
+embeds the dataset's standard-split test prompts with the encoder it records, routes them
+over the eval runner's λ grid as the runner routes its own Tollgate, and is scored by the runner
+(``run_evaluation``'s ``extra`` routers) beside the cheapest and best-single baselines.
+
+    python bench/artifact_audc.py --router old=/tmp/old_router --router new=router_core/default_router
+    python bench/artifact_audc.py --dataset routerbench --seed 0 --router packaged=
+
+(an empty path: the packaged default router). The last line: ``name=AUDC`` per artifact.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def chooser(router, table):
+    """``run_evaluation``'s ``extra`` callable for an artifact on ``table``'s pool: as the
+    runner routes its own Tollgate (the experts' recorded costs), or by canonical id for a
+    router trained on several datasets."""
+    from router_core.evaluation.combined import dataset_chooser
+    from router_core.evaluation.fitting import _trained_choices
+
+    if not set(table.models) <= set(router.model_names):
+        return dataset_chooser(router, table)
+    return lambda X, pool, lams: _trained_choices(router, X, pool, lams)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--router", action="append", required=True, metavar="NAME=PATH",
+                    help="an artifact to score (empty PATH: the packaged default router)")
+    ap.add_argument("--dataset", default="routerbench")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    from router_core.artifact import load_router
+    from router_core.data import load_dataset
+    from router_core.encoders import encoder_for_router
+    from router_core.evaluation.runner import run_evaluation
+
+    table = load_dataset(a.dataset, split="standard", seed=a.seed)
+    test = np.asarray(table.split) == "test"
+    prompts = [str(p) for p in table.prompts]
+    results = {}
+    for spec in a.router:
+        name, _, path = spec.partition("=")
+        router = load_router(path or None)
+        encoder = encoder_for_router(router.config, cache=True, threads=0)  # as recorded
+        X = encoder.encode(prompts, batch_size=64)
+        res = run_evaluation(table, embeddings=X, routers=["cheapest", "best_single"],
+                             seed=a.seed, n_boot=0, extra={name: chooser(router, table)},
+                             log=lambda _m: None)
+        m = res.metrics[name]
+        results[name] = m.audc
+        print(f"{name:<12} {router.version:<36} encoder {encoder.kind:<18} test AUDC "
+              f"{m.audc:.4f} (n_test {int(test.sum())}; cheapest "
+              f"{res.metrics['cheapest'].audc:.4f}, best single "
+              f"{res.metrics['best_single'].audc:.4f})", flush=True)
+    print(" ".join(f"{k}={v:.4f}" for k, v in results.items()))
+
+
+if __name__ == "__main__":
+    main()
