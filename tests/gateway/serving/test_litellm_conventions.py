@@ -7,10 +7,10 @@ upstreams, on SQLite.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-import uuid
 
 import httpx
 import openai
