@@ -46,7 +46,6 @@ import httpx
 import yaml
 
 REPLY = "They weigh the same: one kilogram each."
-PASSTHROUGH_BACKEND = "gpt-3.5-turbo-1106"
 CONCURRENCY = (1, 32)
 WRK_LUA = r"""
 local words = {}
@@ -85,6 +84,13 @@ end
 
 
 # ------------------------------------------------------------------ installing the tools
+
+
+def passthrough_backend() -> str:
+    """The backend passthrough requests name: the packaged config's first (any would do)."""
+    from gateway.config import DEFAULT_CONFIG_PATH, load_settings
+
+    return load_settings(DEFAULT_CONFIG_PATH).model_list[0].model_name
 
 
 def cache_dir() -> Path:
@@ -232,10 +238,10 @@ def tollgate_config(upstream_url: str, db_url: str, admin: str, tmp: Path,
             "reliability": {"spool_dir": str(tmp / "spool")}}
 
 
-def litellm_config(upstream_url: str, master_key: str) -> dict:
+def litellm_config(upstream_url: str, master_key: str, backend: str) -> dict:
     return {"general_settings": {"master_key": master_key},
-            "model_list": [{"model_name": PASSTHROUGH_BACKEND,
-                            "litellm_params": {"model": f"openai/{PASSTHROUGH_BACKEND}",
+            "model_list": [{"model_name": backend,
+                            "litellm_params": {"model": f"openai/{backend}",
                                                "api_base": upstream_url,
                                                "api_key": "sk-fake"}}]}
 
@@ -257,7 +263,7 @@ def start_all(stack: ExitStack, a: argparse.Namespace, tmp: Path) -> list[Target
         "upstream", [py, here, "--serve-upstream", str(up_port), "--models", ",".join(names)],
         up_url, "/v1/models", tmp / "upstream.log"))
     ll_key = "sk-bench-" + secrets.token_hex(16)  # LiteLLM checks it like Tollgate's keys
-    (tmp / "litellm.yaml").write_text(yaml.safe_dump(litellm_config(up_url + "/v1", ll_key)))
+    (tmp / "litellm.yaml").write_text(yaml.safe_dump(litellm_config(up_url + "/v1", ll_key, passthrough_backend())))
     (tmp / "quiet.json").write_text(json.dumps(QUIET_LOGGING))
     litellm = stack.enter_context(started(
         "litellm", [str(ensure_litellm_proxy()), "--config", str(tmp / "litellm.yaml"),
@@ -280,9 +286,10 @@ def start_all(stack: ExitStack, a: argparse.Namespace, tmp: Path) -> list[Target
                    headers={"authorization": f"Bearer {admin}"}, timeout=30)
     r.raise_for_status()
     tg_key = r.json()["api_key"]
-    return [Target("upstream", upstream, PASSTHROUGH_BACKEND),
-            Target("litellm", litellm, PASSTHROUGH_BACKEND, ll_key),
-            Target("passthrough", tollgate, PASSTHROUGH_BACKEND, tg_key),
+    backend = passthrough_backend()
+    return [Target("upstream", upstream, backend),
+            Target("litellm", litellm, backend, ll_key),
+            Target("passthrough", tollgate, backend, tg_key),
             Target("auto", tollgate, "auto", tg_key)]
 
 

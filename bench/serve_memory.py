@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from bench.overhead import (
-        PASSTHROUGH_BACKEND,
         _free_port,
+        passthrough_backend,
         served_router,
         started,
         tollgate_config,
@@ -134,10 +134,11 @@ def main(argv: list[str] | None = None) -> None:
             subprocess.run([sys.executable, "-c", migrate, db_url], check=True)
             config = tollgate_config(url + "/v1", db_url, "mem-admin-key", tmp, router_path)
             payload = {"groups": GROUPS, "router": router_path, "config": config,
-                       "requests": a.requests, "passthrough": PASSTHROUGH_BACKEND,
+                       "requests": a.requests, "passthrough": passthrough_backend(),
                        "heavy": HEAVY}
             root = str(Path(__file__).resolve().parents[1])
-            env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            env = {"HF_HUB_OFFLINE": "1",  # as the image runs: no hub retries for tokenizers
+                   **os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
             done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(payload)],
                                   capture_output=True, text=True, env=env, check=False)
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
