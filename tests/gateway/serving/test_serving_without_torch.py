@@ -1,8 +1,9 @@
 """A gateway whose encoder does not need torch never imports it (nor transformers,
 sentence-transformers, scikit-learn, pandas, scipy, or FAISS: the router's search is numpy):
-~250 MB of a worker's memory. The check runs in a fresh process, since
-this test process has torch loaded already; that process serves a routed request over real
-HTTP from the fake upstream, with the packaged router on the ONNX export of its MiniLM.
+~250 MB of a worker's memory; nor Alembic when the database is at the head revision already
+(upgraded here first, as `serve --workers N`'s parent does). The check runs in a fresh
+process, since this test process has torch loaded already; that process serves a routed
+request over real HTTP from the fake upstream, with the packaged router on its ONNX encoder.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from gateway.store.migrate import upgrade
+from router_core.artifact import load_router
 from router_core.encoders.base import default_cache_dir
 from router_core.encoders.exports import ensure_export
 
@@ -43,7 +46,7 @@ SERVE_ONE_ROUTED_REQUEST = textwrap.dedent("""
             "model_list": [up.model_entry(b.model_name, **b.model_info.model_dump(
                 exclude_none=True)) for b in pool],
             "routes": {"auto": {"cost_weight": 0.2}},
-            "database_url": f"sqlite:///{Path(tmp) / 'gw.db'}",
+            "database_url": sys.argv[1],
             "admin_key": "admin-no-torch",
             "reliability": {"spool_dir": str(Path(tmp) / "spool")},
         }, source="test")
@@ -58,16 +61,20 @@ SERVE_ONE_ROUTED_REQUEST = textwrap.dedent("""
         "router_version": raw.headers.get("x-tollgate-router-version"),
         "encoder": recorded["kind"],
         "loaded": sorted(m for m in ("torch", "transformers", "sentence_transformers",
-                                     "sklearn", "pandas", "scipy", "faiss")
+                                     "sklearn", "pandas", "scipy", "faiss", "alembic")
                          if m in sys.modules),
     }))
 """)
 
 
-def test_a_gateway_serving_with_a_non_torch_encoder_never_imports_torch() -> None:
-    ensure_export("minilm-onnx", default_cache_dir())  # built once (with torch) in this process
+def test_a_gateway_serving_with_a_non_torch_encoder_never_imports_torch(tmp_path: Path) -> None:
+    kind = dict(load_router(None).config.get("encoder") or {}).get("kind", "minilm")
+    # built once (with torch) in this process
+    ensure_export(kind if kind != "minilm" else "minilm-onnx", default_cache_dir())
+    db_url = f"sqlite:///{tmp_path / 'gw.db'}"
+    upgrade(db_url)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    done = subprocess.run([sys.executable, "-c", SERVE_ONE_ROUTED_REQUEST], env=env,
+    done = subprocess.run([sys.executable, "-c", SERVE_ONE_ROUTED_REQUEST, db_url], env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
