@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.encoder_runs import RUNS, Run, run_table
-from router_core.evaluation.metrics import bootstrap_delta_audc
+from router_core.evaluation.metrics import bootstrap_delta_audc, bootstrap_delta_within_audc
 
 ROUTERS = (
     "oracle",
@@ -154,13 +154,13 @@ SUMMARY_ROUTERS = ("single_frontier", "category", *LEARNED)
 def summary_lines(docs: list[dict]) -> list[str]:
     """Per run and encoder, each router's AUDC pooled / within category averaged over the
     saved seeds, and in how many seeds its ΔAUDC CI against the best MiniLM router of that
-    seed lies above 0 (+) or below 0 (-)."""
+    seed lies above 0 (+) or below 0 (-), pooled and within category."""
     runs: dict[tuple[str, str], list[dict]] = {}
     for d in docs:
         runs.setdefault((d["dataset"], d["split"]), []).append(d)
     lines = [
-        "\nMean over seeds: AUDC pooled / within category; [+a -b]: seeds whose ΔAUDC CI vs "
-        + "the best MiniLM router of that seed is above / below 0"
+        "\nMean over seeds: AUDC pooled / within category; [+a-b|+c-d]: seeds whose ΔAUDC CI "
+        + "vs the best MiniLM router of that seed is above / below 0, pooled | within"
     ]
     for (dataset, split), group in runs.items():
         by_enc = {e: [d for d in group if d["encoder"] == e] for e in ENCODERS}
@@ -170,27 +170,30 @@ def summary_lines(docs: list[dict]) -> list[str]:
         lines.append(
             f"\n{dataset}/{split} · {n_test} test prompts · seeds {','.join(map(str, seeds))}"
         )
-        lines.append(f"  {'router':<16}" + "".join(f"{e:>26}" for e in by_enc))
+        lines.append((f"  {'router':<16}" + "".join(f"{e:<29}" for e in by_enc)).rstrip())
         for name in SUMMARY_ROUTERS:
             cells = []
             for ds in by_enc.values():
                 rows = [d["routers"][name] for d in ds if name in d["routers"]]
                 if not rows:
-                    cells.append(f"{'-':>26}")
+                    cells.append(f"{'-':<29}")
                     continue
                 audc = statistics.mean(r["audc"] for r in rows)
                 within = [r["audc_within"] for r in rows if r.get("audc_within") is not None]
                 w = f"{statistics.mean(within):.4f}" if within else "-"
-                cis = [d["_ci"][name] for d in ds if name in d.get("_ci", {})]
-                up = sum(lo > 0 for _, lo, _ in cis)
-                down = sum(hi < 0 for _, _, hi in cis)
-                mark = f" [+{up} -{down}]" if cis else " " * 7
-                cells.append(f"{f'{audc:.4f} / {w}{mark}':>26}")
-            lines.append(f"  {name:<16}" + "".join(cells))
+                marks = []
+                for kind in ("pooled", "within"):
+                    cis = [d["_ci"][name][kind] for d in ds if kind in d["_ci"].get(name, {})]
+                    up = sum(lo > 0 for _, lo, _ in cis)
+                    down = sum(hi < 0 for _, _, hi in cis)
+                    marks.append(f"+{up}-{down}" if cis else "    ")
+                bracket = f" [{marks[0]}|{marks[1]}]" if marks != ["    "] * 2 else ""
+                cells.append(f"{f'{audc:.4f} / {w}{bracket}':<29}")
+            lines.append((f"  {name:<16}" + "".join(cells)).rstrip())
         medians = [statistics.median(d["latency_ms_one_prompt"] for d in ds)
                    for ds in by_enc.values()]
-        lat = "".join(f"{f'{m:.0f} ms':>26}" for m in medians)
-        lines.append(f"  {'embed 1 prompt':<16}{lat}")
+        lat = "".join(f"{f'{m:.0f} ms':<29}" for m in medians)
+        lines.append(f"  {'embed 1 prompt':<16}{lat}".rstrip())
     return lines
 
 
@@ -214,13 +217,10 @@ def _run_block(d: dict) -> list[str]:
         )
     lines.append(
         f"  {'router':<16}{'AUDC':>8}{'within':>8}{'QNC':>7}{'peak':>8}{'overpay':>8}"
-        f"{'AUC':>7}{'Brier':>7}  ΔAUDC vs best MiniLM (95% CI)  not above"
+        f"{'AUC':>7}{'Brier':>7}  ΔAUDC vs best MiniLM (95% CI), pooled; within  not above"
     )
-    ci = {
-        name: f"vs minilm/{best}: [{lo:+.4f}, {hi:+.4f}]"
-        + (" *" if lo > 0 else (" -" if hi < 0 else ""))
-        for name, (best, lo, hi) in d.get("_ci", {}).items()
-    }
+    ci = {name: "; ".join(_ci_cell(*v[k]) if k in v else "-" for k in ("pooled", "within"))
+          for name, v in d.get("_ci", {}).items()}
     for name, m in d["routers"].items():
         q = "never" if m["qnc"] is None else f"{m['qnc']:.3f}"
         w = "-" if m.get("audc_within") is None else f"{m['audc_within']:.4f}"
@@ -228,17 +228,25 @@ def _run_block(d: dict) -> list[str]:
         brier = "-" if m.get("brier") is None else f"{m['brier']:.3f}"
         lines.append(
             f"  {name:<16}{m['audc']:8.4f}{w:>8}{q:>7}{m['peak']:8.4f}{m['overpay']:8.3f}"
-            f"{auc:>7}{brier:>7}  {ci.get(name, ''):<30} {', '.join(m.get('below', []))}"
+            f"{auc:>7}{brier:>7}  {ci.get(name, ''):<62} {', '.join(m.get('below', []))}"
         )
     return lines
 
 
-def _ci_values(d: dict, ref: dict | None, out: Path) -> dict[str, tuple[str, float, float]]:
-    """ΔAUDC CIs of each learned router against the best learned MiniLM router:
-    name -> (that MiniLM router, low, high)."""
+def _ci_cell(best: str, lo: float, hi: float) -> str:
+    mark = " *" if lo > 0 else (" -" if hi < 0 else "")
+    return f"vs {best}: [{lo:+.4f}, {hi:+.4f}]{mark}"
+
+
+def _ci_values(d: dict, ref: dict | None, out: Path) -> dict[str, dict[str, tuple]]:
+    """ΔAUDC CIs of each learned router against the MiniLM router of the same seed that is
+    best on that measure: name -> {"pooled" | "within": (that MiniLM router, low, high)}.
+    Within category the bootstrap resamples inside each category (the weights stay)."""
     if ref is None:
         return {}
-    best = max((r for r in LEARNED if r in ref["routers"]), key=lambda r: ref["routers"][r]["audc"])
+    learned = [r for r in LEARNED if r in ref["routers"]]
+    best = max(learned, key=lambda r: ref["routers"][r]["audc"])
+    best_w = max(learned, key=lambda r: ref["routers"][r].get("audc_within") or -1.0)
     run = Run(d["dataset"], d["split"])
     run_key = (run.dataset, run.split)
     table = run_table(next(r for r in RUNS if (r.dataset, r.split) == run_key), d["seed"])
@@ -247,14 +255,22 @@ def _ci_values(d: dict, ref: dict | None, out: Path) -> dict[str, tuple[str, flo
     tp = table.with_models(list(table.deployable_models))
     te = _complete(tp, np.flatnonzero(np.asarray(tp.split) == "test"))
     Q, C = tp.quality[te], tp.cost[te]
+    cats = None if tp.category is None else np.asarray(tp.category[te], dtype=str)
     mine = np.load(out / f"{_stem(run, d['seed'], d['encoder'])}.npz")
     theirs = np.load(out / f"{_stem(run, d['seed'], 'minilm')}.npz")
-    cis = {}
+    cis: dict[str, dict[str, tuple]] = {}
     for name in LEARNED:
-        if name not in mine.files or (d["encoder"] == "minilm" and name == best):
+        if name not in mine.files:
             continue
-        lo, hi = bootstrap_delta_audc(mine[name], theirs[best], Q, C, n_boot=500, seed=0)
-        cis[name] = (best, float(lo), float(hi))
+        own = d["encoder"] == "minilm"
+        if not (own and name == best):
+            lo, hi = bootstrap_delta_audc(mine[name], theirs[best], Q, C, n_boot=500, seed=0)
+            cis.setdefault(name, {})["pooled"] = (best, lo, hi)
+        if cats is not None and not (own and name == best_w):
+            lo, hi = bootstrap_delta_within_audc(
+                mine[name], theirs[best_w], Q, C, cats, n_boot=500, seed=0
+            )
+            cis.setdefault(name, {})["within"] = (best_w, lo, hi)
     return cis
 
 
@@ -277,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                     evaluate(run, seed, kind, args.out, args.bootstrap)
     print(table_text(args.out))
     print(
-        "\nΔAUDC: paired bootstrap (500 resamples of the test prompts) against the learned "
-        "MiniLM router of highest AUDC on the same rows; * CI above 0, - below 0."
+        "\nΔAUDC: paired bootstrap (500 resamples of the test prompts; within category, "
+        "resampled inside each category) against the learned MiniLM router of highest AUDC "
+        "(pooled, resp. within) on the same rows; * CI above 0, - below 0."
     )
     return 0
 

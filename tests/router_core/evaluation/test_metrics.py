@@ -9,6 +9,7 @@ from router_core.evaluation.metrics import (
     Reference,
     audc,
     bootstrap_delta_audc,
+    bootstrap_delta_within_audc,
     deferral_curve,
     evaluate_choices,
     overpayment_rate,
@@ -100,3 +101,25 @@ def test_bootstrap_ci_is_paired_deterministic_and_signed():
     assert (lo, hi) == bootstrap_delta_audc(oracle_like, cheap, quality, cost, n_boot=200, seed=1)
     same = bootstrap_delta_audc(cheap, cheap, quality, cost, n_boot=50)
     assert same == (0.0, 0.0)
+
+
+def test_within_category_bootstrap_sees_only_what_a_router_knows_inside_categories():
+    rng = np.random.default_rng(0)
+    n = 300
+    category = np.array(["easy", "hard"] * (n // 2))
+    hard = category == "hard"
+    p = np.where(hard[:, None], [0.1, 0.3, 0.8], [0.7, 0.8, 0.9])
+    quality = (rng.random((n, 3)) < p).astype(float)
+    cost = np.tile([1.0, 2.0, 4.0], (n, 1))
+    oracle_like = np.where(quality[:, 0] == 1, 0, np.where(quality[:, 1] == 1, 1, 2))[None, :]
+    by_category = np.where(hard, 2, 0)[None, :]  # told the category, blind to the prompt
+    lo, hi = bootstrap_delta_within_audc(oracle_like, by_category, quality, cost, category,
+                                         n_boot=200, seed=1)
+    assert 0 < lo < hi
+    assert bootstrap_delta_within_audc(by_category, by_category, quality, cost, category,
+                                       n_boot=50) == (0.0, 0.0)
+    # one category: the stratified bootstrap is the pooled one (same draws)
+    one = np.array(["all"] * n)
+    assert bootstrap_delta_within_audc(oracle_like, by_category, quality, cost, one,
+                                       n_boot=100, seed=3) == bootstrap_delta_audc(
+        oracle_like, by_category, quality, cost, n_boot=100, seed=3)
