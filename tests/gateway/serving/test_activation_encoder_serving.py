@@ -114,8 +114,9 @@ def test_config_encoder_and_router_path_serve_batched_on_activations(
                 gate.set()
             raws = [f.result() for f in futures]
         burst = ctx.embedder.batch_sizes[before:]
-        # the batch taken before the thread was free, then everyone who queued meanwhile
-        assert len(burst) == 2 and sum(burst) == BURST and max(burst) > 1
+        # the one batch taken while the thread was held (all of the burst when every request
+        # queued before the drainer ran), then everyone who queued meanwhile
+        assert len(burst) <= 2 and sum(burst) == BURST and max(burst) > 1
         for raw in raws:
             assert raw.parse().model in MODELS
             row = gw.log_row(raw.headers["x-tollgate-request-id"])
