@@ -20,6 +20,7 @@ import numpy as np
 
 from router_core.data import DATASETS, load_dataset
 from router_core.data.combined import canonical_table, combine, probes_per_dataset
+from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.evaluation.runner import EvalResult, run_evaluation
 from router_core.router import Router
@@ -32,6 +33,7 @@ COMBINED = "tollgate_all"
 class CombinedEvaluation:
     train: TrainResult  # the combined router
     results: dict[str, EvalResult]  # dataset -> every router on its test rows
+    variants: dict[str, TrainResult] = dataclasses.field(default_factory=dict)  # label -> router
 
     def rows(self) -> list[tuple[str, float | None, float]]:
         """(dataset, single-dataset Tollgate AUDC or None, combined AUDC) per dataset."""
@@ -84,21 +86,42 @@ def dataset_chooser(
     return choose
 
 
+def dev_split(table: RoutingTable, seed: int = 0) -> RoutingTable:
+    """``table``'s training rows only, a seeded tenth of them (the val carve) relabelled
+    ``test``: the rows settings are chosen on; a new val tenth is carved from the rest for
+    early stopping and calibration. The test rows are dropped, never read."""
+    train = table.rows(np.asarray(table.split) != "test")
+    carved = carve_val(train.with_split(np.full(len(train), "train", dtype=object)), seed=seed)
+    split = np.asarray(carved.split, dtype=object)
+    dev = carved.with_split(np.where(split == "val", "test", split).astype(object))
+    return carve_val(dev, seed=seed + 1)
+
+
 def evaluate_combined(
     datasets: Iterable[str] = DATASETS,
     *,
     routers: Iterable[str] = ("tollgate",),
+    on: str = "test",
     seed: int = 0,
     data_dir: Any = None,
     encoder: Any = None,
     train_overrides: Mapping[str, Any] | None = None,
+    variants: Mapping[str, Mapping[str, Any]] | None = None,
+    artifact: TrainResult | None = None,
     progress: bool = False,
     log: Callable[[str], None] | None = None,
     n_boot: int = 1000,
 ) -> CombinedEvaluation:
-    """Train the combined router once; evaluate it and ``routers`` on each dataset."""
+    """Train the combined router once (or take ``artifact``); evaluate it and ``routers`` on
+    each dataset's test
+    rows (``on="test"``) or, to choose settings, on a held-out tenth of its training rows
+    (``on="val"``: every router trains on the other nine tenths, ``dev_split``)."""
     say = log or (lambda msg: print(msg, file=sys.stderr))
     tables = [load_dataset(d, "standard", data_dir=data_dir, seed=seed) for d in datasets]
+    if on == "val":
+        tables = [dev_split(t, seed) for t in tables]
+    elif on != "test":
+        raise ValueError(f"on must be 'test' or 'val', not {on!r}")
     table = combine(tables)
     if encoder is None:
         from router_core.encoders import bulk_encoder
@@ -107,8 +130,16 @@ def evaluate_combined(
     say(f"embedding {len(table)} prompts (cached after the first run)")
     X = np.asarray(encoder.encode(list(map(str, table.prompts)), progress=progress))
     cfg = train_config(train_overrides, seed=seed, progress=progress)
-    say("training the combined router")
-    trained = train_combined(table, cfg, embeddings=X, encoder=encoder)
+    if artifact is not None:  # a saved combined router (e.g. the packaged one), as it is
+        trained = artifact
+    else:
+        say("training the combined router")
+        trained = train_combined(table, cfg, embeddings=X, encoder=encoder)
+    extra_routers = {}
+    for label, more in (variants or {}).items():  # the combined router with other settings
+        say(f"training the combined router [{label}]")
+        cfg_v = train_config({**(train_overrides or {}), **more}, seed=seed, progress=progress)
+        extra_routers[label] = train_combined(table, cfg_v, embeddings=X, encoder=encoder)
     results: dict[str, EvalResult] = {}
     start = 0
     for t in tables:
@@ -124,6 +155,10 @@ def evaluate_combined(
             train_overrides=train_overrides,
             progress=progress,
             log=say,
-            extra={COMBINED: dataset_chooser(trained.router, t)},
+            extra={
+                COMBINED: dataset_chooser(trained.router, t),
+                **{f"{COMBINED}[{k}]": dataset_chooser(v.router, t)
+                   for k, v in extra_routers.items()},
+            },
         )
-    return CombinedEvaluation(train=trained, results=results)
+    return CombinedEvaluation(train=trained, results=results, variants=extra_routers)

@@ -56,3 +56,18 @@ def test_probes_come_from_each_datasets_training_prompts():
     train_ids = set(np.asarray(table.prompt_ids)[np.asarray(table.split) == "train"])
     assert set(probes.ids) <= train_ids
     assert sum(p.startswith("routerbench:") for p in probes.ids) == 20
+
+
+def test_the_dev_split_holds_out_training_rows_and_never_reads_the_test_rows():
+    from router_core.evaluation.combined import dev_split
+
+    rb = load_dataset("routerbench")
+    dev = dev_split(rb, seed=0)
+    split = np.asarray(dev.split)
+    test_ids = set(map(str, np.asarray(rb.prompt_ids)[np.asarray(rb.split) == "test"]))
+    assert not test_ids & set(map(str, dev.prompt_ids))  # the real test rows are gone
+    held = set(map(str, np.asarray(dev.prompt_ids)[split == "test"]))
+    fit = set(map(str, np.asarray(dev.prompt_ids)[split != "test"]))
+    assert held and not held & fit  # a held-out tenth, disjoint from what trains
+    assert (split == "val").any() and (split == "train").any()
+    assert 0.05 < len(held) / (len(held) + len(fit)) < 0.15
