@@ -195,12 +195,16 @@ def build_router() -> APIRouter:
 async def _warm_litellm(settings: Settings) -> None:
     """One offline mock completion: litellm's first call pays ~0.6 s of lazy imports and
     setup, which would otherwise land on the first client's request; and each backend's
-    tokenizer loaded once (in a thread: loading one holds the GIL for ~0.2 s)."""
+    tokenizer loaded once (in a thread: loading one holds the GIL for ~0.2 s), after the
+    hub's reachability is decided once (router_core.hub_reach: offline, each hub tokenizer
+    would cost ~24 s of retries)."""
+    from router_core.hub_reach import hub_offline_if_unreachable
     from router_core.litellm_env import litellm
 
     if not settings.model_list:
         return
     try:
+        await anyio.to_thread.run_sync(hub_offline_if_unreachable)
         await litellm.acompletion(model=settings.model_list[0].litellm_model,
                                   messages=[{"role": "user", "content": "warm up"}],
                                   mock_response="ok")
