@@ -7,7 +7,7 @@ direction: a logistic regression of its outcomes on the probes' query vectors q 
 
     p̂_h(x) = σ(w_h·q + b_h),   stored as   e_h = w_h/‖w_h‖,  a_h = ‖w_h‖,
 
-which is the router's runtime form p̂_h = σ(a_h·(q·e_h) + b_h): the FAISS index, the
+which is the router's runtime form p̂_h = σ(a_h·(q·e_h) + b_h): the candidate search, the
 calibration and the decision rule are unchanged, and nothing is retrained. On MMLU-Pro's
 unseen-models dev folds it routed better than the footprint (router_core.training's record).
 

@@ -1,7 +1,7 @@
 """The pluggable descriptor interface: how a model becomes a unit vector e_h.
 
 A descriptor kind turns "what we know about model h on the artifact's probe set" into a
-point on the unit sphere of one dimension d (CSCR §3.1). Training, the FAISS index and the
+point on the unit sphere of one dimension d (CSCR §3.1). Training, the candidate search and the
 decision rule only ever see those vectors, so a new kind (logit footprint, perplexity
 fingerprint, ...) slots in by implementing ``DescriptorKind`` and nothing else.
 

@@ -1,7 +1,7 @@
 """One descriptor space per artifact: mixed pools and describing a model added later.
 
 CSCR §3.1.2 puts logit footprints (K coordinates) and perplexity fingerprints (N
-coordinates) on one sphere by taking K = N; a single FAISS index then holds both, and the
+coordinates) on one sphere by taking K = N; one candidate search then covers both, and the
 head g_θ learns to place queries against whichever kind each expert has (Table 4, "mixed").
 ``MixedDescriptor`` is that pool as one ``DescriptorKind``: each model is described by its
 own kind and source, every row is a unit vector of the same dimension.

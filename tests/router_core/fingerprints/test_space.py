@@ -16,7 +16,7 @@ from router_core.router import Calibration, Expert, Head, Router
 from .test_perplexity import ANSWERS
 
 
-def test_logit_and_perplexity_experts_share_one_faiss_index(scorer, smollm2, small_probes):
+def test_logit_and_perplexity_experts_share_one_candidate_search(scorer, smollm2, small_probes):
     # K = N: SmolLM2's logit footprint and three perplexity fingerprints, one sphere.
     probes = small_probes
     answers = {m: a[: len(probes)] for m, a in ANSWERS.items()}
