@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import sqlalchemy as sa
 
+from gateway.config import DEFAULT_CONFIG_PATH, load_settings
 from gateway.store.models import request_logs
 from tests.gateway.cli.test_serve import ADMIN, serve_process
 
@@ -27,7 +28,8 @@ def test_two_workers_share_the_database_and_the_budget(tmp_path: Path) -> None:
                    Path(f"/proc/{c}/cmdline").read_bytes().decode(errors="replace")]
         assert len(workers) >= 2, "expected two worker processes under the supervisor"
         admin = {"authorization": f"Bearer {ADMIN}"}
-        body = {"model": "gpt-3.5-turbo-1106", "max_tokens": 20,
+        named = load_settings(DEFAULT_CONFIG_PATH).model_list[0].model_name  # a packaged backend
+        body = {"model": named, "max_tokens": 20,
                 "messages": [{"role": "user", "content": "Name a prime number."}]}
         r = httpx.post(url + "/admin/tenants", json={"name": "workers"}, headers=admin,
                        timeout=30)
