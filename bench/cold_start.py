@@ -12,14 +12,22 @@ standard split, the pool's test AUDC when the held-out model is
                   model on training prompts picked by the exploration policy (the gateway's
                   shadow exploration samples requests uniformly, so: a seeded uniform
                   sample of training prompts);
-  (d) fingerprint: not measured here (MMLU-Pro records no answers to fingerprint; see the
-                  closing line of the report);
+  (d) fingerprint: as ``tollgate models add --fingerprint perplexity`` places a model: a
+                  router trained without it in the perplexity space (every other model's
+                  recorded answers to the router's probes scored by SmolLM2-135M, CSCR
+                  Eq. 4-5), then the model's own fingerprint from its recorded answers added
+                  as an expert on the pooled calibration, no retraining of the head and no
+                  outcome of the model seen. Only where the table records every model's
+                  answers (RouterBench; MMLU-Pro records none: '-'). Few probes and a short
+                  scored prefix (``--fingerprint-probes``, ``--fingerprint-tokens``) keep the
+                  scoring small on a shared CPU; ``fp_excl`` is that router without the model;
   (e) trained:    the router trained with the model.
 
 Every variant is scored on the same test rows against the full pool's reference (C_min,
 C_max), so the AUDCs compare directly. Writes a plot (``--plot``) and prints a table; the
-last line is ``prior_minus_excluded=… gap_at_100=… gap_at_400=…`` (means over the held-out
-models; gaps are (e) minus (c)).
+last line is ``prior_minus_excluded=… gap_at_100=… gap_at_400=… fingerprint_minus_excluded=…``
+(means over the held-out models; gaps are (e) minus (c); the last is (d) minus (a) over the
+held-out models that have (d)).
 
     python bench/cold_start.py --seed 0 --models 5 --plot cold_start.png
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +50,16 @@ from router_core.data.combined import canonical_table
 from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
 from router_core.evaluation.metrics import Reference, evaluate_choices
 from router_core.evaluation.runner import _complete, _trained_choices
+from router_core.fingerprints.perplexity import PerplexityFingerprint, recorded_answers
+from router_core.fingerprints.scorer import Scorer
 from router_core.model_identity import identity_table
+from router_core.router import Expert
 from router_core.training import TrainConfig, train_router
 
 DATASETS = ("routerbench", "mmlu-pro")
 COUNTS = (25, 100, 400)
+FINGERPRINT_PROBES = 32  # the perplexity router's probes (its space's dimension)
+FINGERPRINT_TOKENS = 64  # scored tokens per answer (the scorer's max_tokens)
 
 
 def pick_models(tables: dict, n: int, seed: int) -> list[tuple[str, str]]:
@@ -67,21 +81,38 @@ def pick_models(tables: dict, n: int, seed: int) -> list[tuple[str, str]]:
 class Pool:
     """One dataset: its table over canonical ids, embeddings, test rows and reference."""
 
-    def __init__(self, name: str, seed: int, encoder) -> None:
-        self.table = canonical_table(load_dataset(name, "standard", seed=seed))
+    def __init__(self, table, seed: int, encoder) -> None:
+        self.table = table
         self.encoder = encoder
         self.X = encoder.encode(list(map(str, self.table.prompts)))
         split = np.asarray(self.table.split)
         self.train_rows = np.flatnonzero(split == "train")
         self.test = _complete(self.table, np.flatnonzero(split == "test"))
-        self.ref = Reference.from_matrices(self.table.quality[self.test], self.table.cost[self.test])
+        self.ref = Reference.from_matrices(
+            self.table.quality[self.test], self.table.cost[self.test]
+        )
         self.seed = seed
         self.full = None
 
-    def train(self, models: tuple[str, ...]):
-        cfg = TrainConfig(seed=self.seed, progress=False)
-        return train_router(self.table, cfg, embeddings=self.X, models=models,
-                            train_models=models, encoder=self.encoder)
+    @classmethod
+    def load(cls, name: str, seed: int, encoder) -> Pool:
+        return cls(canonical_table(load_dataset(name, "standard", seed=seed)), seed, encoder)
+
+    def train(self, models: tuple[str, ...], descriptor=None, **cfg):
+        config = replace(TrainConfig(seed=self.seed, progress=False), **cfg)
+        return train_router(
+            self.table,
+            config,
+            descriptor,
+            embeddings=self.X,
+            models=models,
+            train_models=models,
+            encoder=self.encoder,
+        )
+
+    def answers_recorded(self) -> bool:
+        """Every model's answers are in the table: what a perplexity router needs."""
+        return all(m in self.table.responses for m in self.table.models)
 
     def audc(self, router) -> float:
         pool = self.table.models
@@ -114,6 +145,35 @@ def run_model(pool: Pool, model: str, rng: np.random.Generator) -> dict[str, flo
     return out
 
 
+def place_fingerprint(
+    pool: Pool, model: str, kind: PerplexityFingerprint, n_probes: int = FINGERPRINT_PROBES
+):
+    """(router without ``model`` in the perplexity space, the same router with ``model``
+    added by its fingerprint, the probes, the model's answers to them). As ``models add`` does:
+    the head is not retrained and the new expert takes the pooled calibration (a0, b0)."""
+    t = pool.table
+    others = tuple(m for m in t.models if m != model)
+    res = pool.train(others, kind, n_probes=n_probes)
+    answers = recorded_answers(t, res.probes, model)
+    e = kind.describe({model: answers}, res.probes, [model])[0]
+    cost = float(np.nanmean(t.cost[pool.train_rows, t.models.index(model)]))
+    added = res.router.with_expert(Expert(model, e.astype(np.float32), cost, kind.name))
+    return res.router, added, res.probes, answers
+
+
+def fingerprinted(
+    pool: Pool, model: str, kind: PerplexityFingerprint, n_probes: int = FINGERPRINT_PROBES
+) -> dict[str, float]:
+    """(d) for one held-out model: ``fp_excl`` (the perplexity router without it),
+    ``fingerprint`` (with it fingerprinted) and ``n_missing`` (probes it left unanswered)."""
+    without, added, _, answers = place_fingerprint(pool, model, kind, n_probes)
+    return {
+        "fp_excl": pool.audc(without),
+        "fingerprint": pool.audc(added),
+        "n_missing": float(sum(a is None for a in answers)),
+    }
+
+
 def plot(rows: list[tuple[str, str, dict]], path: Path) -> None:
     import matplotlib
 
@@ -126,11 +186,13 @@ def plot(rows: list[tuple[str, str, dict]], path: Path) -> None:
         ys = [r["prior"] - r["excluded"]] + [r[f"refined_{n}"] - r["excluded"] for n in COUNTS]
         line = ax.plot(xs, ys, marker="o", label=f"{model} ({ds})")[0]
         ax.axhline(r["trained"] - r["excluded"], color=line.get_color(), ls=":", lw=1)
+        if "fingerprint" in r:
+            ax.plot(0, r["fingerprint"] - r["excluded"], marker="x", ms=9, color=line.get_color())
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xscale("symlog", linthresh=25)
     ax.set_xticks(xs, ["prior", *map(str, COUNTS)])
     ax.set_xlabel("observed outcomes of the held-out model")
-    ax.set_ylabel("test AUDC − AUDC without the model (dotted: trained with it)")
+    ax.set_ylabel("test AUDC − AUDC without the model (dotted: trained; x: fingerprint)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -142,29 +204,63 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=5)
     ap.add_argument("--plot", type=Path, default=Path("cold_start.png"))
     ap.add_argument("--encoder", default=DEFAULT_KIND, choices=known_kinds())
+    ap.add_argument(
+        "--fingerprint",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="measure (d) (scores every RouterBench model's probe answers)",
+    )
+    ap.add_argument("--fingerprint-probes", type=int, default=FINGERPRINT_PROBES)
+    ap.add_argument("--fingerprint-tokens", type=int, default=FINGERPRINT_TOKENS)
     args = ap.parse_args()
     encoder = make_encoder(args.encoder, cache=True)
     print(f"encoder {args.encoder}")
-    pools = {d: Pool(d, args.seed, encoder) for d in DATASETS}
+    pools = {d: Pool.load(d, args.seed, encoder) for d in DATASETS}
+    kind = None
+    if args.fingerprint:
+        kind = PerplexityFingerprint(Scorer(max_tokens=args.fingerprint_tokens, threads=1))
     chosen = pick_models({d: p.table for d, p in pools.items()}, args.models, args.seed)
     rng = np.random.default_rng(args.seed + 1)
     rows = []
-    cols = ["excluded", "prior", *(f"refined_{n}" for n in COUNTS), "trained"]
+    cols = [
+        "excluded",
+        "prior",
+        *(f"refined_{n}" for n in COUNTS),
+        "fp_excl",
+        "fingerprint",
+        "trained",
+    ]
     print(f"{'dataset':<12} {'model':<30} " + " ".join(f"{c:>11}" for c in cols))
     for ds, model in chosen:
         r = run_model(pools[ds], model, rng)
+        if kind is not None and pools[ds].answers_recorded():
+            r.update(fingerprinted(pools[ds], model, kind, args.fingerprint_probes))
         rows.append((ds, model, r))
-        print(f"{ds:<12} {model:<30} " + " ".join(f"{r[c]:11.4f}" for c in cols), flush=True)
+        cells = [f"{r[c]:11.4f}" if c in r else f"{'-':>11}" for c in cols]
+        print(f"{ds:<12} {model:<30} " + " ".join(cells), flush=True)
     plot(rows, args.plot)
-    print(f"wrote {args.plot}; (d) fingerprinted: not measured")
+    print(
+        f"wrote {args.plot}; (d) fingerprint: perplexity router on {args.fingerprint_probes} "
+        f"probes, {args.fingerprint_tokens} scored tokens per answer (SmolLM2-135M), the "
+        "model's fingerprint added without retraining; fp_excl: that router without it; "
+        "'-': the dataset records no answers to fingerprint (MMLU-Pro)"
+        + ("" if args.fingerprint else " or --no-fingerprint")
+    )
+    missing = {m: int(r["n_missing"]) for _, m, r in rows if r.get("n_missing")}
+    if missing:
+        print(f"probes without a recorded answer (their coordinate takes the mean): {missing}")
 
     def mean(f) -> float:
         return float(np.mean([f(r) for _, _, r in rows]))
 
+    fp_rows = [r for _, _, r in rows if "fingerprint" in r]
+    fp = np.mean([r["fingerprint"] - r["excluded"] for r in fp_rows]) if fp_rows else np.nan
+
     print(
         f"prior_minus_excluded={mean(lambda r: r['prior'] - r['excluded']):.4f} "
         f"gap_at_100={mean(lambda r: r['trained'] - r['refined_100']):.4f} "
-        f"gap_at_400={mean(lambda r: r['trained'] - r['refined_400']):.4f}"
+        f"gap_at_400={mean(lambda r: r['trained'] - r['refined_400']):.4f} "
+        f"fingerprint_minus_excluded={fp:.4f}"
     )
 
 
