@@ -136,7 +136,7 @@ def table_text(out: Path) -> str:
     """The combined table of every saved run, with CIs against the best MiniLM router, then
     the mean over seeds of each run."""
     docs = sorted(
-        (json.loads(p.read_text()) for p in out.glob("*.json")),
+        (json.loads(p.read_text()) for p in out.glob("*_s[0-9]*_*.json")),  # _stem's names
         key=lambda d: (d["dataset"], d["split"], d["seed"], ENCODERS.index(d["encoder"])),
     )
     lines = []
