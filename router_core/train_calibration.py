@@ -21,7 +21,7 @@ from router_core.train_config import TrainConfig
 
 if TYPE_CHECKING:
     from router_core.train_data import _Prompts
-    from router_core.training import _Fit
+    from router_core.train_fit import _Fit
 
 
 def _calibration(cfg: TrainConfig, fit: _Fit, np_head: Head, E: np.ndarray, data: _Prompts,

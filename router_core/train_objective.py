@@ -1,0 +1,134 @@
+"""The training objective: what the head is fitted to, and the loss of a batch.
+
+Kept apart from the fit loop (router_core.train_fit) so the equations can be read against
+the papers without the optimiser around them. Objective per batch (CSCR §3.4 with
+EquiRouter's ranking term and a learned scale):
+    L = L_CS(Eq. 8)  [or vanilla InfoNCE, Eq. 6]
+      + w_caro · L_CARO(s·scale, u, c)                 (EquiRouter Eq. 6-7; off for no_caro)
+      + w_cal  · BCE(σ(a_h s_ih + b_h), u_ih)          (puts s on the scale of quality)
+with s_ih = q_i·e_h, q_i = g_θ(Φ(x_i))/‖·‖, e_h the descriptors (frozen).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from router_core.data.combined import NAME as COMBINED_NAME
+from router_core.data.combined import row_datasets
+from router_core.data.table import RoutingTable
+from router_core.descriptors.base import ProbeSet
+from router_core.losses import CaroRanking, CostSpectrumInfoNCE
+from router_core.train_config import TrainConfig
+from router_core.train_head import _HeadModule
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """What the head is fitted to: the supervised models' qualities and normalised costs."""
+
+    fit_rows: np.ndarray  # training rows used for the fit (probes left out if configured)
+    cols: np.ndarray  # the supervised (train) models' columns among the described models
+    U: np.ndarray
+    C_rows: np.ndarray  # per-row cost c̃ (the model's mean where unobserved)
+    X: np.ndarray
+    mean_cost: np.ndarray  # (m,) USD per query
+    top: float  # c̃ = c / top, the dearest supervised model's mean cost
+    c_norm: np.ndarray
+
+
+def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
+             models: tuple[str, ...], train_models: tuple[str, ...], cfg: TrainConfig
+             ) -> _Targets:
+    fit_rows = (
+        ~np.isin(np.asarray(train.prompt_ids, dtype=str), probes.ids)
+        if cfg.exclude_probes
+        else np.ones(len(train), dtype=bool)
+    )
+    cols = np.array([models.index(m) for m in train_models])
+    U = train.quality[fit_rows][:, cols]
+    C_rows = train.cost[fit_rows][:, cols]
+    X = phi_train[fit_rows]
+    mean_cost = np.nanmean(train.cost, axis=0)  # (m,) USD per query
+    mean_cost = np.where(np.isfinite(mean_cost), mean_cost, np.nanmean(mean_cost))
+    top = mean_cost[cols].max()  # c̃ = c / max over the supervised models
+    c_norm = mean_cost / top
+    C_rows = np.where(np.isfinite(C_rows), C_rows, mean_cost[cols]) / top
+    return _Targets(fit_rows, cols, U, C_rows, X, mean_cost, top, c_norm)
+
+
+def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
+               a_param: nn.Parameter, b_param: nn.Parameter) -> Callable[..., Any]:
+    """The loss of a batch: Eq. 8 (or 6), CARO and the calibrated quality term."""
+    vanilla = cfg.loss == "vanilla"
+    cs_loss = CostSpectrumInfoNCE(
+        n_bands=1 if vanilla else cfg.n_bands,
+        tau_min=cfg.tau_min,
+        alpha=cfg.alpha,
+        gamma=0.0 if vanilla else cfg.gamma,
+    )
+    caro = CaroRanking(
+        delta=cfg.caro_delta,
+        rho=cfg.caro_rho,
+        scale=cfg.caro_scale if cfg.caro_on == "similarity" else 1.0,
+    )
+    E_t = torch.as_tensor(E[tg.cols])
+    c_t = torch.as_tensor(tg.c_norm[tg.cols], dtype=torch.float32)
+
+    def objective(x, u, pos, avail, c, train_mode, groups=None
+                  ) -> tuple[torch.Tensor, dict[str, float]]:
+        head.train(train_mode)
+        s = head(x) @ E_t.T
+        parts = {"cs": cfg.cs_weight * cs_loss(s, pos, c_t, avail)}
+        if cfg.use_caro and cfg.caro_weight > 0:
+            # rank on the routing score itself (calibrated logit) or on the raw similarity
+            z = a_param * s + b_param if cfg.caro_on == "logit" else s
+            parts["caro"] = cfg.caro_weight * _caro_by_pattern(caro, z, u, c, avail)
+        if cfg.calib_weight > 0:
+            ok = torch.isfinite(u)
+            logits = (a_param * s + b_param)[ok]
+            parts["cal"] = cfg.calib_weight * F.binary_cross_entropy_with_logits(logits, u[ok])
+        out = {k: float(v.detach()) for k, v in parts.items()}
+        if groups is not None and cfg.calib_weight > 0:  # each dataset's own error, averaged
+            with torch.no_grad():
+                cell = F.binary_cross_entropy_with_logits(
+                    a_param * s + b_param, torch.nan_to_num(u), reduction="none")
+                ok = torch.isfinite(u)
+                errs = [cell[(groups == g)[:, None] & ok].mean() for g in torch.unique(groups)]
+                out["cal_by_dataset"] = float(torch.stack(errs).mean())
+        return sum(parts.values()), out
+
+    return objective
+
+
+def _caro_by_pattern(caro: CaroRanking, z, u, c, avail) -> torch.Tensor:
+    """CARO over the experts each query was observed with: pairs need two outcomes, so rows
+    are grouped by their pattern of observed experts and each group ranks only its columns
+    (the same pairs as the full (B, M, M) product, at a fraction of its cost when datasets
+    with different models are trained together); the groups' losses are averaged by size."""
+    patterns, group = torch.unique(avail, dim=0, return_inverse=True)
+    if len(patterns) == 1:
+        return caro(z, u, c)
+    total = z.sum() * 0.0
+    for g, pattern in enumerate(patterns):
+        rows = torch.nonzero(group == g).squeeze(1)
+        cols = torch.nonzero(pattern).squeeze(1)
+        if len(cols) < 2:
+            continue
+        sub = caro(z[rows][:, cols], u[rows][:, cols], c[rows][:, cols])
+        total = total + sub * (len(rows) / len(z))
+    return total
+
+
+def _val_groups(cfg: TrainConfig, val: RoutingTable) -> torch.Tensor | None:
+    """(n_val,) dataset codes of a combined table's val rows when stopping per dataset."""
+    if cfg.stop_on != "per-dataset" or val.name != COMBINED_NAME or not len(val):
+        return None
+    _, codes = np.unique(row_datasets(val).astype(str), return_inverse=True)
+    return torch.as_tensor(codes)
