@@ -1,0 +1,273 @@
+"""The HTTP side of ``FakeUpstream`` (``local_upstream.py``): the request handler that answers
+each route in OpenAI's wire format, acts out the failure modes on the raw socket, and bills
+deterministic usage. Kept apart from the server object so each file reads as one concept.
+
+``StreamEnd`` and ``count_prompt_tokens`` live here because the handler makes and uses them;
+``local_upstream`` imports them back, so the public names stay where callers import them.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """How one streamed answer ended: ``how`` is "done", "peer_closed" (the caller closed
+    the connection mid-stream), "stalled" or "malformed"; ``chunks`` words were sent."""
+
+    model: str
+    chunks: int
+    how: str
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def count_prompt_tokens(body: dict, count: Callable[[str], int] | None = None) -> int:
+    """Tokens of every message's text (default: words), plus one per tool."""
+    count = count or _words
+    n = 0
+    for m in body.get("messages", []):
+        content = m.get("content")
+        if isinstance(content, str):
+            n += count(content)
+        elif isinstance(content, list):
+            n += sum(count(str(p.get("text", ""))) for p in content if isinstance(p, dict))
+    n += len(body.get("tools") or [])
+    return max(n, 1)
+
+
+def _completion_id() -> str:
+    return "chatcmpl-fake-" + uuid.uuid4().hex[:16]
+
+
+def _tool_call(body: dict, b: FakeBackend) -> dict | None:
+    tools = body.get("tools") or []
+    choice = body.get("tool_choice")
+    if not tools or choice == "none":
+        return None
+    name = tools[0]["function"]["name"]
+    if isinstance(choice, dict):
+        name = choice.get("function", {}).get("name", name)
+    return {
+        "id": "call_" + uuid.uuid4().hex[:12],
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(b.tool_arguments)},
+    }
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
+    """One JSON response with its length (the connection stays open for the next request)."""
+    send_bytes(handler, status, json.dumps(obj).encode())
+
+
+def send_bytes(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """The routes of a ``FakeUpstream`` (``up``, set by ``_make_handler``)."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall on keep-alive replies
+    up: FakeUpstream
+
+    def log_message(self, *args: object) -> None:  # keep test output quiet
+        pass
+
+    # helpers -------------------------------------------------------------------------------
+    def _error(self, status: int, message: str, type_: str) -> None:
+        send_json(self, status, {"error": {"message": message, "type": type_, "code": None}})
+
+    def _wait(self, seconds: float) -> None:
+        self.up._stop.wait(seconds)
+
+    def _wait_watching(self, seconds: float) -> bool:
+        """Wait ``seconds`` (or until the server stops); True as soon as the peer closes the
+        connection (readable with nothing to read, or reset)."""
+        deadline = time.monotonic() + seconds
+        while not self.up._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            readable, _, _ = select.select([self.connection], [], [], min(left, 0.05))
+            if readable:
+                try:
+                    if self.connection.recv(1, socket.MSG_PEEK) == b"":
+                        return True
+                except OSError:
+                    return True
+                self._wait(left)  # bytes from the caller: not a close; just wait
+                return False
+        return False
+
+    def _reset(self) -> None:
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
+
+    # routes --------------------------------------------------------------------------------
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            data = [{"id": n, "object": "model", "owned_by": "fake"} for n in self.up.backends]
+            send_json(self, 200, {"object": "list", "data": data})
+        else:
+            self._error(404, f"no route {self.path}", "invalid_request_error")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._error(404, f"no route {self.path}", "invalid_request_error")
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._error(400, "body is not JSON", "invalid_request_error")
+            return
+        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
+        b = self.up.backends.get(body.get("model"))
+        if b is None:
+            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
+            return
+        mode = self.up._take_mode(b.name)
+        if b.delay_s:
+            self._wait(b.delay_s)
+        stream = bool(body.get("stream"))
+        if not self._fail(mode, b, stream):
+            self._stream(body, b, mode) if stream else self._complete(body, b)
+
+    def _fail(self, mode: str, b: FakeBackend, stream: bool) -> bool:
+        """Answer as failure ``mode`` says; False when the request is to be answered."""
+        if mode == "error_500":
+            self._error(500, "the fake upstream failed", "server_error")
+        elif mode == "error_429":
+            self._error(429, "rate limited by the fake upstream", "rate_limit_error")
+        elif mode == "error_400":
+            self._error(400, "the fake upstream refuses this request", "invalid_request_error")
+        elif mode == "hang" or (mode == "stall_mid_stream" and not stream):
+            self._wait(b.hang_s)
+            self.close_connection = True
+        elif mode == "reset":
+            self._reset()
+        elif mode == "malformed_json" and not stream:
+            send_bytes(self, 200, b'{"id": "chatcmpl-broken", "choices": [{"message": ')
+        else:
+            return False
+        return True
+
+    def _usage(self, body: dict, completion_tokens: int) -> dict:
+        p = count_prompt_tokens(body, self.up.count_tokens)
+        b = self.up.backends.get(str(body.get("model")))
+        if b is not None and b.image_tokens:
+            p += b.image_tokens * sum(
+                1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
+                for part in m["content"]
+                if isinstance(part, dict) and part.get("type") == "image_url")
+        return {"prompt_tokens": p, "completion_tokens": completion_tokens,
+                "total_tokens": p + completion_tokens}
+
+    def _complete(self, body: dict, b: FakeBackend) -> None:
+        call = _tool_call(body, b)
+        text = b.text_for(body)
+        n = int(body.get("n") or 1)
+        choices = []
+        for i in range(n):
+            if call is not None:
+                msg = {"role": "assistant", "content": None, "tool_calls": [call]}
+                finish = "tool_calls"
+            else:
+                msg = {"role": "assistant", "content": text}
+                finish = "stop"
+            choices.append({"index": i, "message": msg, "finish_reason": finish, "logprobs": None})
+        count = self.up.count_tokens or _words
+        completion = 8 if call is not None else count(text) * n
+        send_json(self, 200, {
+            "id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
+            "model": b.name, "system_fingerprint": "fp_fake", "choices": choices,
+            "usage": self._usage(body, completion),
+        })
+
+    def _stream(self, body: dict, b: FakeBackend, mode: str) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        cid, created = _completion_id(), int(time.time())
+
+        def chunk(delta: dict | None, finish: str | None = None, usage: dict | None = None) -> None:
+            obj: dict[str, Any] = {
+                "id": cid, "object": "chat.completion.chunk", "created": created, "model": b.name,
+                "choices": [] if delta is None
+                else [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            if usage is not None:
+                obj["usage"] = usage
+            self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+            self.wfile.flush()
+
+        sent = [0]
+        try:
+            chunk({"role": "assistant", "content": ""})
+            call = _tool_call(body, b)
+            if call is not None:
+                chunk({"tool_calls": [{"index": 0, **call}]})
+                completion, finish = 8, "tool_calls"
+            else:
+                how = self._stream_words(b.text_for(body).split(), mode, b, chunk, sent)
+                if how != "done":
+                    self.up._stream_ended(StreamEnd(b.name, sent[0], how))
+                    return
+                completion = (self.up.count_tokens or _words)(b.text_for(body))
+                finish = "stop"
+            chunk({}, finish)
+            if (body.get("stream_options") or {}).get("include_usage"):
+                chunk(None, usage=self._usage(body, completion))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.up._stream_ended(StreamEnd(b.name, sent[0], "peer_closed"))
+            return
+        self.up._stream_ended(StreamEnd(b.name, sent[0], "done"))
+
+    def _stream_words(self, words: list[str], mode: str, b: FakeBackend,
+                      chunk: Callable[[dict], None], sent: list[int]) -> str:
+        """The reply word by word (``sent[0]`` counts them): "done", or how it was cut off
+        ("stalled", "malformed", "peer_closed")."""
+        half = len(words) // 2
+        for i, w in enumerate(words):
+            if mode == "stall_mid_stream" and i == max(half, 1):
+                return "peer_closed" if self._wait_watching(b.hang_s) else "stalled"
+            if mode == "malformed_json" and i == max(half, 1):
+                self.wfile.write(b"data: {not json\n\n")
+                self.wfile.flush()
+                return "malformed"
+            if i and b.chunk_delay_s and self._wait_watching(b.chunk_delay_s):
+                return "peer_closed"
+            chunk({"content": w if i == 0 else " " + w})
+            sent[0] += 1
+        return "done"
+
+
+def _make_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"up": up})
