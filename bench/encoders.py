@@ -36,7 +36,7 @@ from router_core.encoders import bulk_encoder, encoder_class, known_kinds, make_
 
 TORCH = "minilm"  # the reference encoder
 DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
-DEFAULT_LAM = 0.5  # the gateway's default cost_weight (gateway/config.py Route)
+DEFAULT_LAM = 0.5  # the gateway's default cost_weight (gateway/config/settings.py Route)
 AUDC_TOLERANCE = 0.005
 LENGTHS = (20, 50, 200)
 # a realistic request to cut to a given number of word pieces

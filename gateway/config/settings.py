@@ -23,60 +23,18 @@ several entries with one ``model_name`` form a group: one backend with several d
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from gateway.litellm_sections import resolve_env, translate
-from gateway.store.engine import DEFAULT_DATABASE_URL, database_url_from_env
+from gateway.config.reliability import ReliabilitySettings
+from gateway.litellm_sections import resolve_env
+from gateway.store.engine import DEFAULT_DATABASE_URL
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "config.yaml"
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "config.yaml"
 # litellm_params LiteLLM's Router reads for load balancing; never sent to a provider.
 ROUTER_ONLY_PARAMS = frozenset({"rpm", "tpm", "weight", "order", "max_parallel_requests"})
-
-
-class RateLimitSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    requests_per_minute: int | None = Field(default=None, ge=0)
-    tokens_per_minute: int | None = Field(default=None, ge=0)
-
-
-class CircuitSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    failure_threshold: int = Field(default=5, ge=1)
-    cooldown_s: float = Field(default=30.0, gt=0)
-    half_open_probes: int = Field(default=1, ge=1)
-
-
-class OutageSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    budget: Literal["refuse", "allow"] = "refuse"
-    allowance_usd: float = Field(default=0.0, ge=0)
-
-
-class ReliabilitySettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    redis_url: str | None = None
-    redis_prefix: str = "tollgate"
-    rate_limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
-    circuit: CircuitSettings = Field(default_factory=CircuitSettings)
-    outage: OutageSettings = Field(default_factory=OutageSettings)
-    spool_dir: str = "./tollgate-spool"
-    max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
-    shutdown_grace_s: float = Field(default=30.0, ge=0)
-    log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
-
-    def resolved(self) -> ReliabilitySettings:
-        """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR."""
-        changes: dict[str, Any] = {}
-        if os.environ.get("TOLLGATE_REDIS_URL"):
-            changes["redis_url"] = os.environ["TOLLGATE_REDIS_URL"]
-        if os.environ.get("TOLLGATE_SPOOL_DIR"):
-            changes["spool_dir"] = os.environ["TOLLGATE_SPOOL_DIR"]
-        return self.model_copy(update=changes)
 
 
 class ConfigError(ValueError):
@@ -315,97 +273,3 @@ def _same_model_info(name: str, first: Any, other: Any) -> None:
     if differ:
         raise ValueError(f"model_list: the deployments of {name!r} differ in model_info "
                          f"{differ}; a group has one price and one set of limits")
-
-
-def _one_line(e: ValidationError, sources: dict[str, str]) -> str:
-    """The first problem of a validation error as one line naming the key (and the LiteLLM
-    key it came from, when it was mapped from one)."""
-    errs = e.errors()
-    err = errs[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = f"unknown key {loc!r}"
-    elif loc in sources:
-        msg = f"{loc} (from {sources[loc]}): {msg}"
-    elif loc:
-        msg = f"{loc}: {msg}"
-    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-    return msg + more
-
-
-def load_settings(
-    path: str | Path | None = None, overrides: dict[str, Any] | None = None
-) -> Settings:
-    """Read config.yaml (default: the repo's), then the environment.
-
-    ``TOLLGATE_DATABASE_URL`` and ``TOLLGATE_ADMIN_KEY`` win over the file.
-    """
-    path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e}") from e
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
-    raw.update(overrides or {})
-    return settings_from_dict(raw, source=str(path))
-
-
-def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
-    """Validate a config mapping and apply the environment overrides."""
-    try:
-        translated = translate(raw)
-    except ValueError as e:
-        raise ConfigError(f"{source}: {e}") from e
-    raw = translated.raw
-    if os.environ.get("TOLLGATE_DATABASE_URL"):
-        raw["database_url"] = os.environ["TOLLGATE_DATABASE_URL"]
-    if os.environ.get("TOLLGATE_ADMIN_KEY"):
-        raw["admin_key"] = os.environ["TOLLGATE_ADMIN_KEY"]
-    raw["database_url"] = resolve_env(raw.get("database_url") or DEFAULT_DATABASE_URL)
-    raw["admin_key"] = resolve_env(raw.get("admin_key"))
-    if os.environ.get("TOLLGATE_METRICS_TOKEN"):
-        raw["metrics_token"] = os.environ["TOLLGATE_METRICS_TOKEN"]
-    raw["metrics_token"] = resolve_env(raw.get("metrics_token"))
-    try:
-        settings = Settings.model_validate(raw)
-    except ValidationError as e:
-        raise ConfigError(f"{source}: {_one_line(e, translated.sources)}") from None
-    settings._ignored_keys = translated.ignored
-    return settings
-
-
-def data_home() -> Path:
-    """Where the gateway writes what it owns besides the database (a changed router, the
-    config `models add` edits when the served one is the packaged one): $TOLLGATE_HOME,
-    else the current directory."""
-    return Path(os.environ.get("TOLLGATE_HOME") or ".")
-
-
-def resolve_config_path(given: Path | None) -> Path:
-    """--config, $TOLLGATE_CONFIG, ./config.yaml, $TOLLGATE_HOME/config.yaml, then the
-    packaged config.yaml."""
-    if given is not None:
-        return given
-    if os.environ.get("TOLLGATE_CONFIG"):
-        return Path(os.environ["TOLLGATE_CONFIG"])
-    for candidate in (Path("config.yaml"), data_home() / "config.yaml"):
-        if candidate.is_file():
-            return candidate
-    return DEFAULT_CONFIG_PATH
-
-
-def resolve_database_url(database_url: str | None, config_path: str | None) -> str:
-    """What a CLI command uses: its --database-url, else the --config file's database_url,
-    else `TOLLGATE_DATABASE_URL` or the default."""
-    if database_url:
-        return database_url
-    if config_path:
-        return load_settings(config_path).database_url
-    return database_url_from_env()

@@ -1,0 +1,34 @@
+"""config.yaml as typed settings: ``settings`` (the pool, prices, routes, database),
+``reliability`` (its ``reliability:`` section) and ``loading`` (file, environment and the
+CLI's lookup of both)."""
+
+from gateway.config.loading import (
+    data_home,
+    load_settings,
+    resolve_config_path,
+    resolve_database_url,
+    settings_from_dict,
+)
+from gateway.config.reliability import (
+    CircuitSettings,
+    OutageSettings,
+    RateLimitSettings,
+    ReliabilitySettings,
+)
+from gateway.config.settings import (
+    DEFAULT_CONFIG_PATH,
+    ROUTER_ONLY_PARAMS,
+    Backend,
+    ConfigError,
+    ModelInfo,
+    Retraining,
+    Route,
+    Settings,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH", "ROUTER_ONLY_PARAMS", "Backend", "CircuitSettings", "ConfigError",
+    "ModelInfo", "OutageSettings", "RateLimitSettings", "ReliabilitySettings", "Retraining",
+    "Route", "Settings", "data_home", "load_settings", "resolve_config_path",
+    "resolve_database_url", "settings_from_dict",
+]

@@ -1,0 +1,110 @@
+"""From a file, a mapping and the environment to ``Settings``: LiteLLM's sections
+translated, ``os.environ/NAME`` resolved, one-line errors naming the key; and where the CLI
+finds its config file, data directory and database."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from gateway.config.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings
+from gateway.litellm_sections import resolve_env, translate
+from gateway.store.engine import DEFAULT_DATABASE_URL, database_url_from_env
+
+
+def _one_line(e: ValidationError, sources: dict[str, str]) -> str:
+    """The first problem of a validation error as one line naming the key (and the LiteLLM
+    key it came from, when it was mapped from one)."""
+    errs = e.errors()
+    err = errs[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown key {loc!r}"
+    elif loc in sources:
+        msg = f"{loc} (from {sources[loc]}): {msg}"
+    elif loc:
+        msg = f"{loc}: {msg}"
+    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+    return msg + more
+
+
+def load_settings(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> Settings:
+    """Read config.yaml (default: the repo's), then the environment.
+
+    ``TOLLGATE_DATABASE_URL`` and ``TOLLGATE_ADMIN_KEY`` win over the file.
+    """
+    path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e}") from e
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    raw.update(overrides or {})
+    return settings_from_dict(raw, source=str(path))
+
+
+def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
+    """Validate a config mapping and apply the environment overrides."""
+    try:
+        translated = translate(raw)
+    except ValueError as e:
+        raise ConfigError(f"{source}: {e}") from e
+    raw = translated.raw
+    if os.environ.get("TOLLGATE_DATABASE_URL"):
+        raw["database_url"] = os.environ["TOLLGATE_DATABASE_URL"]
+    if os.environ.get("TOLLGATE_ADMIN_KEY"):
+        raw["admin_key"] = os.environ["TOLLGATE_ADMIN_KEY"]
+    raw["database_url"] = resolve_env(raw.get("database_url") or DEFAULT_DATABASE_URL)
+    raw["admin_key"] = resolve_env(raw.get("admin_key"))
+    if os.environ.get("TOLLGATE_METRICS_TOKEN"):
+        raw["metrics_token"] = os.environ["TOLLGATE_METRICS_TOKEN"]
+    raw["metrics_token"] = resolve_env(raw.get("metrics_token"))
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(f"{source}: {_one_line(e, translated.sources)}") from None
+    settings._ignored_keys = translated.ignored
+    return settings
+
+
+def data_home() -> Path:
+    """Where the gateway writes what it owns besides the database (a changed router, the
+    config `models add` edits when the served one is the packaged one): $TOLLGATE_HOME,
+    else the current directory."""
+    return Path(os.environ.get("TOLLGATE_HOME") or ".")
+
+
+def resolve_config_path(given: Path | None) -> Path:
+    """--config, $TOLLGATE_CONFIG, ./config.yaml, $TOLLGATE_HOME/config.yaml, then the
+    packaged config.yaml."""
+    if given is not None:
+        return given
+    if os.environ.get("TOLLGATE_CONFIG"):
+        return Path(os.environ["TOLLGATE_CONFIG"])
+    for candidate in (Path("config.yaml"), data_home() / "config.yaml"):
+        if candidate.is_file():
+            return candidate
+    return DEFAULT_CONFIG_PATH
+
+
+def resolve_database_url(database_url: str | None, config_path: str | None) -> str:
+    """What a CLI command uses: its --database-url, else the --config file's database_url,
+    else `TOLLGATE_DATABASE_URL` or the default."""
+    if database_url:
+        return database_url
+    if config_path:
+        return load_settings(config_path).database_url
+    return database_url_from_env()
