@@ -37,13 +37,17 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    BindParameter,
     ColumnElement,
     Engine,
+    Insert,
     Update,
     and_,
+    bindparam,
     case,
     delete,
     insert,
@@ -63,26 +67,40 @@ from gateway.store.records import Reservation, SettleResult, nusd_to_usd
 log = logging.getLogger(__name__)
 
 
-def _current_start(now: datetime) -> ColumnElement[int]:
+# The request path's statements are built once, with bound parameters: building one per call
+# (and SQLAlchemy's cache key over its tree) cost more CPU than the database's work on SQLite.
+# The period starts are parameters too: ``_starts(now)`` gives their values.
+def _param(name: str) -> BindParameter[int]:
+    """An explicit BIGINT parameter: epoch seconds pass 2**31 in 2038 and nano-dollars far
+    sooner; SQLAlchemy would infer the width from each value, this keeps it fixed. Names start
+    with ``p_``, never a column's (an UPDATE would take a column's name for a SET value)."""
+    return bindparam(f"p_{name}", type_=BigInteger)
+
+
+def _big(value: int) -> ColumnElement[int]:
+    """A BIGINT literal (as ``_param``) for statements built per call."""
+    return literal(value, type_=BigInteger)
+
+
+def _starts(now: datetime) -> dict[str, int]:
+    """The values of ``_current_start``'s parameters at ``now``."""
+    return {f"p_{p}": period_start_s(p, now) for p in ("daily", "weekly", "monthly")}
+
+
+def _current_start() -> ColumnElement[int]:
     """SQL: the start of the current period for the row's own `period` (epoch seconds)."""
     c = tenants.c.period
     return case(
-        (c == "daily", _big(period_start_s("daily", now))),
-        (c == "weekly", _big(period_start_s("weekly", now))),
-        (c == "monthly", _big(period_start_s("monthly", now))),
+        (c == "daily", _param("daily")),
+        (c == "weekly", _param("weekly")),
+        (c == "monthly", _param("monthly")),
         else_=_big(0),
     )
 
 
-def _big(value: int) -> ColumnElement[int]:
-    """An explicit BIGINT parameter: epoch seconds pass 2**31 in 2038 and nano-dollars far
-    sooner; SQLAlchemy would infer the width from each value, this keeps it fixed."""
-    return literal(value, type_=BigInteger)
-
-
-def _rollover_values(now: datetime, spent_after: ColumnElement[int]) -> dict:
+def _rollover_values(spent_after: ColumnElement[int]) -> dict:
     """SET clauses that re-baseline on a new period; `spent_after` is spent' plus any delta."""
-    start = _current_start(now)
+    start = _current_start()
     rolled = tenants.c.period_start_s < start
     return {
         "period_start_s": case((rolled, start), else_=tenants.c.period_start_s),
@@ -90,22 +108,20 @@ def _rollover_values(now: datetime, spent_after: ColumnElement[int]) -> dict:
     }
 
 
-def _spent_plus(now: datetime, amount: int | ColumnElement[int]) -> ColumnElement[int]:
-    """SQL: spent' + amount, i.e. the amount alone when the stored period has ended."""
-    value = _big(amount) if isinstance(amount, int) else amount
-    return case((tenants.c.period_start_s < _current_start(now), value),
+def _spent_plus(value: ColumnElement[int]) -> ColumnElement[int]:
+    """SQL: spent' + value, i.e. the value alone when the stored period has ended."""
+    return case((tenants.c.period_start_s < _current_start(), value),
                 else_=tenants.c.spent_nusd + value)
 
 
-def _charged(actual_nusd: int, reserved: ColumnElement[int]) -> ColumnElement[int]:
+def _charged(actual: ColumnElement[int], reserved: ColumnElement[int]) -> ColumnElement[int]:
     """SQL: min(actual, reserved), what settlement adds to spent."""
-    return case((reserved < actual_nusd, reserved), else_=_big(actual_nusd))
+    return case((reserved < actual, reserved), else_=actual)
 
 
-def _overrun_plus(actual_nusd: int, reserved: ColumnElement[int]) -> ColumnElement[int]:
+def _overrun_plus(actual: ColumnElement[int], reserved: ColumnElement[int]) -> ColumnElement[int]:
     """SQL: overrun + max(0, actual − reserved)."""
-    return tenants.c.overrun_nusd + case((reserved < actual_nusd, actual_nusd - reserved),
-                                         else_=_big(0))
+    return tenants.c.overrun_nusd + case((reserved < actual, actual - reserved), else_=_big(0))
 
 
 def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime) -> int:
@@ -113,25 +129,71 @@ def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime)
     return 0 if stored_start_s < period_start_s(period, now) else spent
 
 
+def _booking() -> Update:
+    """UPDATE tenants SET reserved += p_amount, <rollover> WHERE id = p_tenant AND it fits."""
+    amount = _param("amount")
+    spent_now = case((tenants.c.period_start_s < _current_start(), _big(0)),
+                     else_=tenants.c.spent_nusd)
+    fits = or_(tenants.c.budget_nusd.is_(None),
+               and_(tenants.c.overrun_nusd == 0,
+                    spent_now + tenants.c.reserved_nusd + amount <= tenants.c.budget_nusd))
+    return (
+        update(tenants)
+        .where(tenants.c.id == bindparam("p_tenant"), tenants.c.disabled_at.is_(None), fits)
+        .values(reserved_nusd=tenants.c.reserved_nusd + amount, **_rollover_values(spent_now))
+    )
+
+
+RESERVATION_KEYS = ("id", "tenant_id", "request_id", "amount_nusd", "created_at_s")
+BOOKING = _booking()
+# SQLite: the reservation row, inserted in the booking's transaction.
+RECORDING = insert(reservations).values({k: bindparam(f"p_{k}") for k in RESERVATION_KEYS})
+
+
+def _booking_pg() -> Insert:
+    """PostgreSQL: `WITH booked AS (UPDATE ... RETURNING id) INSERT ... SELECT FROM booked`."""
+    booked = BOOKING.returning(tenants.c.id).cte("booked")
+    cols = [reservations.c[k] for k in RESERVATION_KEYS]
+    row = select(*[bindparam(f"p_{k}", type_=c.type) if k != "tenant_id" else booked.c.id
+                   for k, c in zip(RESERVATION_KEYS, cols, strict=True)])
+    return (insert(reservations).from_select(cols, row).add_cte(booked)
+            .returning(reservations.c.id))
+
+
+BOOKING_PG = _booking_pg()
+RELEASING = (delete(reservations).where(reservations.c.id == bindparam("p_reservation"))
+             .returning(reservations.c.tenant_id, reservations.c.amount_nusd))
+# SQLite: the tenant's side of a settlement, after RELEASING returned the reservation's row.
+SETTLING = (
+    update(tenants).where(tenants.c.id == bindparam("p_tenant"))
+    .values(reserved_nusd=tenants.c.reserved_nusd - _param("held"),
+            overrun_nusd=_overrun_plus(_param("actual"), _param("held")),
+            **_rollover_values(_spent_plus(_charged(_param("actual"), _param("held")))))
+)
+
+
+def _settling_pg() -> Update:
+    """PostgreSQL, one statement: WITH d AS (DELETE ... RETURNING) UPDATE ... FROM d."""
+    gone = RELEASING.cte("released")
+    held, actual = gone.c.amount_nusd, _param("actual")
+    return (update(tenants).where(tenants.c.id == gone.c.tenant_id)
+            .values(reserved_nusd=tenants.c.reserved_nusd - held,
+                    overrun_nusd=_overrun_plus(actual, held),
+                    **_rollover_values(_spent_plus(_charged(actual, held))))
+            .add_cte(gone).returning(gone.c.amount_nusd))
+
+
+SETTLING_PG = _settling_pg()
+
+
 def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | None,
             now: datetime) -> Reservation:
     """Book `amount_nusd` against the tenant's budget or raise `BudgetExceeded`."""
     if amount_nusd < 0:
         raise ValueError("a reservation cannot be negative")
-    start = _current_start(now)
-    spent_now = case((tenants.c.period_start_s < start, _big(0)), else_=tenants.c.spent_nusd)
-    fits = or_(tenants.c.budget_nusd.is_(None),
-               and_(tenants.c.overrun_nusd == 0,
-                    spent_now + tenants.c.reserved_nusd + amount_nusd <= tenants.c.budget_nusd))
-    stmt = (
-        update(tenants)
-        .where(tenants.c.id == tenant_id, tenants.c.disabled_at.is_(None), fits)
-        .values(reserved_nusd=tenants.c.reserved_nusd + amount_nusd,
-                **_rollover_values(now, spent_now))
-    )
     res = Reservation(id=uuid.uuid4().hex, tenant_id=tenant_id, request_id=request_id,
                       amount_nusd=amount_nusd, created_at_s=int(now.timestamp()))
-    if _book(engine, stmt, res):
+    if _book(engine, res, {**_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
         return res
     # Refused (or no such tenant): read the numbers for the error, outside the hot path.
     with engine.connect() as conn:
@@ -149,29 +211,23 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
                          overrun_usd=row.overrun_nusd / 1e9)
 
 
-def _book(engine: Engine, booking: Update, res: Reservation) -> bool:
-    """Apply the conditional UPDATE and record the reservation, atomically.
+def _book(engine: Engine, res: Reservation, booking: dict[str, Any]) -> bool:
+    """Apply the conditional UPDATE (``BOOKING`` with the ``booking`` parameters) and record
+    the reservation, atomically.
 
-    PostgreSQL: one statement, `WITH booked AS (UPDATE ... RETURNING id) INSERT ... SELECT
-    FROM booked`, in autocommit: one round trip on the request path. SQLite (no network,
-    no data-modifying CTEs): the same two statements in one transaction.
+    PostgreSQL: one statement (``BOOKING_PG``), in autocommit: one round trip on the request
+    path. SQLite (no network, no data-modifying CTEs): the same two statements in one
+    transaction.
     """
-    values = {"id": res.id, "tenant_id": res.tenant_id, "request_id": res.request_id,
-              "amount_nusd": res.amount_nusd, "created_at_s": res.created_at_s}
+    recorded = {f"p_{k}": getattr(res, k) for k in RESERVATION_KEYS}
     if engine.dialect.name == "postgresql":
-        booked = booking.returning(tenants.c.id).cte("booked")
-        cols = [reservations.c[k] for k in values]
-        row = select(*[literal(v, type_=c.type) if k != "tenant_id" else booked.c.id
-                       for (k, v), c in zip(values.items(), cols, strict=True)])
-        stmt = (insert(reservations).from_select(cols, row).add_cte(booked)
-                .returning(reservations.c.id))
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
-            return conn.execute(stmt).first() is not None
+            return conn.execute(BOOKING_PG, {**booking, **recorded}).first() is not None
     with engine.begin() as conn:
-        if conn.execute(booking).rowcount != 1:
+        if conn.execute(BOOKING, booking).rowcount != 1:
             return False
-        conn.execute(insert(reservations).values(**values))
+        conn.execute(RECORDING, recorded)
         return True
 
 
@@ -185,31 +241,17 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
     """
     if actual_nusd < 0:
         raise ValueError("a settlement cannot be negative")
-    released = (delete(reservations).where(reservations.c.id == reservation_id)
-                .returning(reservations.c.tenant_id, reservations.c.amount_nusd))
+    params = {**_starts(now), "p_reservation": reservation_id, "p_actual": actual_nusd}
     if engine.dialect.name == "postgresql":
-        # One statement, one round trip: WITH d AS (DELETE ... RETURNING) UPDATE ... FROM d.
-        gone = released.cte("released")
-        held = gone.c.amount_nusd
-        stmt = (update(tenants).where(tenants.c.id == gone.c.tenant_id)
-                .values(reserved_nusd=tenants.c.reserved_nusd - held,
-                        overrun_nusd=_overrun_plus(actual_nusd, held),
-                        **_rollover_values(now, _spent_plus(now, _charged(actual_nusd, held))))
-                .add_cte(gone).returning(gone.c.amount_nusd))
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
-            row = conn.execute(stmt).first()
+            row = conn.execute(SETTLING_PG, params).first()
     else:
         with engine.begin() as conn:
-            row = conn.execute(released).first()
+            row = conn.execute(RELEASING, params).first()
             if row is not None:
-                held = _big(row.amount_nusd)
-                conn.execute(
-                    update(tenants).where(tenants.c.id == row.tenant_id)
-                    .values(reserved_nusd=tenants.c.reserved_nusd - row.amount_nusd,
-                            overrun_nusd=_overrun_plus(actual_nusd, held),
-                            **_rollover_values(
-                                now, _spent_plus(now, _charged(actual_nusd, held)))))
+                conn.execute(SETTLING, {**params, "p_tenant": row.tenant_id,
+                                        "p_held": row.amount_nusd})
     if row is None:
         return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
                             applied=False)
@@ -231,14 +273,14 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
     """
     if amount_nusd < 0:
         raise ValueError("a charge cannot be negative")
-    spent_after = _spent_plus(now, amount_nusd)
+    spent_after = _spent_plus(_big(amount_nusd))
     try:
         with engine.begin() as conn:
             conn.execute(insert(outage_charges).values(
                 id=charge_id, tenant_id=tenant_id, amount_nusd=amount_nusd,
                 charged_at_s=int(now.timestamp())))
             conn.execute(update(tenants).where(tenants.c.id == tenant_id)
-                         .values(**_rollover_values(now, spent_after)))
+                         .values(**_rollover_values(spent_after)), _starts(now))
     except IntegrityError:
         return False  # charged by an earlier replay
     return True
@@ -288,8 +330,8 @@ def set_budget(engine: Engine, tenant_id: str, budget_nusd: int | None, period: 
             period_start_s=case((changed, new_start), else_=tenants.c.period_start_s),
         )
     elif reset:
-        values.update(spent_nusd=0, period_start_s=_current_start(now))
+        values.update(spent_nusd=0, period_start_s=_current_start())
     with engine.begin() as conn:
         if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
-                        .values(**values)).rowcount != 1:
+                        .values(**values), _starts(now)).rowcount != 1:
             raise NotFound(f"tenant {tenant_id} does not exist")
