@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -124,6 +125,22 @@ def classify(exc: BaseException) -> UpstreamFailure:
 OPENAI_WIRE_PROVIDERS = frozenset({"openai", "custom_openai"})
 
 
+@functools.lru_cache(maxsize=1024)
+def wire_params(model: str, api_base: str | None) -> frozenset[str] | None:
+    """The parameters litellm maps for a deployment of an OpenAI-wire provider, None for any
+    other provider. Cached: a pure function of the deployment's model and api_base, and two
+    litellm look-ups per attempt were a measurable share of passthrough's CPU
+    (bench/forwarding_profile.py)."""
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(model, api_base=api_base)
+    except litellm.BadRequestError:
+        return None
+    if provider not in OPENAI_WIRE_PROVIDERS:
+        return None
+    return frozenset(litellm.get_supported_openai_params(
+        model=model.split("/", 1)[-1], custom_llm_provider=provider) or ())
+
+
 def deployment_order(backend: Backend) -> list[dict[str, Any]]:
     """The deployments to try, in a random order weighted by ``litellm_params.weight``
     (Efraimidis–Spirakis: sort by u^(1/w), u uniform on (0, 1))."""
@@ -151,18 +168,8 @@ def _kwargs(backend: Backend, deployment: dict[str, Any], messages: list[dict],
     params = dict(params)
     # per request (the body's drop_params) over per deployment (litellm_params / config)
     drop = bool(params.pop("drop_params", None) or call.pop("drop_params", False))
-    model = str(call["model"])
-    try:
-        _, provider, _, _ = litellm.get_llm_provider(model, api_base=call.get("api_base"))
-    except litellm.BadRequestError:
-        provider = None
-    if provider in OPENAI_WIRE_PROVIDERS:
-        supported = set(
-            litellm.get_supported_openai_params(
-                model=model.split("/", 1)[-1], custom_llm_provider=provider
-            )
-            or ()
-        )
+    supported = wire_params(str(call["model"]), call.get("api_base"))
+    if supported is not None:
         extra = {k: params.pop(k) for k in list(params) if k not in supported}
         if extra and not drop:
             call["extra_body"] = {**(call.get("extra_body") or {}), **extra}

@@ -9,7 +9,7 @@ import pytest
 from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pricing import Price, resolve_prices
 from gateway.serving.routing import embed_text
-from gateway.serving.upstream import classify
+from gateway.serving.upstream import _kwargs, classify, wire_params
 from router_core.litellm_env import litellm
 
 
@@ -106,3 +106,24 @@ def test_upstream_failure_classification(exc: BaseException, status: int, retrya
                                          ) -> None:
     f = classify(exc)
     assert (f.status, f.retryable) == (status, retryable)
+
+
+def test_wire_params_cached_per_deployment_and_unmapped_params_go_in_extra_body() -> None:
+    """The provider look-up is cached (bench/forwarding_profile.py); what is sent is not
+    changed: a parameter litellm does not map for an OpenAI-wire deployment rides in
+    extra_body, other providers get litellm's mapping."""
+    wire_params.cache_clear()
+    supported = wire_params("openai/fake-cheap", "http://127.0.0.1:1/v1")
+    assert supported is not None and "temperature" in supported
+    assert wire_params("openai/fake-cheap", "http://127.0.0.1:1/v1") is supported
+    assert wire_params.cache_info().hits == 1
+    assert wire_params("anthropic/claude-3-5-haiku-latest", None) is None
+    settings = settings_from_dict({"model_list": [{
+        "model_name": "fake-cheap",
+        "litellm_params": {"model": "openai/fake-cheap", "api_base": "http://127.0.0.1:1/v1"},
+        "model_info": {"input_cost_per_million": 1.0, "output_cost_per_million": 2.0}}]})
+    b = settings.backend("fake-cheap")
+    for _ in range(2):  # the second call takes the cached look-up: the same arguments
+        call = _kwargs(b, b.litellm_params, [{"role": "user", "content": "hi"}],
+                       {"temperature": 0.5, "not_mapped": 1})
+        assert call["temperature"] == 0.5 and call["extra_body"] == {"not_mapped": 1}
