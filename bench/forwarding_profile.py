@@ -48,6 +48,8 @@ from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from bench.overhead import WRK_LUA, cache_dir, ensure_wrk, run_wrk, start_all
 from bench.overhead import Target as WrkTarget
 from bench.stack_attribution import categorise, hot_call, read_samples
