@@ -73,6 +73,9 @@ class TrainConfig:
     # (combined tables) the mean of each dataset's own error, so that the dataset with the
     # most cells (MMLU-Pro: 29 models) does not pick the epoch for the others alone
     stop_on: Literal["pooled", "per-dataset"] = "pooled"
+    # combined tables: weight β of each dataset's own router's p̂ in the quality term's
+    # target, ũ = (1 − β)·u + β·p̂_teacher (router_core.distillation; 0 = gold labels only)
+    distill: float = 0.0
     # data
     val_fraction: float = 0.1  # carved from train when the table has no val rows
     threads: int = 1  # torch CPU threads (fixed, for determinism)

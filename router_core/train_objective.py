@@ -36,6 +36,7 @@ class _Targets:
     fit_rows: np.ndarray  # training rows used for the fit (probes left out if configured)
     cols: np.ndarray  # the supervised (train) models' columns among the described models
     U: np.ndarray
+    U_cal: np.ndarray  # the quality term's target: U, or U mixed with a teacher's p̂
     C_rows: np.ndarray  # per-row cost c̃ (the model's mean where unobserved)
     X: np.ndarray
     mean_cost: np.ndarray  # (m,) USD per query
@@ -44,8 +45,9 @@ class _Targets:
 
 
 def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
-             models: tuple[str, ...], train_models: tuple[str, ...], cfg: TrainConfig
-             ) -> _Targets:
+             models: tuple[str, ...], train_models: tuple[str, ...], cfg: TrainConfig,
+             teacher: np.ndarray | None = None) -> _Targets:
+    """``teacher``: (len(train), len(models)) p̂ of another router, NaN where it has none."""
     fit_rows = (
         ~np.isin(np.asarray(train.prompt_ids, dtype=str), probes.ids)
         if cfg.exclude_probes
@@ -53,6 +55,10 @@ def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
     )
     cols = np.array([models.index(m) for m in train_models])
     U = train.quality[fit_rows][:, cols]
+    U_cal = U
+    if teacher is not None and cfg.distill > 0:  # ũ = (1 − β)·u + β·p̂ (BAM!, Clark 2019)
+        T = teacher[fit_rows][:, cols]
+        U_cal = np.where(np.isfinite(T), (1 - cfg.distill) * U + cfg.distill * T, U)
     C_rows = train.cost[fit_rows][:, cols]
     X = phi_train[fit_rows]
     mean_cost = np.nanmean(train.cost, axis=0)  # (m,) USD per query
@@ -60,7 +66,7 @@ def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
     top = mean_cost[cols].max()  # c̃ = c / max over the supervised models
     c_norm = mean_cost / top
     C_rows = np.where(np.isfinite(C_rows), C_rows, mean_cost[cols]) / top
-    return _Targets(fit_rows, cols, U, C_rows, X, mean_cost, top, c_norm)
+    return _Targets(fit_rows, cols, U, U_cal, C_rows, X, mean_cost, top, c_norm)
 
 
 def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
@@ -81,7 +87,7 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
     E_t = torch.as_tensor(E[tg.cols])
     c_t = torch.as_tensor(tg.c_norm[tg.cols], dtype=torch.float32)
 
-    def objective(x, u, pos, avail, c, train_mode, groups=None
+    def objective(x, u, pos, avail, c, u_cal, train_mode, groups=None
                   ) -> tuple[torch.Tensor, dict[str, float]]:
         head.train(train_mode)
         s = head(x) @ E_t.T
@@ -93,7 +99,8 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
         if cfg.calib_weight > 0:
             ok = torch.isfinite(u)
             logits = (a_param * s + b_param)[ok]
-            parts["cal"] = cfg.calib_weight * F.binary_cross_entropy_with_logits(logits, u[ok])
+            parts["cal"] = cfg.calib_weight * F.binary_cross_entropy_with_logits(
+                logits, u_cal[ok])
         out = {k: float(v.detach()) for k, v in parts.items()}
         if groups is not None and cfg.calib_weight > 0:  # each dataset's own error, averaged
             with torch.no_grad():

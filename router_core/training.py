@@ -78,6 +78,7 @@ def train_router(
     encoder: Any = None,
     embeddings: np.ndarray | None = None,
     probes: ProbeSet | None = None,
+    teacher: np.ndarray | None = None,
 ) -> TrainResult:
     """Train g_θ and calibrate it; return the runtime ``Router`` and training metrics.
 
@@ -97,6 +98,9 @@ def train_router(
         embeddings: precomputed Φ(x) for every row of ``table`` (skips the encoder).
         probes: the probe set (training prompts of ``table``) to describe the experts on;
             default: a seeded sample of ``config.n_probes`` training prompts (or ``init``'s).
+        teacher: (len(table), len(table.models)) p̂ of other routers for ``table``'s rows
+            (NaN where none), mixed into the quality target with weight ``config.distill``
+            (router_core.distillation).
     """
     cfg = config or TrainConfig()
     kind = descriptor or ProbeOutcome()
@@ -107,10 +111,21 @@ def train_router(
     torch.set_num_threads(cfg.threads)
     try:
         return _train(
-            table, cfg, kind, init, models, train_models, encoder, embeddings, t0, probes
+            table, cfg, kind, init, models, train_models, encoder, embeddings, t0, probes,
+            teacher,
         )
     finally:
         torch.set_num_threads(threads)
+
+
+def _teacher_rows(teacher: np.ndarray | None, table: RoutingTable, train: RoutingTable,
+                  models: tuple[str, ...]) -> np.ndarray | None:
+    """``teacher`` (aligned with ``table``) for the rows of ``train`` and columns ``models``."""
+    if teacher is None:
+        return None
+    row = {p: i for i, p in enumerate(map(str, table.prompt_ids))}
+    idx = [row[str(p)] for p in train.prompt_ids]
+    return np.asarray(teacher)[np.ix_(idx, [table.models.index(m) for m in models])]
 
 
 def _train(
@@ -124,6 +139,7 @@ def _train(
     embeddings: np.ndarray | None,
     t0: float,
     probes: ProbeSet | None = None,
+    teacher: np.ndarray | None = None,
 ) -> TrainResult:
     torch.manual_seed(cfg.seed)
     pool = models
@@ -136,7 +152,8 @@ def _train(
     probes = _probe_set(probes, init, train, cfg)
     E = kind.describe(train, probes, models)  # (m, d) unit rows
     level = kind.level(train, probes, models)
-    tg = _targets(train, data.phi_train, probes, models, train_models, cfg)
+    tg = _targets(train, data.phi_train, probes, models, train_models, cfg,
+                  _teacher_rows(teacher, table, train, models))
     fit = _fit_head(cfg, tg, E, data, probes, init)
     np_head = fit.head.to_numpy(cfg.activation)
     calibration = _calibration(cfg, fit, np_head, E, data, models, train_models, tg.cols, level)

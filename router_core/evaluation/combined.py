@@ -22,6 +22,7 @@ from router_core.data import DATASETS, load_dataset
 from router_core.data.combined import canonical_table, combine, probes_per_dataset
 from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
+from router_core.distillation import teacher_quality
 from router_core.evaluation.runner import EvalResult, run_evaluation
 from router_core.router import Router
 from router_core.training import TrainConfig, TrainResult, train_router
@@ -56,9 +57,22 @@ def train_config(overrides: Mapping[str, Any] | None = None, **base: Any) -> Tra
 def train_combined(
     table: RoutingTable, config: TrainConfig, embeddings: np.ndarray | None = None, **kw: Any
 ) -> TrainResult:
-    """Train on a combined table with ``config.n_probes`` probes per dataset."""
+    """Train on a combined table with ``config.n_probes`` probes per dataset (and, with
+    ``config.distill``, each dataset's own router as a teacher: router_core.distillation)."""
     probes = probes_per_dataset(table, config.n_probes, config.seed)
-    return train_router(table, config, embeddings=embeddings, probes=probes, **kw)
+    teacher = None
+    if config.distill > 0:
+        encoder = kw.get("encoder")
+        if embeddings is None:
+            if encoder is None:
+                from router_core.encoders import bulk_encoder
+
+                encoder = kw["encoder"] = bulk_encoder()
+            embeddings = np.asarray(encoder.encode(list(map(str, table.prompts))))
+        teacher = teacher_quality(table, embeddings, config, encoder=encoder,
+                                  descriptor=kw.get("descriptor"))
+    return train_router(table, config, embeddings=embeddings, probes=probes, teacher=teacher,
+                        **kw)
 
 
 def dataset_chooser(
