@@ -76,6 +76,9 @@ class TrainConfig:
     # combined tables: weight β of each dataset's own router's p̂ in the quality term's
     # target, ũ = (1 − β)·u + β·p̂_teacher (router_core.distillation; 0 = gold labels only)
     distill: float = 0.0
+    # combined tables: each dataset's cells in the quality term weigh ∝ n_cells^(−balance)
+    # (0 = every observed cell the same, pooled; 1 = every dataset the same in total)
+    balance: float = 0.0
     # data
     val_fraction: float = 0.1  # carved from train when the table has no val rows
     threads: int = 1  # torch CPU threads (fixed, for determinism)

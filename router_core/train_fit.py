@@ -72,7 +72,8 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
              torch.as_tensor(_positives(tg.U, cfg.positive_tolerance)),
              torch.as_tensor(np.isfinite(tg.U)),  # observed cells: the rest are no negatives
              torch.as_tensor(tg.C_rows, dtype=torch.float32),
-             torch.as_tensor(np.nan_to_num(tg.U_cal, nan=np.nan), dtype=torch.float32))
+             torch.as_tensor(np.nan_to_num(tg.U_cal, nan=np.nan), dtype=torch.float32),
+             torch.as_tensor(tg.W, dtype=torch.float32))
     val_u = torch.as_tensor(val.quality[:, cols], dtype=torch.float32)
     val_batch = (  # the criterion is always against the observed (gold) outcomes
         torch.as_tensor(data.phi_val),
@@ -85,6 +86,7 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
             dtype=torch.float32,
         ),
         val_u,
+        torch.ones(len(val_u)),
     )
     fit = _Fit(head, a_param, b_param, float("inf"), 0, [])
     groups = _val_groups(cfg, val)

@@ -37,6 +37,7 @@ class _Targets:
     cols: np.ndarray  # the supervised (train) models' columns among the described models
     U: np.ndarray
     U_cal: np.ndarray  # the quality term's target: U, or U mixed with a teacher's p̂
+    W: np.ndarray  # (n,) row weights in the quality term (TrainConfig.balance), mean 1
     C_rows: np.ndarray  # per-row cost c̃ (the model's mean where unobserved)
     X: np.ndarray
     mean_cost: np.ndarray  # (m,) USD per query
@@ -66,7 +67,21 @@ def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
     top = mean_cost[cols].max()  # c̃ = c / max over the supervised models
     c_norm = mean_cost / top
     C_rows = np.where(np.isfinite(C_rows), C_rows, mean_cost[cols]) / top
-    return _Targets(fit_rows, cols, U, U_cal, C_rows, X, mean_cost, top, c_norm)
+    W = _balance_weights(train.rows(fit_rows), U, cfg.balance)
+    return _Targets(fit_rows, cols, U, U_cal, W, C_rows, X, mean_cost, top, c_norm)
+
+
+def _balance_weights(rows: RoutingTable, U: np.ndarray, balance: float) -> np.ndarray:
+    """(n,) weight of each row's cells: ∝ its dataset's observed cells^(−balance), so that
+    the cells weigh 1 on average (all 1 for one dataset or ``balance`` 0)."""
+    if balance == 0 or rows.name != COMBINED_NAME:
+        return np.ones(len(U))
+    source = row_datasets(rows).astype(str)
+    cells = np.isfinite(U).sum(axis=1).astype(float)
+    w = np.ones(len(U))
+    for name in np.unique(source):
+        w[source == name] = cells[source == name].sum() ** (-balance)
+    return w * cells.sum() / (w * cells).sum()
 
 
 def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
@@ -87,7 +102,7 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
     E_t = torch.as_tensor(E[tg.cols])
     c_t = torch.as_tensor(tg.c_norm[tg.cols], dtype=torch.float32)
 
-    def objective(x, u, pos, avail, c, u_cal, train_mode, groups=None
+    def objective(x, u, pos, avail, c, u_cal, w, train_mode, groups=None
                   ) -> tuple[torch.Tensor, dict[str, float]]:
         head.train(train_mode)
         s = head(x) @ E_t.T
@@ -99,8 +114,9 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
         if cfg.calib_weight > 0:
             ok = torch.isfinite(u)
             logits = (a_param * s + b_param)[ok]
-            parts["cal"] = cfg.calib_weight * F.binary_cross_entropy_with_logits(
-                logits, u_cal[ok])
+            weight = w[:, None].expand_as(u)[ok]
+            parts["cal"] = cfg.calib_weight * (F.binary_cross_entropy_with_logits(
+                logits, u_cal[ok], weight=weight, reduction="sum") / weight.sum())
         out = {k: float(v.detach()) for k, v in parts.items()}
         if groups is not None and cfg.calib_weight > 0:  # each dataset's own error, averaged
             with torch.no_grad():
