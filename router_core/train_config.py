@@ -77,8 +77,10 @@ class TrainConfig:
     # target, ũ = (1 − β)·u + β·p̂_teacher (router_core.distillation; 0 = gold labels only)
     distill: float = 0.0
     # combined tables: each dataset's cells in the quality term weigh ∝ n_cells^(−balance)
-    # (0 = every observed cell the same, pooled; 1 = every dataset the same in total)
-    balance: float = 0.0
+    # (0 = every observed cell the same, pooled; 1 = every dataset the same in total); 0.5
+    # had the smallest largest loss against the single-dataset routers on five validation
+    # carves (docs/training-record.md); single-dataset tables are unaffected
+    balance: float = 0.5
     # data
     val_fraction: float = 0.1  # carved from train when the table has no val rows
     threads: int = 1  # torch CPU threads (fixed, for determinism)
