@@ -1,4 +1,5 @@
-"""Each dataset's own router as the combined router's teacher (router_core.distillation)."""
+"""Training the combined router: each dataset's own router as teacher (router_core.distillation)
+and each dataset's cells weighed by a power of their count (TrainConfig.balance)."""
 
 from __future__ import annotations
 
@@ -73,3 +74,26 @@ def test_distilled_combined_router_knows_every_expert_and_differs(small_combined
     taught = train_combined(table, replace(CFG, distill=0.5), embeddings=X)
     assert taught.router.model_names == plain.router.model_names
     assert not np.allclose(taught.router.head.layers[0][0], plain.router.head.layers[0][0])
+
+
+def test_balance_weighs_each_datasets_cells_by_a_power_of_their_count(small_combined):
+    """TrainConfig.balance: a dataset's cells weigh ∝ n_cells^−b; the cells average 1."""
+    from router_core.train_objective import _balance_weights
+
+    table, _ = small_combined
+    rows = table.split_rows("train")
+    U = rows.quality
+    cells = np.isfinite(U).sum(axis=1)
+    src = row_datasets(rows).astype(str)
+    totals = {d: cells[src == d].sum() for d in np.unique(src)}
+    for b in (0.0, 0.5, 1.0):
+        w = _balance_weights(rows, U, b)
+        assert np.isclose((w * cells).sum(), cells.sum())  # mean cell weight 1
+        share = {d: (w * cells)[src == d].sum() for d in totals}
+        expect = {d: n ** (1 - b) for d, n in totals.items()}
+        norm = sum(expect.values()) / sum(share.values())
+        for d in totals:  # each dataset's total weight ∝ n_d^(1 − b)
+            assert np.isclose(share[d] * norm, expect[d])
+    one = table.rows(row_datasets(table) == "mmlu-pro")
+    one = replace(one, name="mmlu-pro")  # a single-dataset table is never reweighed
+    np.testing.assert_array_equal(_balance_weights(one, one.quality, 0.5), np.ones(len(one)))
