@@ -32,7 +32,6 @@ import numpy as np
 
 from router_core.data.combined import row_datasets
 from router_core.data.table import RoutingTable
-from router_core.train_calibration import quality_estimates
 from router_core.train_config import TrainConfig
 
 
@@ -53,5 +52,6 @@ def teacher_quality(table: RoutingTable, embeddings: np.ndarray, config: TrainCo
         teacher = train_router(part, cfg, descriptor=descriptor, encoder=encoder,
                                embeddings=X[rows])
         order = [teacher.router.model_names.index(m) for m in part.models]
-        out[np.ix_(rows, cols)] = quality_estimates(teacher.router, X[rows])[:, order]
+        out[np.ix_(rows, cols)] = teacher.router.quality_estimates(
+            teacher.router.project(X[rows]))[:, order]
     return out

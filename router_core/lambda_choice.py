@@ -56,9 +56,7 @@ def expected_points(
     for n in router.model_names:
         if n not in costs_usd:
             sub = sub.without_expert(n)
-    E = np.stack([e.descriptor for e in sub.experts]).astype(np.float64)
-    S = np.asarray(Q, dtype=np.float64) @ E.T
-    P = np.stack([sub.calibration(n, S[:, i]) for i, n in enumerate(sub.model_names)], axis=1)
+    P = sub.quality_estimates(Q)
     cost = np.array([costs_usd[n] for n in sub.model_names])
     mean = P.mean(axis=0)
     ok = np.array([allowed is None or n in allowed for n in sub.model_names])

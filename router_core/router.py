@@ -198,6 +198,14 @@ class Router:
             else np.zeros((0, self.head.out_dim))
         )
 
+    def quality_estimates(self, Q: np.ndarray) -> np.ndarray:
+        """(n, experts) p̂_ih = σ(a_h·q_i·e_h + b_h) for query vectors Q (``project``'s
+        output), every expert, in expert order: what evaluation and λ choice read."""
+        S = np.atleast_2d(np.asarray(Q, dtype=np.float64)) @ self._descriptors64().T
+        return np.stack(
+            [self.calibration(n, S[:, i]) for i, n in enumerate(self.model_names)], axis=1
+        )
+
     def route_batch(
         self,
         Q: np.ndarray,

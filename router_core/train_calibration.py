@@ -133,16 +133,8 @@ def _readout_on_probes(
     return E, replace(calibration, a=a, b=b)
 
 
-def quality_estimates(router: Router, phi: np.ndarray) -> np.ndarray:
-    """(n, experts) p̂_ih = σ(a_h·q_i·e_h + b_h) for embeddings Φ(x_i), in expert order."""
-    s = router.project(phi) @ np.stack([e.descriptor for e in router.experts]).T
-    return np.stack(
-        [router.calibration(e.name, s[:, i]) for i, e in enumerate(router.experts)], axis=1
-    )
-
-
 def _brier(router: Router, phi: np.ndarray, quality: np.ndarray) -> float:
     """Mean squared error of p̂ against observed quality on val (a calibration check)."""
-    p = quality_estimates(router, phi)
+    p = router.quality_estimates(router.project(phi))
     ok = np.isfinite(quality)
     return float(np.mean((p[ok] - quality[ok]) ** 2))
