@@ -16,12 +16,17 @@ def _router(d: int = 4) -> Router:
     return Router("t", Head(((eye, np.zeros(d, np.float32)),)), experts, cal, k=0, delta=0.0)
 
 
+COSTS = {"cheap": 0.001, "mid": 0.003, "top": 0.01}
+
+
+def _queries(n: int, seed: int) -> np.ndarray:
+    """``n`` random unit query vectors."""
+    Q = np.random.default_rng(seed).normal(size=(n, 4))
+    return Q / np.linalg.norm(Q, axis=1, keepdims=True)
+
+
 def test_the_chosen_lambda_keeps_quality_within_the_drop_and_saves():
-    router = _router()
-    rng = np.random.default_rng(0)
-    Q = rng.normal(size=(300, 4))
-    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
-    costs = {"cheap": 0.001, "mid": 0.003, "top": 0.01}
+    router, Q, costs = _router(), _queries(300, seed=0), COSTS
     tight = lambda_within(router, Q, costs, drop=0.01)
     loose = lambda_within(router, Q, costs, drop=0.05)
     assert tight.quality >= tight.best_quality - 0.01
@@ -50,11 +55,7 @@ def test_costs_are_divided_by_the_dearest_expert_the_caller_prices():
 
 
 def test_the_choice_can_leave_experts_out_but_keep_their_costs():
-    router = _router()
-    rng = np.random.default_rng(1)
-    Q = rng.normal(size=(200, 4))
-    Q /= np.linalg.norm(Q, axis=1, keepdims=True)
-    costs = {"cheap": 0.001, "mid": 0.003, "top": 0.01}
+    router, Q, costs = _router(), _queries(200, seed=1), COSTS
     p = lambda_within(router, Q, costs, drop=0.01, allowed={"cheap", "mid"})
     pts = expected_points(router, Q, costs, np.array([p.lam]), allowed={"cheap", "mid"})
     assert pts[0].best_cost_usd in (0.001, 0.003)  # the strongest among the allowed
