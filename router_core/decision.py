@@ -10,7 +10,7 @@ The rest of the candidates, by score, are the fallback order.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,11 +40,17 @@ class Decision:
     delta: float
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["ranked"] = list(self.ranked)
-        d["equivalent"] = list(self.equivalent)
-        d["candidates"] = [asdict(c) for c in self.candidates]
-        return d
+        """The decision as plain JSON types, for the log row; built field by field, since it
+        runs on every routed request and ``dataclasses.asdict`` deep-copies recursively."""
+        return {
+            "chosen": self.chosen,
+            "ranked": list(self.ranked),
+            "candidates": [dict(vars(c)) for c in self.candidates],
+            "equivalent": list(self.equivalent),
+            "reason": self.reason,
+            "lam": self.lam,
+            "delta": self.delta,
+        }
 
 
 def decide(

@@ -1,5 +1,7 @@
 """The decision rule on hand-made candidates (router_core/decision.py)."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -26,3 +28,19 @@ def test_a_candidate_with_a_nan_score_is_left_out_not_chosen() -> None:
     with pytest.raises(NoEligibleModel):
         decide(["broken"], similarity=np.array([0.9]), quality=np.array([np.nan]),
                cost=np.array([0.0]), lam=0.1, delta=0.0)
+
+
+def test_to_dict_holds_every_field_as_plain_json_types() -> None:
+    from dataclasses import asdict, fields
+
+    from router_core.decision import Decision
+
+    d = decide(["a", "b"], np.array([0.9, 0.5]), np.array([0.8, 0.7]), np.array([1.0, 0.1]),
+               lam=0.2, delta=0.05, cost_usd=[0.01, None])
+    out = d.to_dict()
+    assert set(out) == {f.name for f in fields(Decision)}
+    assert out["ranked"] == list(d.ranked) and out["equivalent"] == list(d.equivalent)
+    assert out["candidates"] == [asdict(c) for c in d.candidates]
+    assert {k: v for k, v in out.items() if k not in ("ranked", "equivalent", "candidates")} \
+        == {k: v for k, v in asdict(d).items() if k not in ("ranked", "equivalent", "candidates")}
+    json.dumps(out)  # the log row stores it as JSON
