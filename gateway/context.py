@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the rooms that fill these fields import this module, not th
     from gateway.review.metrics import GatewayMetrics
     from gateway.serving.embedding import EmbeddingBatcher
     from gateway.serving.routing import RouterHolder
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
 
 async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -6,7 +6,7 @@
 #   router_core/default_router/      the gateway's router, trained on $TOLLGATE_DEFAULT_DATASET:
 #                                    all (default: RouterBench, MMLU-Pro and LLMRouter
 #                                    together, experts by canonical id from
-#                                    router_core/model_identity.yaml, so the packaged
+#                                    router_core/identity/model_identity.yaml, so the packaged
 #                                    config.yaml's open models are trained experts; compare it
 #                                    with python bench/combined_router.py) or routerbench
 #   router_core/routerbench_router/  RouterBench only, experts by RouterBench's names: what

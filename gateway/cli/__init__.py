@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
     "retrain": ("gateway.cli.learning", None,
                 "Retrain on the observations, promote if not worse, record the version."),
     "router": ("gateway.cli.learning", None, "Router versions: history and rollback."),
-    "train": ("router_core.cli", "train_command",
+    "train": ("router_core.cli.train", "train_command",
               "Train a Tollgate router (CSCR head + calibration) and save it to OUT."),
     "eval": ("router_core.evaluation.cli", "eval_command",
              "Evaluate Tollgate and the baselines on one split: AUDC, QNC, peak, overpayment."),

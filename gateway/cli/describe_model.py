@@ -3,7 +3,7 @@
 perplexity: the model's answers to the probes, scored by the artifact's scorer LM; with a
 judge, the judge's grades of those answers refine the fingerprint (its probe readout with
 a·e as the prior mean). logit: the model's own weights on the probes. probe-outcome: the
-answers graded by the judge, then the model's probe readout (router_core.readout) in the
+answers graded by the judge, then the model's probe readout (router_core.cold_start.readout) in the
 router's space.
 """
 
@@ -107,8 +107,8 @@ def probe_readout(
 ) -> Any:
     """The model's readout in ``router``'s space from its probe outcomes (or None);
     ``prior``: the readout's prior mean (a fingerprinted model's a·e)."""
-    from router_core.encoder import Encoder
-    from router_core.readout import fit_readout
+    from router_core.cold_start.readout import fit_readout
+    from router_core.encoders.minilm import Encoder
 
     encoder = Encoder.for_router(router.config)
     Q = router.project(encoder.encode(list(probes.prompts)))

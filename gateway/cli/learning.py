@@ -10,7 +10,7 @@ from sqlalchemy.engine import Engine
 
 from gateway.learning import router_versions
 from gateway.learning.retrain import RetrainConfig, retrain_once
-from router_core.promotion import DEFAULT_MARGIN
+from router_core.evaluation.promotion import DEFAULT_MARGIN
 
 
 def _cli_engine(database_url: str | None, config_path: str | None) -> tuple[Engine, Any]:

@@ -163,7 +163,7 @@ def add_command(
     """Describe model NAME on the router's probes and add it to the pool.
 
     probe-outcome: NAME answers every probe, ``--judge-model`` grades each answer (0-10),
-    and NAME gets its probe readout (router_core.readout) in the router's space; the
+    and NAME gets its probe readout (router_core.cold_start.readout) in the router's space; the
     judge's calls count against ``--max-spend`` too. perplexity with ``--judge-model``:
     the same grades refine the fingerprint (the readout with a·e_h as its prior mean).
     """

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 
 from gateway.learning import router_versions
 from gateway.serving.routing import RouterHolder
-from router_core.encoder import Encoder
+from router_core.encoders.minilm import Encoder
 from router_core.router import Router
 
 log = logging.getLogger(__name__)

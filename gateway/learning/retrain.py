@@ -4,10 +4,10 @@
 
 1. take the ``retrain`` lease (one replica at a time; a conditional UPDATE in the database);
 2. skip unless at least ``min_new`` observations arrived since the active version was trained;
-3. aggregate all observations per (prompt, model) (router_core.supervision) and split the
+3. aggregate all observations per (prompt, model) (router_core.training.supervision) and split the
    prompts by a stable hash into a training part and a held-out slice;
 4. train from the frozen Φ(x) stored with each prompt, warm-started from the current router;
-5. score candidate and current router on the held-out slice (router_core.promotion) and
+5. score candidate and current router on the held-out slice (router_core.evaluation.promotion) and
    promote only if the candidate is not worse by more than ``margin``;
 6. record the version (promoted or refused) with its metrics; replicas hot-swap to it.
 """
@@ -27,9 +27,9 @@ from sqlalchemy.exc import IntegrityError
 
 from gateway.learning import leases, router_versions
 from gateway.learning import tables as ldb
-from router_core import supervision as sv
+from router_core.training import supervision as sv
 from router_core.data.table import RoutingTable
-from router_core.promotion import DEFAULT_MARGIN, decide_promotion
+from router_core.evaluation.promotion import DEFAULT_MARGIN, decide_promotion
 from router_core.router import Router
 
 log = logging.getLogger(__name__)

@@ -150,7 +150,7 @@ def run_simulation(
     """Run the closed loop; returns the JSON document ``tollgate simulate --json`` writes."""
     from gateway.learning.shadow import ReferenceJudge
     from router_core.data import load_dataset
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     if feedback not in ("recorded", "judge"):
         raise ValueError("feedback must be 'recorded' or 'judge'")
@@ -228,7 +228,7 @@ def _references(p: _Prompts, encoder: Any, seed: int, log: Callable[[str], None]
                 ) -> tuple[Router, dict]:
     """The cold router the gateway starts from, and the AUDCs the live router is compared
     with: the cold start, the router trained offline on the same prompts, the baselines."""
-    from router_core.promotion import evaluate_on_holdout
+    from router_core.evaluation.promotion import evaluate_on_holdout
     from router_core.training import TrainConfig, train_router
 
     mean_cost = np.nanmean(p.table.cost[p.train_rows], axis=0)
@@ -333,7 +333,7 @@ def _retrain_and_swap(ctx: Any, margin: float) -> dict:
 def _score_round(ctx: Any, p: _Prompts, rnd: int, spent_before: float) -> tuple[dict, float]:
     """The live router on the test rows, and what exploration spent this round."""
     from gateway.learning import exploration_ledger
-    from router_core.promotion import evaluate_on_holdout
+    from router_core.evaluation.promotion import evaluate_on_holdout
 
     live = evaluate_on_holdout(ctx.router.current, p.phi_test, p.test)
     spent = exploration_ledger.spending(ctx.store.engine)["spent_usd"]

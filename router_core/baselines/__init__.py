@@ -2,7 +2,7 @@
 
 The routers are imported on first use (PEP 562 ``__getattr__``): kNN, the MLP and the shared
 trunk need torch, UMR needs scikit-learn, and a gateway that only needs ``DEFAULT_LAMBDAS``
-(through ``router_core.promotion``) must not load either.
+(through ``router_core.evaluation.promotion``) must not load either.
 """
 
 from __future__ import annotations

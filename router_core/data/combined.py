@@ -2,7 +2,7 @@
 
 Each dataset keeps its own standard split (train, val and test rows are exactly those of
 ``load_dataset(name)``), its columns are renamed to the identity table's expert ids
-(router_core/model_identity.yaml), so a model several datasets hold (Mixtral-8x7B-Instruct)
+(router_core/identity/model_identity.yaml), so a model several datasets hold (Mixtral-8x7B-Instruct)
 is one column, and a row has outcomes only for the models its dataset has (NaN elsewhere:
 not observed, never wrong).
 
@@ -26,7 +26,7 @@ import numpy as np
 
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import ProbeSet
-from router_core.model_identity import IdentityTable, identity_table
+from router_core.identity.table import IdentityTable, identity_table
 
 NAME = "all"
 SEP = ":"

@@ -7,7 +7,7 @@ hidden states predict whether other (even closed) models answer correctly. Here:
 
 with h(x) the hidden states of the configured causal LM (default SmolLM2-135M, offline),
 pool_ℓ the mean over positions (or the last token) at layer ℓ, ℓ chosen on the training
-rows by Fisher separability J (``router_core.layer_geometry``), and the standardiser and
+rows by Fisher separability J (``router_core.encoders.layer_geometry``), and the standardiser and
 the PCA fitted on the training rows only. The output is a unit vector, like the sentence
 encoder's, so every router that reads Φ can read it unchanged.
 
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 
 from router_core.baselines.threads import single_thread
-from router_core.layer_geometry import LayerGeometry, best_layer, layer_geometry
-from router_core.prefill_states import POOLINGS, PrefillStates
+from router_core.encoders.layer_geometry import LayerGeometry, best_layer, layer_geometry
+from router_core.encoders.prefill_states import POOLINGS, PrefillStates
 
 
 class ActivationEncoder:

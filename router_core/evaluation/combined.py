@@ -22,7 +22,7 @@ from router_core.data import DATASETS, load_dataset
 from router_core.data.combined import canonical_table, combine, probes_per_dataset
 from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
-from router_core.distillation import teacher_quality
+from router_core.training.distillation import teacher_quality
 from router_core.evaluation.runner import EvalResult, run_evaluation
 from router_core.router import Router
 from router_core.training import TrainConfig, TrainResult, train_router
@@ -58,7 +58,7 @@ def train_combined(
     table: RoutingTable, config: TrainConfig, embeddings: np.ndarray | None = None, **kw: Any
 ) -> TrainResult:
     """Train on a combined table with ``config.n_probes`` probes per dataset (and, with
-    ``config.distill``, each dataset's own router as a teacher: router_core.distillation)."""
+    ``config.distill``, each dataset's own router as a teacher: router_core.training.distillation)."""
     probes = probes_per_dataset(table, config.n_probes, config.seed)
     teacher = None
     if config.distill > 0:

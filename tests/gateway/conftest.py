@@ -24,7 +24,7 @@ from gateway.app import create_app
 from gateway.config import Settings, settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.store.models import request_logs
-from router_core.encoder import Encoder
+from router_core.encoders.minilm import Encoder
 from router_core.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.router_fixture import PRICES, REPLIES, write_artifact

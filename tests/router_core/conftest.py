@@ -20,7 +20,7 @@ def mbpp_table():
 
 @pytest.fixture(scope="session")
 def mbpp_embeddings(mbpp_table):
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     return Encoder().encode(list(map(str, mbpp_table.prompts)))
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from router_core.encoders.activations import ActivationEncoder
-from router_core.layer_geometry import (
+from router_core.encoders.layer_geometry import (
     anisotropy,
     best_layer,
     effective_dimensionality,
     fisher_j,
     layer_geometry,
 )
-from router_core.prefill_states import PrefillStates
+from router_core.encoders.prefill_states import PrefillStates
 
 
 def test_fisher_j_by_hand_and_layer_choice_on_a_separable_case():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from router_core.cold_start import (
+from router_core.cold_start.placement import (
     ModelTraits,
     identity_traits,
     neighbour_weights,
@@ -12,7 +12,7 @@ from router_core.cold_start import (
     refine,
     traits_from_name,
 )
-from router_core.model_identity import identity_table
+from router_core.identity.table import identity_table
 from router_core.router import Calibration, Expert, Head, Router
 
 

@@ -1,4 +1,4 @@
-"""Training the combined router: each dataset's own router as teacher (router_core.distillation)
+"""Training the combined router: each dataset's own router as teacher (router_core.training.distillation)
 and each dataset's cells weighed by a power of their count (TrainConfig.balance)."""
 
 from __future__ import annotations
@@ -11,16 +11,16 @@ import pytest
 from router_core.data import load_dataset
 from router_core.data.combined import combine, row_datasets
 from router_core.descriptors.base import ProbeSet
-from router_core.distillation import teacher_quality
+from router_core.training.distillation import teacher_quality
 from router_core.evaluation.combined import train_combined
-from router_core.train_config import TrainConfig
-from router_core.train_objective import _targets
+from router_core.training.config import TrainConfig
+from router_core.training.objective import _targets
 
 
 @pytest.fixture(scope="module")
 def small_combined(mbpp_table):
     """RouterBench's mbpp rows and 240 MMLU-Pro rows, combined, with real embeddings."""
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     mp = load_dataset("mmlu-pro")
     keep = np.isin(np.asarray(mp.split), ["train", "val"])
@@ -78,7 +78,7 @@ def test_distilled_combined_router_knows_every_expert_and_differs(small_combined
 
 def test_balance_weighs_each_datasets_cells_by_a_power_of_their_count(small_combined):
     """TrainConfig.balance: a dataset's cells weigh ∝ n_cells^−b; the cells average 1."""
-    from router_core.train_objective import _balance_weights
+    from router_core.training.objective import _balance_weights
 
     table, _ = small_combined
     rows = table.split_rows("train")

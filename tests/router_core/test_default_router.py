@@ -6,11 +6,11 @@ import numpy as np
 
 from router_core.artifact import DEFAULT_ROUTER_DIR, load_meta, load_probes, load_router
 from router_core.data.routerbench import MODELS
-from router_core.model_identity import identity_table
+from router_core.identity.table import identity_table
 
 
 def test_default_router_loads_and_routes_a_real_prompt():
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     router = load_router()
     ids = identity_table()  # trained on every dataset: experts by canonical id
@@ -41,7 +41,7 @@ def test_default_router_records_training_data_probes_and_config():
 
 
 def test_default_router_records_the_encoder_the_gateway_must_use():
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     meta = load_meta(DEFAULT_ROUTER_DIR)
     assert meta["config"]["encoder"]["truncation_side"] == "left"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router_core.encoder import Encoder
+from router_core.encoders.minilm import Encoder
 
 # Longer than MiniLM's 256 word pieces, like RouterBench's shared few-shot prefixes.
 PREFIX = " ".join(f"Example {i}: the answer to question {i} is B." for i in range(60))

@@ -10,7 +10,7 @@ import pytest
 from router_core.data.mmlu_pro import ACTIVE_PARAMS_B
 from router_core.data.paths import shared_data_dir
 from router_core.data.routerbench import MODELS as ROUTERBENCH_MODELS
-from router_core.model_identity import identity_table, load_identity_table, model_key
+from router_core.identity.table import identity_table, load_identity_table, model_key
 
 # (LiteLLM model string as a user writes it in model_list, expected expert id)
 MATCHES = [

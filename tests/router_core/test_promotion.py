@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from router_core.data.table import RoutingTable
-from router_core.promotion import (
+from router_core.evaluation.promotion import (
     decide_promotion,
     evaluate_on_holdout,
     route_points,

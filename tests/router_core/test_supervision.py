@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from router_core import supervision as sv
+from router_core.training import supervision as sv
 from router_core.data.table import RoutingTable
 
 

@@ -115,7 +115,7 @@ def test_unseen_models_get_their_probe_readout(mbpp_table, mbpp_embeddings):
     probe outcomes on the probes' q; "level" keeps the footprint as its descriptor."""
     import dataclasses as dc
 
-    from router_core.readout import fit_readout
+    from router_core.cold_start.readout import fit_readout
 
     unseen = mbpp_table.models[-4:]
     table = dc.replace(mbpp_table, unseen_models=unseen)
@@ -145,7 +145,7 @@ def _probe_outcomes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_fit_readout_recovers_a_direction_and_refuses_no_signal():
-    from router_core.readout import fit_readout
+    from router_core.cold_start.readout import fit_readout
 
     Q, u = _probe_outcomes(400, seed=0)
     r = fit_readout(Q, u, c=10.0)
@@ -158,7 +158,7 @@ def test_fit_readout_recovers_a_direction_and_refuses_no_signal():
 def test_fit_readout_with_a_prior_refines_it():
     """A zero prior is sklearn's own fit; a strong prior (small C) keeps the prior's
     direction; a weak one moves it toward the outcomes' direction."""
-    from router_core.readout import fit_readout
+    from router_core.cold_start.readout import fit_readout
 
     Q, u = _probe_outcomes(192, seed=1)
     plain = fit_readout(Q, u)
@@ -177,7 +177,7 @@ def test_unseen_fingerprinted_models_refine_their_fingerprint(mbpp_table, mbpp_e
     """A model described by another kind (a stand-in fingerprint here) whose probe outcomes
     are in the table: its readout has a_h·e_h of the level rule as prior mean; with
     ``readout_fingerprints=False`` it keeps the fingerprint and the level rule."""
-    from router_core.readout import fit_readout
+    from router_core.cold_start.readout import fit_readout
 
     class Fingerprint(ProbeOutcome):  # any non-probe-outcome kind; reversed probe order
         name = "test-fingerprint"

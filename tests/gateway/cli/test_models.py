@@ -103,7 +103,7 @@ def artifact(tmp_path_factory, scorer, probes) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(upstream, artifact, tmp_path_factory):
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     tmp = tmp_path_factory.mktemp("gw")
     config = {

@@ -22,7 +22,7 @@ from gateway.cli import main
 from gateway.store.migrate import upgrade
 from router_core.artifact import load_router, save_router
 from router_core.descriptors.base import ProbeSet
-from router_core.encoder import Encoder
+from router_core.encoders.minilm import Encoder
 from router_core.router import Calibration, Expert, Head, Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.router_core.fingerprints import conftest as fingerprint_fixtures
@@ -201,7 +201,7 @@ def test_models_add_perplexity_with_a_judge_refines_the_fingerprint(
 ) -> None:
     """perplexity + --judge-model: the answers are fingerprinted (SmolLM2) *and* graded, and
     the grades refine the fingerprint: the readout with a0·e as its prior mean."""
-    from router_core.readout import fit_readout
+    from router_core.cold_start.readout import fit_readout
 
     monkeypatch.setenv("FAKE_UPSTREAM_KEY", "sk-fake-upstream")
     cfg = tmp_path / "config.yaml"

@@ -17,11 +17,11 @@ from gateway.learning.retrain import RetrainConfig, retrain_once
 from gateway.sandbox.simulate import cold_router
 from gateway.store import make_engine
 from gateway.store.migrate import upgrade_engine
-from router_core import supervision as sv
 from router_core.data import load_dataset
-from router_core.encoder import Encoder
-from router_core.promotion import decide_promotion
+from router_core.encoders.minilm import Encoder
+from router_core.evaluation.promotion import decide_promotion
 from router_core.training import TrainConfig, train_router
+from router_core.training import supervision as sv
 
 N_TRAIN, N_HOLD = 320, 200
 CFG = TrainConfig(progress=False, n_probes=64, epochs=8)

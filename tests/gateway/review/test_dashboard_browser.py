@@ -2,7 +2,7 @@
 
 A run of requests goes through the real gateway (uvicorn, SQLite, MiniLM, the test router)
 to the fake upstream with the openai SDK, feedback is posted to /v1/feedback, and a router
-version is recorded with an evaluation computed by ``router_core.promotion`` on a small
+version is recorded with an evaluation computed by ``router_core.evaluation.promotion`` on a small
 held-out table. Then the browser logs in as the admin, checks every chart holds that data,
 opens a request's explanation and the deferral plot, and logs in as a tenant who must not
 see the other tenant's requests. Screenshots go to ``$TOLLGATE_SCREENSHOT_DIR`` (default
@@ -67,7 +67,7 @@ def _record_version(gw: Gateway, router, encoder) -> dict:
     evaluation (deferral points per λ, AUDC, QNC) and record it as a router version."""
     from gateway.learning import router_versions
     from router_core.data.table import RoutingTable
-    from router_core.promotion import PromotionDecision, evaluate_on_holdout
+    from router_core.evaluation.promotion import PromotionDecision, evaluate_on_holdout
 
     rng = np.random.default_rng(0)
     models = tuple(QUALITY)

@@ -23,7 +23,7 @@ from gateway.config import ConfigError, settings_from_dict
 from router_core.artifact import load_router
 from router_core.data.table import RoutingTable
 from router_core.encoders.activations import ActivationEncoder
-from router_core.prefill_states import PrefillStates
+from router_core.encoders.prefill_states import PrefillStates
 from router_core.training import TrainConfig, train_router
 from tests.gateway.conftest import gateway_config, run_gateway
 

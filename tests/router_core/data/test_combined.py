@@ -11,7 +11,7 @@ from router_core.data.combined import (
     row_datasets,
     train_cost_scale,
 )
-from router_core.model_identity import identity_table
+from router_core.identity.table import identity_table
 
 
 def test_shared_models_are_one_column_and_cells_are_only_where_observed():

@@ -11,7 +11,7 @@ import pytest
 
 from router_core.data import load_dataset
 from router_core.data.table import RoutingTable
-from router_core.encoder import Encoder
+from router_core.encoders.minilm import Encoder
 
 
 def real_slice(table: RoutingTable, sizes: dict[str, int], seed: int = 0) -> RoutingTable:

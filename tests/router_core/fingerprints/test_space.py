@@ -79,7 +79,7 @@ def mbpp():
 def test_a_mixed_pool_trains_and_its_kinds_are_recorded(scorer, mbpp):
     # Real RouterBench outcomes: three models by perplexity of their recorded answers, two
     # by probe outcomes, trained together (Table 4's "mixed" row, with the kinds we have).
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
     from router_core.training import TrainConfig, train_router
 
     models = list(mbpp.models)

@@ -26,8 +26,8 @@ import numpy as np
 
 from router_core.data.table import RoutingTable
 
-# Table mixing lives in router_core.table_mix; re-exported here for existing callers.
-from router_core.table_mix import concat, mix, table_observations, union_models
+# Table mixing lives in router_core.data.mix; re-exported here for existing callers.
+from router_core.data.mix import concat, mix, table_observations, union_models
 
 if TYPE_CHECKING:  # pandas is imported where it is used: serving never needs it
     import pandas as pd

@@ -14,7 +14,7 @@ output tokens per billion parameters). Averaging directions shortens v, so the p
 routes mostly on level, little on the prompt, until outcomes arrive; m (``pessimism``, in
 logits) keeps an unproven model from taking traffic from proven ones of equal promise.
 
-Refinement is the probe readout with the prior as its mean (router_core.readout
+Refinement is the probe readout with the prior as its mean (router_core.cold_start.readout
 ``fit_readout(..., prior=a·e)``): n observed outcomes on prompts with query vectors Q move
 the descriptor from the prior towards what the model did, with no retraining of the head.
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from router_core.data.mmlu_pro import USD_PER_MTOK_PER_B
-from router_core.model_identity import IdentityTable, model_key
-from router_core.readout import fit_readout
+from router_core.identity.table import IdentityTable, model_key
+from router_core.cold_start.readout import fit_readout
 from router_core.router import Expert, Router
 
 SIZE_BANDWIDTH = 1.0  # σ in ln(billions): a factor e ≈ 2.7 in size is one σ

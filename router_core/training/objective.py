@@ -1,6 +1,6 @@
 """The training objective: what the head is fitted to, and the loss of a batch.
 
-Kept apart from the fit loop (router_core.train_fit) so the equations can be read against
+Kept apart from the fit loop (router_core.training.fit) so the equations can be read against
 the papers without the optimiser around them. Objective per batch (CSCR §3.4 with
 EquiRouter's ranking term and a learned scale):
     L = L_CS(Eq. 8)  [or vanilla InfoNCE, Eq. 6]
@@ -25,8 +25,8 @@ from router_core.data.combined import row_datasets
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import ProbeSet
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
-from router_core.train_config import TrainConfig
-from router_core.train_head import _HeadModule
+from router_core.training.config import TrainConfig
+from router_core.training.head import _HeadModule
 
 
 @dataclass(frozen=True)

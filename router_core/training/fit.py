@@ -1,6 +1,6 @@
 """Fitting the head: initialisation, the optimiser and the early-stopped epoch loop.
 
-Kept apart from the objective (router_core.train_objective), which it minimises, and from
+Kept apart from the objective (router_core.training.objective), which it minimises, and from
 the orchestration in router_core.training, which calls it once per training run.
 """
 
@@ -17,10 +17,10 @@ from torch import nn
 
 from router_core.descriptors.base import ProbeSet
 from router_core.router import Router
-from router_core.train_config import TrainConfig
-from router_core.train_data import _positives, _Prompts
-from router_core.train_head import _HeadModule, _probe_kernel_init
-from router_core.train_objective import _objective, _Targets, _val_groups
+from router_core.training.config import TrainConfig
+from router_core.training.prompts import _positives, _Prompts
+from router_core.training.head import _HeadModule, _probe_kernel_init
+from router_core.training.objective import _objective, _Targets, _val_groups
 
 
 def _init_head(cfg: TrainConfig, tg: _Targets, d: int, data: _Prompts, probes: ProbeSet,
@@ -58,7 +58,7 @@ class _Fit:
 
 def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, probes: ProbeSet,
               init: Router | None) -> _Fit:
-    """Minimise the objective (router_core.train_objective) with early stopping on val."""
+    """Minimise the objective (router_core.training.objective) with early stopping on val."""
     head = _init_head(cfg, tg, E.shape[1], data, probes, init)
     a_param = nn.Parameter(torch.full((len(tg.cols),), 5.0))
     prior = np.clip(np.nanmean(tg.U, axis=0), 0.02, 0.98)  # b_h starts at each logit level

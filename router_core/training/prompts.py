@@ -13,7 +13,7 @@ from router_core.data.table import RoutingTable
 from router_core.descriptors.base import ProbeSet
 from router_core.encoders import bulk_encoder
 from router_core.router import Router
-from router_core.train_config import TrainConfig
+from router_core.training.config import TrainConfig
 
 
 def data_hash(table: RoutingTable) -> str:

@@ -6,7 +6,7 @@ none). It returns a ``Router`` in the runtime format (router_core.router), so wh
 gateway routes with is exactly what was measured here.
 
 The objective (CSCR Eq. 8 + EquiRouter's CARO + a calibrated quality term) is written out in
-router_core.train_objective; the fit loop is router_core.train_fit. This module puts them
+router_core.training.objective; the fit loop is router_core.training.fit. This module puts them
 together.
 
 What was measured on dev folds to choose these settings, and what was tried and not
@@ -27,9 +27,9 @@ from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoders import encoder_for_router
 from router_core.router import Expert, Router
-from router_core.train_calibration import _brier, _calibration, _readout_on_probes, _router
-from router_core.train_config import TrainConfig, TrainResult
-from router_core.train_data import (
+from router_core.training.calibrate import _brier, _calibration, _readout_on_probes, _router
+from router_core.training.config import TrainConfig, TrainResult
+from router_core.training.prompts import (
     _embed,
     _positives,
     _probe_set,
@@ -39,9 +39,9 @@ from router_core.train_data import (
     data_hash,
     fit_encoder,
 )
-from router_core.train_fit import _Fit, _fit_head
-from router_core.train_head import _HeadModule, _probe_kernel_init
-from router_core.train_objective import _caro_by_pattern, _targets
+from router_core.training.fit import _Fit, _fit_head
+from router_core.training.head import _HeadModule, _probe_kernel_init
+from router_core.training.objective import _caro_by_pattern, _targets
 
 # re-exported: what other code imports from router_core.training
 __all__ = [
@@ -100,7 +100,7 @@ def train_router(
             default: a seeded sample of ``config.n_probes`` training prompts (or ``init``'s).
         teacher: (len(table), len(table.models)) p̂ of other routers for ``table``'s rows
             (NaN where none), mixed into the quality target with weight ``config.distill``
-            (router_core.distillation).
+            (router_core.training.distillation).
     """
     cfg = config or TrainConfig()
     kind = descriptor or ProbeOutcome()

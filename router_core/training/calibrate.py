@@ -15,13 +15,13 @@ from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoders import make_encoder
-from router_core.readout import fit_readout
+from router_core.cold_start.readout import fit_readout
 from router_core.router import Calibration, Expert, Head, Router
-from router_core.train_config import TrainConfig
+from router_core.training.config import TrainConfig
 
 if TYPE_CHECKING:
-    from router_core.train_data import _Prompts
-    from router_core.train_fit import _Fit
+    from router_core.training.prompts import _Prompts
+    from router_core.training.fit import _Fit
 
 
 def _calibration(cfg: TrainConfig, fit: _Fit, np_head: Head, E: np.ndarray, data: _Prompts,

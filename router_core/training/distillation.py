@@ -32,7 +32,7 @@ import numpy as np
 
 from router_core.data.combined import row_datasets
 from router_core.data.table import RoutingTable
-from router_core.train_config import TrainConfig
+from router_core.training.config import TrainConfig
 
 
 def teacher_quality(table: RoutingTable, embeddings: np.ndarray, config: TrainConfig,

@@ -57,7 +57,7 @@ class TrainConfig:
     calibrate: Literal["learned", "val", "train", "train+val"] = "train+val"
     # models without training rows (unseen) where the table has their probe outcomes:
     # "readout" fits each one's own direction and scale in the head's space on its probes
-    # (router_core.readout, replacing its footprint, or refining its fingerprint: below);
+    # (router_core.cold_start.readout, replacing its footprint, or refining its fingerprint: below);
     # "level" (and any model without probe outcomes) is placed by its probe level through
     # the seen models' fit. (Refitting only (a_h, b_h) validated worse than both.)
     calibrate_unseen: Literal["level", "readout"] = "readout"
@@ -74,7 +74,7 @@ class TrainConfig:
     # most cells (MMLU-Pro: 29 models) does not pick the epoch for the others alone
     stop_on: Literal["pooled", "per-dataset"] = "pooled"
     # combined tables: weight β of each dataset's own router's p̂ in the quality term's
-    # target, ũ = (1 − β)·u + β·p̂_teacher (router_core.distillation; 0 = gold labels only)
+    # target, ũ = (1 − β)·u + β·p̂_teacher (router_core.training.distillation; 0 = gold labels only)
     distill: float = 0.0
     # combined tables: each dataset's cells in the quality term weigh ∝ n_cells^(−balance)
     # (0 = every observed cell the same, pooled; 1 = every dataset the same in total); 0.5

@@ -1,6 +1,6 @@
 """Routing-table mixing: widen, stack and weight-mix tables, and tables back to observations.
 
-Split out of ``router_core.supervision`` (which re-exports these names): these helpers
+Split out of ``router_core.training.supervision`` (which re-exports these names): these helpers
 combine observation-derived ``RoutingTable``s with base benchmark tables for training.
 """
 

@@ -1,0 +1,90 @@
+"""Priors from an aggregate figure, from price, and refinement from judged outcomes."""
+
+import numpy as np
+
+from router_core.promise import (
+    LogitBelief,
+    aggregate_prior_pseudo_count,
+    prior_from_aggregate,
+    prior_from_price,
+    refine,
+    trained_pseudo_count,
+)
+from router_core.promise.priors import closeness_weights
+
+D = 8
+
+
+def _queries(n, seed=0):
+    q = np.random.default_rng(seed).normal(size=(n, D))
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def _known(seed=1):
+    rng = np.random.default_rng(seed)
+    W = rng.normal(size=(5, D)) * 2
+    b = np.linspace(-1.0, 1.5, 5)
+    Q = _queries(400)
+    agg = (1 / (1 + np.exp(-(Q @ W.T + b)))).mean(axis=0)
+    return W, b, agg, Q
+
+
+def test_aggregate_prior_matches_the_aggregate_on_average():
+    W, b, agg, Q = _known()
+    for target in (0.35, 0.6, 0.9):
+        prior = prior_from_aggregate(target, W, b, agg, Q, n0=5)
+        p, n = prior.estimate(Q)
+        assert abs(p.mean() - target) < 1e-4
+        assert prior.how == "prior:aggregate" and np.all(n < 50)
+
+
+def test_neighbours_weigh_by_closeness_of_their_figures():
+    agg = np.array([0.30, 0.50, 0.62, 0.70, 0.71])
+    w = closeness_weights(0.70, agg)
+    assert abs(w.sum() - 1) < 1e-12
+    assert np.all(np.diff(w[np.argsort(np.abs(agg - 0.70))]) <= 1e-12)  # closer, heavier
+    assert w[0] < 1e-3  # a far figure barely counts
+
+
+def test_price_prior_is_barely_known():
+    W, b, agg, Q = _known()
+    prior = prior_from_price(0.5, W, b, agg, np.array([0.1, 0.3, 1, 3, 10]), Q)
+    _, n = prior.estimate(Q)
+    assert prior.how == "prior:price" and np.all(n < 3)
+
+
+def test_refinement_tightens_bounds_and_moves_towards_the_truth():
+    rng = np.random.default_rng(2)
+    w_true = rng.normal(size=D) * 3
+    Q = _queries(3000, seed=3)
+    p_true = 1 / (1 + np.exp(-(Q @ w_true + 0.5)))
+    prior = LogitBelief.prior(np.zeros(D), 0.0, 0.5, n0=3, how="prior:aggregate")
+    y = (rng.random(len(Q)) < p_true).astype(float)
+    judged = np.where(rng.random(len(Q)) < 0.8, y, 1 - y)  # an 80% judge
+    Qt = _queries(200, seed=4)
+    pt = 1 / (1 + np.exp(-(Qt @ w_true + 0.5)))
+    last_n, last_err = 0.0, np.inf
+    first = np.mean((prior.estimate(Qt)[0] - pt) ** 2)
+    for n_obs in (50, 500, 3000):
+        post = refine(prior, Q[:n_obs], judged[:n_obs], np.ones(n_obs), accuracy=0.8)
+        p, n = post.estimate(Qt)
+        err = np.mean((p - pt) ** 2)
+        assert n.mean() > last_n and err < last_err + 1e-3
+        last_n, last_err = n.mean(), err
+        assert post.how == f"refined:{n_obs}"
+    assert last_err < 0.5 * first
+
+
+def test_trained_pseudo_count_rewards_calibration():
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.05, 0.95, 4000)
+    y = (rng.random(4000) < p).astype(float)
+    good = trained_pseudo_count(p, y)
+    bad = trained_pseudo_count(np.clip(p + 0.2, 0, 1), y)
+    assert good > 10 * bad and bad >= 1
+
+
+def test_aggregate_prior_pseudo_count_is_small_and_finite():
+    W, b, agg, Q = _known()
+    n0 = aggregate_prior_pseudo_count(W, b, agg, Q, _queries(300, seed=9))
+    assert 1 <= n0 <= 100

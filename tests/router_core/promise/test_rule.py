@@ -1,0 +1,56 @@
+"""The promise rule on hand-made beliefs: reference when uncertain, cheap when confident."""
+
+import numpy as np
+
+from router_core.promise import drop_bounds, explain, promise_choice
+
+COST = np.array([10.0, 1.0, 0.1])  # reference, mid, cheap
+
+
+def test_uncertain_reference_keeps_the_reference():
+    # the cheap ones look as good as the reference, but the reference is barely known
+    P = np.array([[0.8, 0.8, 0.8]])
+    N = np.array([[2.0, 1000.0, 1000.0]])
+    assert promise_choice(P, N, COST, ref=0, max_drop=0.01, z=1.0)[0] == 0
+
+
+def test_uncertain_candidate_is_not_chosen():
+    P = np.array([[0.65, 0.7, 0.7]])
+    N = np.array([[1000.0, 1.0, 1.0]])
+    assert promise_choice(P, N, COST, ref=0, max_drop=0.01, z=1.0)[0] == 0
+
+
+def test_confidently_within_picks_the_cheapest():
+    P = np.array([[0.70, 0.80, 0.78]])
+    N = np.array([[500.0, 500.0, 500.0]])
+    assert promise_choice(P, N, COST, ref=0, max_drop=0.01, z=1.0)[0] == 2
+
+
+def test_never_confidently_outside():
+    rng = np.random.default_rng(0)
+    P = rng.uniform(0.05, 0.95, size=(2000, 3))
+    N = rng.uniform(1, 300, size=(2000, 3))
+    z, drop = 1.5, 0.03
+    h = promise_choice(P, N, COST, ref=0, max_drop=drop, z=z)
+    D = drop_bounds(P, N, 0, z)
+    assert np.all(D[np.arange(len(h)), h] <= drop)
+    # and a cheaper backend within the promise was never passed over
+    ok = D <= drop
+    for i in range(len(h)):
+        assert COST[h[i]] == COST[ok[i]].min()
+
+
+def test_infinite_confidence_is_always_the_reference():
+    P = np.array([[0.1, 0.99, 0.99]])
+    N = np.full((1, 3), 1e6)
+    assert promise_choice(P, N, COST, ref=0, max_drop=0.06, z=np.inf)[0] == 0
+
+
+def test_explain_record_names_reference_bounds_and_choice():
+    rec = explain(["ref", "mid", "cheap"], [0.70, 0.80, 0.78], [500, 500, 500], COST,
+                  ref=0, max_drop=0.01, z=1.0, how=["prior:aggregate", "trained", "trained"])
+    assert rec["chosen"] == "cheap"
+    assert rec["reference"]["backend"] == "ref" and rec["reference"]["upper"] > 0.70
+    by = {c["backend"]: c for c in rec["candidates"]}
+    assert by["cheap"]["within"] and by["cheap"]["drop_bound"] <= 0.01
+    assert by["cheap"]["known"] == "trained"
