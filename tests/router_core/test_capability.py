@@ -1,0 +1,163 @@
+"""The published-capability table: every number has a source, the identities resolve, the
+MMLU→MMLU-Pro line is monotone, and the packaged config's frontier backends are placed by a
+sourced number or by nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pandas as pd
+import pytest
+import yaml
+
+from router_core.data.paths import REPO_ROOT, shared_data_dir
+from router_core.identity.capability import (
+    CAPABILITY_FILE,
+    PRIMARY,
+    aggregate,
+    benchmark_map,
+    capability,
+    capability_table,
+    load_capability_table,
+    published,
+)
+from router_core.identity.table import identity_table
+
+FRONTIER_PREFIXES = ("gpt-4o", "claude-", "gemini-")
+
+
+def test_the_yaml_parses_and_every_value_has_a_source_in_range():
+    raw = yaml.safe_load(CAPABILITY_FILE.read_text(encoding="utf-8"))
+    assert raw["primary"] == PRIMARY
+    table = capability_table()
+    assert sum(len(s) for s in table.scores.values()) > 60
+    for model, scores in table.scores.items():
+        for s in scores:
+            assert s.source.key in table.sources, (model, s)
+            assert s.source.url.startswith("https://") and s.source.where and s.row
+            assert 0.0 <= s.value <= 1.0
+            assert s.raw == pytest.approx(s.value * (100 if s.source.unit == "percent" else 1))
+            assert s.benchmark in table.benchmarks
+    for rels in table.relations.values():
+        for r in rels:
+            assert r.source.key in table.sources and r.claim
+
+
+def test_every_model_in_the_table_is_an_identity():
+    table = capability_table()
+    for model in table.models:
+        assert table.resolve(model) == model
+
+
+def test_every_router_expert_is_covered_or_says_why_not():
+    table = capability_table()
+    for expert in identity_table().ids:
+        assert published(expert) or expert in table.unsourced, expert
+    # every expert with outcomes in MMLU-Pro (TIGER-Lab's outputs) has its MMLU-Pro score
+    for expert in identity_table().columns_of("mmlu-pro").values():
+        assert aggregate(expert) is not None, expert
+
+
+def test_values_from_the_shared_outputs_are_the_outputs_mean():
+    wide = shared_data_dir() / "mmlu_pro" / "mmlu_pro_correct_wide.parquet"
+    if not wide.exists():
+        pytest.skip("no shared MMLU-Pro outputs")
+    means = pd.read_parquet(wide).mean()
+    columns = identity_table().columns_of("mmlu-pro")
+    checked = 0
+    for scores in capability_table().scores.values():
+        for s in scores:
+            if s.source.key == "tiger_outputs":
+                assert columns[s.row] == s.model
+                assert s.value == pytest.approx(float(means[s.row]), abs=6e-5), s.row
+                checked += 1
+    assert checked == len(columns)
+
+
+def test_the_mapping_between_benchmarks_is_monotone_with_a_residual():
+    line = benchmark_map("mmlu", "mmlu_pro")
+    assert line is not None and len(line.models) >= 10
+    assert line.slope > 0 and line.residual_sd > 0
+    mapped = [line(x / 100)[0] for x in range(50, 100)]
+    assert all(b >= a for a, b in itertools.pairwise(mapped))
+    # the residual is the fit's: the models it was fitted on sit about that far from the line
+    table = capability_table()
+    off = [
+        table.aggregate(m, "mmlu_pro") - line(table.aggregate(m, "mmlu"))[0] for m in line.models
+    ]
+    assert max(abs(o) for o in off) < 4 * line.residual_sd
+
+
+def test_the_packaged_frontier_backends_resolve_and_are_placed_by_a_source_or_nothing():
+    config = yaml.safe_load((REPO_ROOT / "config.yaml").read_text(encoding="utf-8"))
+    table = capability_table()
+    seen = 0
+    for entry in config["model_list"]:
+        if not entry["model_name"].startswith(FRONTIER_PREFIXES):
+            continue
+        seen += 1
+        model_id = table.resolve(entry["litellm_params"]["model"])
+        assert model_id is not None, entry["model_name"]
+        assert table.resolve(entry["model_name"]) == model_id
+        value = aggregate(model_id)
+        sourced = [s.value for s in published(model_id) if s.benchmark == PRIMARY]
+        if value is None:  # no MMLU-Pro number: mapped from a sourced MMLU number, or nothing
+            assert not sourced
+            cap = capability(model_id)
+            assert cap is None or any(s.benchmark == "mmlu" for s in cap.scores)
+        else:
+            assert value == pytest.approx(sum(sourced) / len(sourced))
+    assert seen == 5
+
+
+def test_a_frontier_model_with_only_mmlu_is_mapped_with_the_fit_uncertainty():
+    cap = capability("openai/gpt-4o-mini")
+    assert cap is not None and cap.how == "mapped from mmlu"
+    assert cap.sd == pytest.approx(benchmark_map().residual_sd)
+    # published results place GPT-4o above GPT-4o-mini and above Llama-3.1-70B-Instruct
+    assert capability("openai/gpt-4o").value > cap.value
+    assert capability("gpt-4o").value > capability("Meta-Llama-3.1-70B-Instruct").value
+
+
+def test_unknown_and_unsourced_models_have_no_number():
+    assert published("openai/gpt-9") == () and aggregate("openai/gpt-9") is None
+    assert capability("openai/gpt-9") is None
+    assert capability("gemini/gemini-3.5-flash") is None  # only a vendor's ordering claim
+    assert capability_table().relations["gemini-3.5-flash"][0].other == "gemini-3.1-pro"
+
+
+def test_records_are_frozen():
+    score = published("gpt-4o")[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        score.value = 1.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "entry,match",
+    [
+        ("{benchmark: mmlu_pro, value: 50, source: nowhere, row: x}", "known source"),
+        ("{benchmark: mmlu_pro, value: 150, source: s, row: x}", "out of range"),
+        ("{benchmark: mmlu_pro, value: 50, source: s, row: x, extra: 1}", "known source"),
+    ],
+)
+def test_a_bad_score_is_refused(tmp_path, entry, match):
+    path = tmp_path / "capability.yaml"
+    path.write_text(
+        "primary: mmlu_pro\nbenchmarks: {mmlu_pro: x}\n"
+        "sources: {s: {title: t, url: 'https://x', where: w, unit: percent}}\n"
+        f"models:\n  gpt-4o:\n    scores:\n      - {entry}\n"
+    )
+    with pytest.raises(ValueError, match=match):
+        load_capability_table(path)
+
+
+def test_a_model_without_a_number_must_say_why(tmp_path):
+    path = tmp_path / "capability.yaml"
+    path.write_text(
+        "primary: mmlu_pro\nbenchmarks: {mmlu_pro: x}\n"
+        "sources: {s: {title: t, url: 'https://x', where: w, unit: percent}}\n"
+        "models:\n  gpt-4o: {}\n"
+    )
+    with pytest.raises(ValueError, match="unsourced"):
+        load_capability_table(path)
