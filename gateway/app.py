@@ -50,8 +50,8 @@ from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.routing import RouterHolder, router_model_map
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
-from router_core.encoders.minilm import Encoder
 from router_core.encoders import encoder_for_router
+from router_core.encoders.minilm import Encoder
 from router_core.router import Router
 
 log = logging.getLogger(__name__)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from router_core.encoders.cli_option import encoder_option
 from router_core.encoders import bulk_encoder
+from router_core.encoders.cli_option import encoder_option
 
 
 @click.command("train")

@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from router_core.data.table import RoutingTable
-from router_core.descriptors.base import ProbeSet
 from router_core.identity.table import IdentityTable, identity_table
 
 NAME = "all"
@@ -106,20 +105,3 @@ def row_datasets(table: RoutingTable) -> np.ndarray:
     """(n,) the dataset each row of a combined table came from."""
     return np.array([str(p).split(SEP, 1)[0] for p in table.prompt_ids], dtype=object)
 
-
-def probes_per_dataset(table: RoutingTable, n: int, seed: int = 0) -> ProbeSet:
-    """``n`` probes from each dataset's training prompts, in one probe set.
-
-    A model is described on the probes of the datasets that observed it; a single-dataset
-    router of the same seed describes its models on ``n`` such prompts too, so each
-    dataset's models keep as many informative coordinates as they have on their own.
-    """
-    train = table.split_rows("train")
-    source = row_datasets(train)
-    ids: list[str] = []
-    prompts: list[str] = []
-    for name in dict.fromkeys(source):
-        part = ProbeSet.sample(train.rows(source == name), n, seed=seed)
-        ids += part.ids
-        prompts += part.prompts
-    return ProbeSet(ids=tuple(ids), prompts=tuple(prompts))

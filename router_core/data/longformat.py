@@ -21,7 +21,6 @@ if TYPE_CHECKING:  # pandas is imported where a file is read: serving never need
     import pandas as pd
 
 REQUIRED = ("prompt_id", "prompt", "model", "quality", "cost")
-OPTIONAL = ("category", "split", "sample", "response")
 SUFFIXES = (".csv", ".jsonl", ".json", ".parquet", ".pq")
 _SPLIT_ALIASES = {"validation": "val", "dev": "val", "valid": "val", "eval": "test"}
 

@@ -52,14 +52,6 @@ def anisotropy(X: np.ndarray) -> float:
     return float((s @ s - n) / (n * (n - 1)))
 
 
-def pca_reduce(X: np.ndarray, p: int) -> np.ndarray:
-    """The top-p principal component scores of X's rows (centred)."""
-    Xc = np.asarray(X, dtype=np.float64) - np.mean(X, axis=0)
-    U, S, _ = np.linalg.svd(Xc, full_matrices=False)
-    p = min(p, len(S))
-    return U[:, :p] * S[:p]
-
-
 def fisher_j(Z: np.ndarray, Y: np.ndarray, min_class: int = 5) -> float:
     """Mean over targets of J_k = Δμᵀ (S_W + εI)⁻¹ Δμ (NaN outcomes skipped)."""
     Z = np.asarray(Z, dtype=np.float64)

@@ -19,15 +19,34 @@ from typing import Any
 import numpy as np
 
 from router_core.data import DATASETS, load_dataset
-from router_core.data.combined import canonical_table, combine, probes_per_dataset
+from router_core.data.combined import canonical_table, combine, row_datasets
 from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
-from router_core.training.distillation import teacher_quality
+from router_core.descriptors.base import ProbeSet
 from router_core.evaluation.runner import EvalResult, run_evaluation
 from router_core.router import Router
 from router_core.training import TrainConfig, TrainResult, train_router
+from router_core.training.distillation import teacher_quality
 
 COMBINED = "tollgate_all"
+
+
+def probes_per_dataset(table: RoutingTable, n: int, seed: int = 0) -> ProbeSet:
+    """``n`` probes from each dataset's training prompts, in one probe set.
+
+    A model is described on the probes of the datasets that observed it; a single-dataset
+    router of the same seed describes its models on ``n`` such prompts too, so each
+    dataset's models keep as many informative coordinates as they have on their own.
+    """
+    train = table.split_rows("train")
+    source = row_datasets(train)
+    ids: list[str] = []
+    prompts: list[str] = []
+    for name in dict.fromkeys(source):
+        part = ProbeSet.sample(train.rows(source == name), n, seed=seed)
+        ids += part.ids
+        prompts += part.prompts
+    return ProbeSet(ids=tuple(ids), prompts=tuple(prompts))
 
 
 @dataclass
@@ -58,7 +77,8 @@ def train_combined(
     table: RoutingTable, config: TrainConfig, embeddings: np.ndarray | None = None, **kw: Any
 ) -> TrainResult:
     """Train on a combined table with ``config.n_probes`` probes per dataset (and, with
-    ``config.distill``, each dataset's own router as a teacher: router_core.training.distillation)."""
+    ``config.distill``, each dataset's own router as a teacher:
+    router_core.training.distillation)."""
     probes = probes_per_dataset(table, config.n_probes, config.seed)
     teacher = None
     if config.distill > 0:

@@ -38,12 +38,12 @@ UNSEEN_KNN_K = 10
 UNSEEN_UMR_K = 8
 
 
-def _complete(table: RoutingTable, rows: np.ndarray) -> np.ndarray:
+def complete_rows(table: RoutingTable, rows: np.ndarray) -> np.ndarray:
     q, c = table.quality[rows], table.cost[rows]
     return rows[np.isfinite(q).all(axis=1) & np.isfinite(c).all(axis=1)]
 
 
-def _tuned(
+def tune(
     make: Callable[[int], Any],
     grid: Iterable[int],
     X_fit: np.ndarray,
@@ -69,7 +69,7 @@ def _tuned(
     return best[1], best[2], scores
 
 
-def _trained_choices(
+def trained_choices(
     router: Any, X_test: np.ndarray, pool: tuple[str, ...], lams: np.ndarray
 ) -> np.ndarray:
     """(L, n) choices of a runtime Router restricted to ``pool``, as pool indices."""
@@ -88,7 +88,7 @@ def _trained_choices(
     return col[idx]
 
 @dataclass(frozen=True)
-class _Rows:
+class EvalRows:
     """The pool and the train / val / test rows every router is fitted and scored on."""
 
     pool: tuple[str, ...]
@@ -109,13 +109,13 @@ class _Rows:
         return self.tp.cost[self.te]
 
 
-def _rows(table: RoutingTable) -> _Rows:
+def eval_rows(table: RoutingTable) -> EvalRows:
     pool = tuple(table.deployable_models)
     split = np.asarray(table.split)
     tp = table.with_models(list(pool))
     tr = np.flatnonzero(split == "train")
-    va = _complete(tp, np.flatnonzero(split == "val"))
-    te = _complete(tp, np.flatnonzero(split == "test"))
+    va = complete_rows(tp, np.flatnonzero(split == "val"))
+    te = complete_rows(tp, np.flatnonzero(split == "test"))
     if len(te) == 0:
         raise ValueError(
             f"{table.name}: no test prompt has an outcome for every model of the pool "
@@ -124,15 +124,15 @@ def _rows(table: RoutingTable) -> _Rows:
             "restrict the pool with --models to models observed together)"
         )
     ref = Reference.from_matrices(tp.quality[te], tp.cost[te])
-    return _Rows(pool, bool(table.unseen_models), tp, tr, va, te, ref,
+    return EvalRows(pool, bool(table.unseen_models), tp, tr, va, te, ref,
                  mean_cost_norm(tp.cost[tr]))
 
 
 @dataclass
-class _Run:
+class EvalRun:
     """One evaluation's inputs and what the routers have produced so far."""
 
-    rows: _Rows
+    rows: EvalRows
     X: np.ndarray
     lams: np.ndarray
     seed: int
@@ -141,7 +141,7 @@ class _Run:
     p_hats: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (n, m) P(correct)
 
 
-def _train_tollgates(run: _Run, names: list[str], table: RoutingTable, encoder: Any,
+def train_tollgates(run: EvalRun, names: list[str], table: RoutingTable, encoder: Any,
                      descriptor: Any, train_overrides: Mapping[str, Any] | None,
                      progress: bool, say: Callable[[str], None]) -> dict[str, Any]:
     """Tollgate and its ablations, each trained on the table's training rows."""
@@ -169,14 +169,14 @@ def _train_tollgates(run: _Run, names: list[str], table: RoutingTable, encoder: 
             train_models=table.train_models,
         )
         trained[name] = res
-        run.choices[name] = _trained_choices(res.router, run.X[rows.te], rows.pool, run.lams)
+        run.choices[name] = trained_choices(res.router, run.X[rows.te], rows.pool, run.lams)
         run.notes[f"{name}_train"] = res.metrics
         if set(rows.pool) <= set(res.router.model_names):
             run.p_hats[name] = calibrated_similarity(res.router, run.X[rows.te], rows.pool)
     return trained
 
 
-def _baseline_rows(run: _Run, trained: Mapping[str, Any]) -> np.ndarray:
+def baseline_rows(run: EvalRun, trained: Mapping[str, Any]) -> np.ndarray:
     """The labelled rows the baselines may learn from: every training row, or (unseen-models
     split) only the probe prompts, where the unseen models' outcomes are known."""
     rows = run.rows
@@ -197,7 +197,7 @@ def _baseline_rows(run: _Run, trained: Mapping[str, Any]) -> np.ndarray:
     return fit_rows
 
 
-def _simple_baselines(run: _Run, names: list[str], fit_rows: np.ndarray) -> None:
+def simple_baselines(run: EvalRun, names: list[str], fit_rows: np.ndarray) -> None:
     """The reference routers that learn no embedding: oracle, random, cheapest, best
     single, single frontier, per category."""
     rows, lams, choices = run.rows, run.lams, run.choices
@@ -223,7 +223,7 @@ def _simple_baselines(run: _Run, names: list[str], fit_rows: np.ndarray) -> None
             choices["category"] = category_router(Q_fit, cat_fit, cat_te, rows.c_norm, lams)
 
 
-def _learned_baselines(run: _Run, names: list[str], fit_rows: np.ndarray,
+def learned_baselines(run: EvalRun, names: list[str], fit_rows: np.ndarray,
                        say: Callable[[str], None]) -> None:
     """The baselines that estimate P(correct) from Φ(x): kNN, MLP, UMR, the shared trunk
     (kNN's k and UMR's K tuned on val, except on the unseen-models split)."""
@@ -235,7 +235,7 @@ def _learned_baselines(run: _Run, names: list[str], fit_rows: np.ndarray,
         if rows.unseen:
             knn, k = KNNRouter(UNSEEN_KNN_K).fit(X_fit, Q_fit), UNSEEN_KNN_K
         else:
-            knn, k, scores = _tuned(
+            knn, k, scores = tune(
                 KNNRouter, [k for k in KNN_GRID if k <= len(X_fit)] or [len(X_fit)],
                 X_fit, Q_fit, *val)
             notes["knn_val_audc"] = scores
@@ -249,7 +249,7 @@ def _learned_baselines(run: _Run, names: list[str], fit_rows: np.ndarray,
             umr = UMRRouter(UNSEEN_UMR_K, seed=seed).fit(X_fit, Q_fit, X_cluster=X[rows.tr])
             notes["umr_k"] = UNSEEN_UMR_K
         else:
-            umr, kk, scores = _tuned(
+            umr, kk, scores = tune(
                 lambda K: UMRRouter(K, seed=seed),
                 [K for K in UMR_GRID if K <= max(2, len(X_fit) // 10)], X_fit, Q_fit, *val)
             notes["umr_k"], notes["umr_val_audc"] = kk, scores

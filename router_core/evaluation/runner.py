@@ -36,16 +36,12 @@ from router_core.evaluation.fitting import (  # noqa: F401  (re-exported)
     UMR_GRID,
     UNSEEN_KNN_K,
     UNSEEN_UMR_K,
-    _baseline_rows,
-    _complete,
-    _learned_baselines,
-    _Rows,
-    _rows,
-    _Run,
-    _simple_baselines,
-    _train_tollgates,
-    _trained_choices,
-    _tuned,
+    EvalRun,
+    baseline_rows,
+    eval_rows,
+    learned_baselines,
+    simple_baselines,
+    train_tollgates,
 )
 from router_core.evaluation.metrics import (
     bootstrap_delta_audc,
@@ -103,17 +99,17 @@ def run_evaluation(
         raise ValueError(f"unknown routers {sorted(unknown)}; use {ROUTER_NAMES}")
     lams = DEFAULT_LAMBDAS if lams is None else np.asarray(lams, dtype=np.float64)
     X, encoder = _embeddings(table, embeddings, encoder, progress, say)
-    rows = _rows(table)
+    rows = eval_rows(table)
     notes: dict[str, Any] = {"pool": list(rows.pool)}
     if encoder is not None and hasattr(encoder, "settings"):
         notes["encoder"] = _without_bulk(encoder.settings())
-    run = _Run(rows, X, lams, seed, notes)
+    run = EvalRun(rows, X, lams, seed, notes)
     # Tollgate and its ablations first: the unseen-models baselines reuse its probe set.
-    trained = _train_tollgates(run, [r for r in names if r in TRAINED], table, encoder,
+    trained = train_tollgates(run, [r for r in names if r in TRAINED], table, encoder,
                                descriptor, train_overrides, progress, say)
-    fit_rows = _baseline_rows(run, trained)
-    _simple_baselines(run, names, fit_rows)
-    _learned_baselines(run, names, fit_rows, say)
+    fit_rows = baseline_rows(run, trained)
+    simple_baselines(run, names, fit_rows)
+    learned_baselines(run, names, fit_rows, say)
     for name, choose_fn in (extra or {}).items():
         run.choices[name] = choose_fn(X[rows.te], rows.pool, lams)
     return _result(run, table, trained, extra, n_boot)
@@ -141,7 +137,7 @@ def _embeddings(table: RoutingTable, embeddings: np.ndarray | None, encoder: Any
     return X, encoder
 
 
-def _result(run: _Run, table: RoutingTable, trained: Mapping[str, Any],
+def _result(run: EvalRun, table: RoutingTable, trained: Mapping[str, Any],
             extra: Mapping[str, Any] | None, n_boot: int) -> EvalResult:
     """Every router's metrics on the test rows, within categories, and Tollgate's AUDC
     against the best baseline with its bootstrap interval."""

@@ -11,22 +11,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from router_core.calibration import calibration_from_params, fit_calibration
+from router_core.cold_start.readout import fit_readout
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoders import make_encoder
-from router_core.cold_start.readout import fit_readout
 from router_core.router import Calibration, Expert, Head, Router
 from router_core.training.config import TrainConfig
 
 if TYPE_CHECKING:
-    from router_core.training.prompts import _Prompts
-    from router_core.training.fit import _Fit
+    from router_core.training.fit import HeadFit
+    from router_core.training.prompts import TrainingPrompts
 
 
-def _calibration(cfg: TrainConfig, fit: _Fit, np_head: Head, E: np.ndarray, data: _Prompts,
-                 models: tuple[str, ...], train_models: tuple[str, ...], cols: np.ndarray,
-                 level: Any) -> Calibration:
+def calibrate_head(cfg: TrainConfig, fit: HeadFit, np_head: Head, E: np.ndarray,
+                   data: TrainingPrompts, models: tuple[str, ...], train_models: tuple[str, ...],
+                   cols: np.ndarray, level: Any) -> Calibration:
     """p̂'s (a_h, b_h): the jointly learned ones, or a post-hoc logistic fit (cfg.calibrate)."""
     how = cfg.calibrate if (cfg.calibrate != "learned" or cfg.calib_weight > 0) else "val"
     if how == "learned":
@@ -56,9 +56,10 @@ def _calibration(cfg: TrainConfig, fit: _Fit, np_head: Head, E: np.ndarray, data
     )
 
 
-def _router(cfg: TrainConfig, kind: DescriptorKind, data: _Prompts, encoder: Any,
-            np_head: Head, experts: tuple[Expert, ...], calibration: Calibration,
-            train_models: tuple[str, ...], probes: ProbeSet) -> Router:
+def assemble_router(cfg: TrainConfig, kind: DescriptorKind, data: TrainingPrompts,
+                    encoder: Any, np_head: Head, experts: tuple[Expert, ...],
+                    calibration: Calibration, train_models: tuple[str, ...],
+                    probes: ProbeSet) -> Router:
     """The runtime router, named by data, settings (training and encoder) and seed: a
     rebuilt artifact gets a new name."""
     table = data.table
@@ -90,7 +91,7 @@ def _router(cfg: TrainConfig, kind: DescriptorKind, data: _Prompts, encoder: Any
     )
 
 
-def _readout_on_probes(
+def readout_on_probes(
     calibration: Calibration,
     head: Head,
     E: np.ndarray,
@@ -133,7 +134,7 @@ def _readout_on_probes(
     return E, replace(calibration, a=a, b=b)
 
 
-def _brier(router: Router, phi: np.ndarray, quality: np.ndarray) -> float:
+def brier_score(router: Router, phi: np.ndarray, quality: np.ndarray) -> float:
     """Mean squared error of p̂ against observed quality on val (a calibration check)."""
     p = router.quality_estimates(router.project(phi))
     ok = np.isfinite(quality)

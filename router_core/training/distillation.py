@@ -38,7 +38,7 @@ from router_core.training.config import TrainConfig
 def teacher_quality(table: RoutingTable, embeddings: np.ndarray, config: TrainConfig,
                     encoder: Any = None, descriptor: Any = None) -> np.ndarray:
     """(len(table), len(table.models)) each row's own dataset's router's p̂."""
-    from router_core.training import train_router
+    from router_core.training.train import train_router
 
     X = np.asarray(embeddings, dtype=np.float32)
     out = np.full(table.quality.shape, np.nan)

@@ -18,18 +18,18 @@ from torch import nn
 from router_core.descriptors.base import ProbeSet
 from router_core.router import Router
 from router_core.training.config import TrainConfig
-from router_core.training.prompts import _positives, _Prompts
-from router_core.training.head import _HeadModule, _probe_kernel_init
-from router_core.training.objective import _objective, _Targets, _val_groups
+from router_core.training.head import HeadModule, probe_kernel_init
+from router_core.training.objective import FitTargets, make_objective, val_groups
+from router_core.training.prompts import TrainingPrompts, positive_mask
 
 
-def _init_head(cfg: TrainConfig, tg: _Targets, d: int, data: _Prompts, probes: ProbeSet,
-               init: Router | None) -> _HeadModule:
+def _init_head(cfg: TrainConfig, tg: FitTargets, d: int, data: TrainingPrompts,
+               probes: ProbeSet, init: Router | None) -> HeadModule:
     """A fresh head (probe-kernel initialised if configured), or a warm start's weights."""
-    head = _HeadModule(tg.X.shape[1], cfg.hidden, d, cfg.activation, cfg.dropout)
+    head = HeadModule(tg.X.shape[1], cfg.hidden, d, cfg.activation, cfg.dropout)
     if cfg.init_head == "probe-kernel" and init is None:
         pos = {p: i for i, p in enumerate(map(str, data.train.prompt_ids))}
-        _probe_kernel_init(head, data.phi_train[[pos[p] for p in probes.ids]], tg.X,
+        probe_kernel_init(head, data.phi_train[[pos[p] for p in probes.ids]], tg.X,
                            cfg.kernel_top)
     if (
         init is not None
@@ -45,10 +45,10 @@ def _init_head(cfg: TrainConfig, tg: _Targets, d: int, data: _Prompts, probes: P
 
 
 @dataclass
-class _Fit:
+class HeadFit:
     """The fitted head and per-model logistic (a_h, b_h), restored to the best epoch."""
 
-    head: _HeadModule
+    head: HeadModule
     a: nn.Parameter
     b: nn.Parameter
     best_criterion: float
@@ -56,8 +56,8 @@ class _Fit:
     history: list[dict]
 
 
-def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, probes: ProbeSet,
-              init: Router | None) -> _Fit:
+def fit_head(cfg: TrainConfig, tg: FitTargets, E: np.ndarray, data: TrainingPrompts,
+             probes: ProbeSet, init: Router | None) -> HeadFit:
     """Minimise the objective (router_core.training.objective) with early stopping on val."""
     head = _init_head(cfg, tg, E.shape[1], data, probes, init)
     a_param = nn.Parameter(torch.full((len(tg.cols),), 5.0))
@@ -65,11 +65,11 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
     b_param = nn.Parameter(torch.as_tensor(np.log(prior / (1 - prior)), dtype=torch.float32))
     params = list(head.parameters()) + ([a_param, b_param] if cfg.calib_weight > 0 else [])
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    objective = _objective(cfg, head, E, tg, a_param, b_param)
+    objective = make_objective(cfg, head, E, tg, a_param, b_param)
     cols, val = tg.cols, data.val
     batch = (torch.as_tensor(tg.X),
              torch.as_tensor(np.nan_to_num(tg.U, nan=np.nan), dtype=torch.float32),
-             torch.as_tensor(_positives(tg.U, cfg.positive_tolerance)),
+             torch.as_tensor(positive_mask(tg.U, cfg.positive_tolerance)),
              torch.as_tensor(np.isfinite(tg.U)),  # observed cells: the rest are no negatives
              torch.as_tensor(tg.C_rows, dtype=torch.float32),
              torch.as_tensor(np.nan_to_num(tg.U_cal, nan=np.nan), dtype=torch.float32),
@@ -78,7 +78,7 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
     val_batch = (  # the criterion is always against the observed (gold) outcomes
         torch.as_tensor(data.phi_val),
         val_u,
-        torch.as_tensor(_positives(val.quality[:, cols], cfg.positive_tolerance)),
+        torch.as_tensor(positive_mask(val.quality[:, cols], cfg.positive_tolerance)),
         torch.as_tensor(np.isfinite(val.quality[:, cols])),
         torch.as_tensor(
             np.where(np.isfinite(val.cost[:, cols]), val.cost[:, cols], tg.mean_cost[cols])
@@ -88,8 +88,8 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
         val_u,
         torch.ones(len(val_u)),
     )
-    fit = _Fit(head, a_param, b_param, float("inf"), 0, [])
-    groups = _val_groups(cfg, val)
+    fit = HeadFit(head, a_param, b_param, float("inf"), 0, [])
+    groups = val_groups(cfg, val)
     best_state = _epochs(cfg, fit, opt, objective, batch, val_batch, data.table.name, groups)
     head.load_state_dict(best_state[0])
     with torch.no_grad():
@@ -99,7 +99,7 @@ def _fit_head(cfg: TrainConfig, tg: _Targets, E: np.ndarray, data: _Prompts, pro
     return fit
 
 
-def _epochs(cfg: TrainConfig, fit: _Fit, opt: Any, objective: Callable[..., Any],
+def _epochs(cfg: TrainConfig, fit: HeadFit, opt: Any, objective: Callable[..., Any],
             batch: tuple, val_batch: tuple, name: str,
             groups: torch.Tensor | None = None) -> tuple:
     """The epochs until ``patience`` runs out; fills ``fit``'s best criterion, epoch and

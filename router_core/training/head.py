@@ -10,7 +10,7 @@ from torch.nn import functional as F
 from router_core.router import Head
 
 
-class _HeadModule(nn.Module):
+class HeadModule(nn.Module):
     """g_θ: Linear → act → dropout → Linear, then ℓ2 (the numpy Head mirrors it)."""
 
     def __init__(self, d_in: int, hidden: int, d_out: int, activation: str, dropout: float):
@@ -31,8 +31,8 @@ class _HeadModule(nn.Module):
         return Head(layers=layers, activation=activation)
 
 
-def _probe_kernel_init(
-    head: _HeadModule, phi_probes: np.ndarray, phi_train: np.ndarray, top: float
+def probe_kernel_init(
+    head: HeadModule, phi_probes: np.ndarray, phi_train: np.ndarray, top: float
 ) -> None:
     """Start g_θ as a kernel over the probes: unit j fires when x is near probe j.
 

@@ -26,11 +26,11 @@ from router_core.data.table import RoutingTable
 from router_core.descriptors.base import ProbeSet
 from router_core.losses import CaroRanking, CostSpectrumInfoNCE
 from router_core.training.config import TrainConfig
-from router_core.training.head import _HeadModule
+from router_core.training.head import HeadModule
 
 
 @dataclass(frozen=True)
-class _Targets:
+class FitTargets:
     """What the head is fitted to: the supervised models' qualities and normalised costs."""
 
     fit_rows: np.ndarray  # training rows used for the fit (probes left out if configured)
@@ -45,9 +45,9 @@ class _Targets:
     c_norm: np.ndarray
 
 
-def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
-             models: tuple[str, ...], train_models: tuple[str, ...], cfg: TrainConfig,
-             teacher: np.ndarray | None = None) -> _Targets:
+def build_targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
+                  models: tuple[str, ...], train_models: tuple[str, ...], cfg: TrainConfig,
+                  teacher: np.ndarray | None = None) -> FitTargets:
     """``teacher``: (len(train), len(models)) p̂ of another router, NaN where it has none."""
     fit_rows = (
         ~np.isin(np.asarray(train.prompt_ids, dtype=str), probes.ids)
@@ -67,11 +67,11 @@ def _targets(train: RoutingTable, phi_train: np.ndarray, probes: ProbeSet,
     top = mean_cost[cols].max()  # c̃ = c / max over the supervised models
     c_norm = mean_cost / top
     C_rows = np.where(np.isfinite(C_rows), C_rows, mean_cost[cols]) / top
-    W = _balance_weights(train.rows(fit_rows), U, cfg.balance)
-    return _Targets(fit_rows, cols, U, U_cal, W, C_rows, X, mean_cost, top, c_norm)
+    W = balance_weights(train.rows(fit_rows), U, cfg.balance)
+    return FitTargets(fit_rows, cols, U, U_cal, W, C_rows, X, mean_cost, top, c_norm)
 
 
-def _balance_weights(rows: RoutingTable, U: np.ndarray, balance: float) -> np.ndarray:
+def balance_weights(rows: RoutingTable, U: np.ndarray, balance: float) -> np.ndarray:
     """(n,) weight of each row's cells: ∝ its dataset's observed cells^(−balance), so that
     the cells weigh 1 on average (all 1 for one dataset or ``balance`` 0)."""
     if balance == 0 or rows.name != COMBINED_NAME:
@@ -84,8 +84,8 @@ def _balance_weights(rows: RoutingTable, U: np.ndarray, balance: float) -> np.nd
     return w * cells.sum() / (w * cells).sum()
 
 
-def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
-               a_param: nn.Parameter, b_param: nn.Parameter) -> Callable[..., Any]:
+def make_objective(cfg: TrainConfig, head: HeadModule, E: np.ndarray, tg: FitTargets,
+                   a_param: nn.Parameter, b_param: nn.Parameter) -> Callable[..., Any]:
     """The loss of a batch: Eq. 8 (or 6), CARO and the calibrated quality term."""
     vanilla = cfg.loss == "vanilla"
     cs_loss = CostSpectrumInfoNCE(
@@ -110,7 +110,7 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
         if cfg.use_caro and cfg.caro_weight > 0:
             # rank on the routing score itself (calibrated logit) or on the raw similarity
             z = a_param * s + b_param if cfg.caro_on == "logit" else s
-            parts["caro"] = cfg.caro_weight * _caro_by_pattern(caro, z, u, c, avail)
+            parts["caro"] = cfg.caro_weight * caro_by_pattern(caro, z, u, c, avail)
         if cfg.calib_weight > 0:
             ok = torch.isfinite(u)
             logits = (a_param * s + b_param)[ok]
@@ -130,7 +130,7 @@ def _objective(cfg: TrainConfig, head: _HeadModule, E: np.ndarray, tg: _Targets,
     return objective
 
 
-def _caro_by_pattern(caro: CaroRanking, z, u, c, avail) -> torch.Tensor:
+def caro_by_pattern(caro: CaroRanking, z, u, c, avail) -> torch.Tensor:
     """CARO over the experts each query was observed with: pairs need two outcomes, so rows
     are grouped by their pattern of observed experts and each group ranks only its columns
     (the same pairs as the full (B, M, M) product, at a fraction of its cost when datasets
@@ -149,7 +149,7 @@ def _caro_by_pattern(caro: CaroRanking, z, u, c, avail) -> torch.Tensor:
     return total
 
 
-def _val_groups(cfg: TrainConfig, val: RoutingTable) -> torch.Tensor | None:
+def val_groups(cfg: TrainConfig, val: RoutingTable) -> torch.Tensor | None:
     """(n_val,) dataset codes of a combined table's val rows when stopping per dataset."""
     if cfg.stop_on != "per-dataset" or val.name != COMBINED_NAME or not len(val):
         return None

@@ -54,12 +54,12 @@ def aggregate_prompts(table: RoutingTable) -> RoutingTable:
     return replace(base, quality=mean(table.quality), cost=mean(table.cost), sample=None)
 
 
-def _positives(u: np.ndarray, tol: float) -> np.ndarray:
+def positive_mask(u: np.ndarray, tol: float) -> np.ndarray:
     best = np.nanmax(np.where(np.isfinite(u), u, -np.inf), axis=1, keepdims=True)
     return np.isfinite(u) & (u > 0) & (u >= best - tol)
 
 
-def _embed(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
+def embed_rows(table: RoutingTable, encoder: Any, progress: bool) -> np.ndarray:
     if encoder is None:
         encoder = bulk_encoder()
     if getattr(encoder, "needs_fit", False) and not getattr(encoder, "fitted", False):
@@ -76,7 +76,7 @@ def fit_encoder(encoder: Any, table: RoutingTable, progress: bool = False) -> No
 
 
 @dataclass(frozen=True)
-class _Prompts:
+class TrainingPrompts:
     """The training and validation prompts (one row per prompt) with their Φ(x)."""
 
     table: RoutingTable  # train and val rows of every described model
@@ -87,15 +87,15 @@ class _Prompts:
     phi_val: np.ndarray
 
 
-def _prompts(table: RoutingTable, cfg: TrainConfig, models: tuple[str, ...], encoder: Any,
-             embeddings: np.ndarray | None) -> _Prompts:
+def prepare_prompts(table: RoutingTable, cfg: TrainConfig, models: tuple[str, ...],
+                    encoder: Any, embeddings: np.ndarray | None) -> TrainingPrompts:
     keep = np.isin(np.asarray(table.split), ["train", "val"])
     if embeddings is not None:
         embeddings = np.asarray(embeddings, dtype=np.float32)[keep]
     table = table.rows(keep).with_models(models)
     table = carve_val(table, cfg.val_fraction, cfg.seed)
     dhash = data_hash(table)
-    phi_all = embeddings if embeddings is not None else _embed(table, encoder, cfg.progress)
+    phi_all = embeddings if embeddings is not None else embed_rows(table, encoder, cfg.progress)
     # one row per prompt (repeated samples averaged), per split
     parts = {}
     for s in ("train", "val"):
@@ -103,11 +103,11 @@ def _prompts(table: RoutingTable, cfg: TrainConfig, models: tuple[str, ...], enc
         sub = table.rows(mask)
         _, first = np.unique(np.asarray(sub.prompt_ids, dtype=str), return_index=True)
         parts[s] = (aggregate_prompts(sub), phi_all[mask][np.sort(first)])
-    return _Prompts(table, dhash, *parts["train"], *parts["val"])
+    return TrainingPrompts(table, dhash, *parts["train"], *parts["val"])
 
 
-def _probe_set(probes: ProbeSet | None, init: Router | None, train: RoutingTable,
-               cfg: TrainConfig) -> ProbeSet:
+def choose_probes(probes: ProbeSet | None, init: Router | None, train: RoutingTable,
+                  cfg: TrainConfig) -> ProbeSet:
     """The given probes (all training prompts), else a warm start's, else a seeded sample."""
     if probes is not None and not set(probes.ids) <= set(map(str, train.prompt_ids)):
         raise ValueError("every probe must be a training prompt of the table")

@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from router_core.data.table import RoutingTable
-
-# Table mixing lives in router_core.data.mix; re-exported here for existing callers.
+# Table mixing lives in router_core.data.mix; supervision callers reach it as sv.mix etc.
 from router_core.data.mix import concat, mix, table_observations, union_models
+from router_core.data.table import RoutingTable
 
 if TYPE_CHECKING:  # pandas is imported where it is used: serving never needs it
     import pandas as pd

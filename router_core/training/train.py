@@ -27,44 +27,16 @@ from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoders import encoder_for_router
 from router_core.router import Expert, Router
-from router_core.training.calibrate import _brier, _calibration, _readout_on_probes, _router
-from router_core.training.config import TrainConfig, TrainResult
-from router_core.training.prompts import (
-    _embed,
-    _positives,
-    _probe_set,
-    _Prompts,
-    _prompts,
-    aggregate_prompts,
-    data_hash,
-    fit_encoder,
+from router_core.training.calibrate import (
+    assemble_router,
+    brier_score,
+    calibrate_head,
+    readout_on_probes,
 )
-from router_core.training.fit import _Fit, _fit_head
-from router_core.training.head import _HeadModule, _probe_kernel_init
-from router_core.training.objective import _caro_by_pattern, _targets
-
-# re-exported: what other code imports from router_core.training
-__all__ = [
-    "TrainConfig",
-    "TrainResult",
-    "_Fit",
-    "_HeadModule",
-    "_Prompts",
-    "_brier",
-    "_calibration",
-    "_caro_by_pattern",
-    "_embed",
-    "_positives",
-    "_probe_kernel_init",
-    "_probe_set",
-    "_prompts",
-    "_readout_on_probes",
-    "_router",
-    "aggregate_prompts",
-    "data_hash",
-    "fit_encoder",
-    "train_router",
-]
+from router_core.training.config import TrainConfig, TrainResult
+from router_core.training.fit import fit_head
+from router_core.training.objective import build_targets
+from router_core.training.prompts import choose_probes, prepare_prompts
 
 
 def train_router(
@@ -146,23 +118,23 @@ def _train(
     models = tuple(dict.fromkeys((*train_models, *pool)))  # every model we describe
     if encoder is None and init is not None:  # a warm start stays in its router's Φ space
         encoder = encoder_for_router(init.config, cache=True)
-    data = _prompts(table, cfg, models, encoder, embeddings)
+    data = prepare_prompts(table, cfg, models, encoder, embeddings)
     train, val = data.train, data.val
     # probe set and descriptors (from train rows; a warm start keeps its probes)
-    probes = _probe_set(probes, init, train, cfg)
+    probes = choose_probes(probes, init, train, cfg)
     E = kind.describe(train, probes, models)  # (m, d) unit rows
     level = kind.level(train, probes, models)
-    tg = _targets(train, data.phi_train, probes, models, train_models, cfg,
+    tg = build_targets(train, data.phi_train, probes, models, train_models, cfg,
                   _teacher_rows(teacher, table, train, models))
-    fit = _fit_head(cfg, tg, E, data, probes, init)
+    fit = fit_head(cfg, tg, E, data, probes, init)
     np_head = fit.head.to_numpy(cfg.activation)
-    calibration = _calibration(cfg, fit, np_head, E, data, models, train_models, tg.cols, level)
+    calibration = calibrate_head(cfg, fit, np_head, E, data, models, train_models, tg.cols, level)
 
     def kind_of(m: str) -> str:  # mixed pools name a kind per model
         return kind.kind_of(m) if hasattr(kind, "kind_of") else kind.name
 
     if cfg.calibrate_unseen == "readout":
-        E, calibration = _readout_on_probes(
+        E, calibration = readout_on_probes(
             calibration, np_head, E, train, data.phi_train, probes, models, train_models,
             cfg.readout_c, kind_of, cfg.readout_fingerprints,
         )
@@ -175,8 +147,8 @@ def _train(
         )
         for m in pool
     )
-    router = _router(cfg, kind, data, encoder, np_head, experts, calibration, train_models,
-                     probes)
+    router = assemble_router(cfg, kind, data, encoder, np_head, experts, calibration,
+                             train_models, probes)
     metrics = {
         "best_epoch": fit.best_epoch,
         "epochs_run": len(fit.history),
@@ -185,7 +157,7 @@ def _train(
         "n_val": len(val),
         "n_probes": len(probes),
         "train_seconds": round(time.perf_counter() - t0, 2),
-        "val_brier": _brier(router, data.phi_val, val.with_models(pool).quality)
+        "val_brier": brier_score(router, data.phi_val, val.with_models(pool).quality)
         if len(val) else None,
     }
     return TrainResult(

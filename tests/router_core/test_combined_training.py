@@ -1,5 +1,5 @@
-"""Training the combined router: each dataset's own router as teacher (router_core.training.distillation)
-and each dataset's cells weighed by a power of their count (TrainConfig.balance)."""
+"""Training the combined router: each dataset's own router as teacher
+(router_core.training.distillation) and each dataset's cells weighed by a power of their count (TrainConfig.balance)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from router_core.data import load_dataset
 from router_core.data.combined import combine, row_datasets
 from router_core.descriptors.base import ProbeSet
-from router_core.training.distillation import teacher_quality
 from router_core.evaluation.combined import train_combined
 from router_core.training.config import TrainConfig
-from router_core.training.objective import _targets
+from router_core.training.distillation import teacher_quality
+from router_core.training.objective import build_targets
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +60,11 @@ def test_quality_target_mixes_gold_and_teacher():
     T[:, 0] = np.nan  # no teacher for the first model: its target stays gold
     probes = ProbeSet((), ())
     phi = np.zeros((len(train), 4), dtype=np.float32)
-    tg = _targets(train, phi, probes, models, models, replace(CFG, distill=0.25), T)
+    tg = build_targets(train, phi, probes, models, models, replace(CFG, distill=0.25), T)
     U = train.quality
     np.testing.assert_allclose(tg.U_cal[:, 1:], 0.75 * U[:, 1:] + 0.25 * T[:, 1:])
     np.testing.assert_array_equal(tg.U_cal[:, 0], U[:, 0])
-    off = _targets(train, phi, probes, models, models, CFG, T)  # distill=0: gold only
+    off = build_targets(train, phi, probes, models, models, CFG, T)  # distill=0: gold only
     np.testing.assert_array_equal(off.U_cal, U)
 
 
@@ -78,7 +78,7 @@ def test_distilled_combined_router_knows_every_expert_and_differs(small_combined
 
 def test_balance_weighs_each_datasets_cells_by_a_power_of_their_count(small_combined):
     """TrainConfig.balance: a dataset's cells weigh ∝ n_cells^−b; the cells average 1."""
-    from router_core.training.objective import _balance_weights
+    from router_core.training.objective import balance_weights
 
     table, _ = small_combined
     rows = table.split_rows("train")
@@ -87,7 +87,7 @@ def test_balance_weighs_each_datasets_cells_by_a_power_of_their_count(small_comb
     src = row_datasets(rows).astype(str)
     totals = {d: cells[src == d].sum() for d in np.unique(src)}
     for b in (0.0, 0.5, 1.0):
-        w = _balance_weights(rows, U, b)
+        w = balance_weights(rows, U, b)
         assert np.isclose((w * cells).sum(), cells.sum())  # mean cell weight 1
         share = {d: (w * cells)[src == d].sum() for d in totals}
         expect = {d: n ** (1 - b) for d, n in totals.items()}
@@ -96,4 +96,4 @@ def test_balance_weighs_each_datasets_cells_by_a_power_of_their_count(small_comb
             assert np.isclose(share[d] * norm, expect[d])
     one = table.rows(row_datasets(table) == "mmlu-pro")
     one = replace(one, name="mmlu-pro")  # a single-dataset table is never reweighed
-    np.testing.assert_array_equal(_balance_weights(one, one.quality, 0.5), np.ones(len(one)))
+    np.testing.assert_array_equal(balance_weights(one, one.quality, 0.5), np.ones(len(one)))

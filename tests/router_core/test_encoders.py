@@ -18,10 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from router_core.artifact import load_meta, load_router, save_router
-from router_core.encoders.minilm import Encoder
 from router_core.encoders import encoder_for_router, known_kinds, make_encoder
 from router_core.encoders.base import default_cache_dir
 from router_core.encoders.exports import EXPORT_NAMES, ensure_export
+from router_core.encoders.minilm import Encoder
 
 PREFIX = " ".join(f"Example {i}: the answer to question {i} is B." for i in range(60))
 DEFAULT_LAM = 0.5  # the gateway's default cost weight

@@ -126,7 +126,7 @@ def test_an_unobserved_expert_is_no_negative():
 def test_caro_by_pattern_ranks_each_dataset_among_its_own_experts():
     """Rows observed on different expert sets (two datasets in one table): CARO per set of
     columns, averaged by rows, equals CARO on each block; one set is plain CARO."""
-    from router_core.training import _caro_by_pattern
+    from router_core.training.objective import caro_by_pattern
 
     g = torch.Generator().manual_seed(4)
     z = torch.randn(12, 5, generator=g)
@@ -134,12 +134,12 @@ def test_caro_by_pattern_ranks_each_dataset_among_its_own_experts():
     c = torch.rand(12, 5, generator=g)
     caro = CaroRanking(delta=0.0, rho=0.1, scale=1.0)
     full = torch.ones(12, 5, dtype=torch.bool)
-    torch.testing.assert_close(_caro_by_pattern(caro, z, u, c, full), caro(z, u, c))
+    torch.testing.assert_close(caro_by_pattern(caro, z, u, c, full), caro(z, u, c))
     avail = full.clone()
     avail[:6, 3:] = False  # rows 0-5 saw experts 0-2, rows 6-11 experts 2-4
     avail[6:, :2] = False
     u_obs = u.masked_fill(~avail, float("nan"))
-    got = _caro_by_pattern(caro, z, u_obs, c, avail)
+    got = caro_by_pattern(caro, z, u_obs, c, avail)
     a = caro(z[:6, :3], u[:6, :3], c[:6, :3])
     b = caro(z[6:, 2:], u[6:, 2:], c[6:, 2:])
     torch.testing.assert_close(got, 0.5 * a + 0.5 * b)

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from router_core.training import supervision as sv
 from router_core.data.table import RoutingTable
+from router_core.training import supervision as sv
 
 
 def _obs() -> pd.DataFrame:

@@ -7,10 +7,10 @@ import numpy as np
 from router_core.data import load_dataset
 from router_core.data.combined import (
     combine,
-    probes_per_dataset,
     row_datasets,
     train_cost_scale,
 )
+from router_core.evaluation.combined import probes_per_dataset
 from router_core.identity.table import identity_table
 
 
