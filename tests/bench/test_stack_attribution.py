@@ -1,6 +1,6 @@
-"""bench/stack_attribution.py: py-spy samples charged to the components the profile reports."""
+"""bench/serving/stack_attribution.py: py-spy samples charged to the components the profile reports."""
 
-from bench.stack_attribution import categorise, hot_call
+from bench.serving.stack_attribution import categorise, hot_call
 
 SP = "/venv/lib/python3.11/site-packages"
 TG = "/work/tollgate"

@@ -1,6 +1,6 @@
 """The reliability report's scenarios, small, on two real `tollgate serve` processes sharing
-PostgreSQL (through a TCP proxy the test cuts) and Redis: bench/reliability.py at --small
-sizes, with assertions on its figures."""
+PostgreSQL (through a TCP proxy the test cuts) and Redis: bench/serving/reliability.py at
+--small sizes, with assertions on its figures."""
 
 from __future__ import annotations
 
@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.reliability import (
+from bench.serving.reliability import (
     SMALL,
-    Env,
     budget_scenario,
     faults_scenario,
     outage_scenario,
     sigterm_scenario,
-    start_env,
-    stop_env,
 )
+from bench.serving.replica_env import Env, start_env, stop_env
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 

@@ -10,7 +10,7 @@ The upstream answers instantly, so the differences are the gateway's own cost. S
 SQLite in a temporary directory (or --database-url). Prints a table; the last line is
 `added_p50_ms_routed=… added_p50_ms_passthrough=… ratio_routed=…`.
 
-    python bench/gateway_latency.py [--requests 200] [--database-url postgresql://...]
+    python -m bench.serving.gateway_latency [--requests 200] [--database-url postgresql://...]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How long the `tollgate` CLI takes to answer: the median wall time of repeated runs.
 
-    python bench/cli_startup.py              # 9 runs per command
-    python bench/cli_startup.py --repeats 21
+    python -m bench.serving.cli_startup           # 9 runs per command
+    python -m bench.serving.cli_startup --repeats 21
 
 Each run is a fresh process (what a user typing the command pays): `tollgate --help`,
 `tollgate --version`, and `tollgate serve --help` (which imports the serve command's module
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (bench/serving/ is two below it)
 TARGET_S = 0.5
 COMMANDS = (["--help"], ["--version"], ["serve", "--help"])
 ENTRY = "from gateway.cli import main; main(prog_name='tollgate')"

@@ -2,9 +2,9 @@
 
 Why CPU, not latency: at c=32 one worker is CPU-bound, so req/s ≈ 1 / (CPU s per request),
 and CPU per request and its shares hold still while a neighbour's job makes wall times drift.
-One run, interleaved rounds, with bench/overhead.py's servers (fake upstream, LiteLLM proxy,
-``tollgate serve``: 1 worker, SQLite in a temp dir) and its wrk script (unique ~50-token
-prompts), c=32, not streamed. Targets: ``passthrough`` (a backend named), ``auto`` (with
+One run, interleaved rounds, with bench/serving/servers.py's servers (fake upstream, LiteLLM
+proxy, ``tollgate serve``: 1 worker, SQLite in a temp dir) and its wrk script (unique
+~50-token prompts), c=32, not streamed. Targets: ``passthrough`` (a backend named), ``auto`` (with
 ``--auto``), ``litellm`` (the proxy) and ``bare``: ``litellm.acompletion`` in a loop, 32 in
 flight, in a process of its own: litellm's CPU per call, the floor of any gateway on it.
 Each round: CPU ms per request (process CPU time / requests, unprofiled), then Tollgate under
@@ -23,9 +23,9 @@ SQL; off-GIL time not attributed), ``cpu_ms_per_request`` (passthrough, median),
 ``proxy_cpu_ms`` and ``floor_vs_proxy`` = proxy_cpu_ms / bare_litellm_cpu_ms: the most
 throughput, in multiples of LiteLLM proxy's, for a server spending only litellm's CPU.
 
-    python bench/forwarding_profile.py [--rounds 3] [--duration 10] [--auto] [--keep DIR]
+    python -m bench.serving.forwarding_profile [--rounds 3] [--duration 10] [--auto] [--keep DIR]
 
-Installs wrk (apt-get), LiteLLM's proxy (as bench/overhead.py does) and py-spy (into
+Installs wrk (apt-get), LiteLLM's proxy (as bench/serving/overhead.py does) and py-spy (into
 ``$TOLLGATE_CACHE_DIR/bench/profilers-venv``) when missing; py-spy needs ptrace (root here).
 """
 
@@ -48,11 +48,9 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.overhead import WRK_LUA, cache_dir, ensure_wrk, run_wrk, start_all
-from bench.overhead import Target as WrkTarget
-from bench.stack_attribution import categorise, hot_call, read_samples
+from bench.serving.servers import WRK_LUA, cache_dir, ensure_wrk, run_wrk, start_all
+from bench.serving.servers import Target as WrkTarget
+from bench.serving.stack_attribution import categorise, hot_call, read_samples
 
 CONC = 32
 RATE = 100  # py-spy samples per second
@@ -143,7 +141,8 @@ def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
 
 def run_bare(up_url: str, model: str, seconds: float) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--bare", up_url, "--model", model, "--duration", str(seconds)],
+        [sys.executable, "-m", "bench.serving.forwarding_profile", "--bare", up_url,
+         "--model", model, "--duration", str(seconds)],
         capture_output=True, text=True, check=True,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}).stdout
     return json.loads(out.strip().splitlines()[-1])

@@ -1,10 +1,10 @@
 """Hostile-tenant report: every abuse of a multi-tenant gateway we know of, replayed against two
 `tollgate serve` replicas sharing PostgreSQL and Redis, plus a property-based fuzz.
 
-    /work/main/.venv/bin/python bench/hostile.py            # full size (a few minutes)
-    /work/main/.venv/bin/python bench/hostile.py --small    # fewer fuzz examples
+    python -m bench.serving.hostile            # full size (a few minutes)
+    python -m bench.serving.hostile --small    # fewer fuzz examples
 
-Scenarios (each also runs on its own in tests/reliability/test_hostile.py):
+Scenarios (each also runs on its own in tests/gateway/reliability/test_hostile.py):
 1. overspend: concurrent requests over both replicas with CJK and emoji text, a
    ``detail: high`` image, functions and a response_format schema, to an upstream that bills
    the most any tokenizer could (one token per UTF-8 byte, 1,600 tokens per image), against a
@@ -35,12 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -49,40 +47,15 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.reliability import ADMIN_KEY, MSG, Env, start_env, stop_env
+from bench.serving.cluster import run_fuzz
+from bench.serving.probes import Blackhole, Recorder, metric_sum, scrape_metrics
+from bench.serving.replica_env import ADMIN_KEY, MSG, Env, start_env, stop_env
 from gateway.learning import tables as ldb
-from tests.fakes.upstream import FakeBackend, FakeUpstream
-from tests.gateway.reliability.harness import run_fuzz
+from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
 CJK = "漢字かな交じり文😀" * 400
 FULL = {"fuzz_examples": 300, "schema_examples": 20}
 SMALL = {"fuzz_examples": 60, "schema_examples": 5}
-
-
-class Recorder:
-    """Every request id a scenario got back (for the lost-rows count) and every 5xx."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.server_errors: list[str] = []
-        self._lock = threading.Lock()
-
-    def post(self, url: str, key: str, timeout: float = 120, **kw: Any) -> httpx.Response:
-        r = httpx.post(url, headers={"authorization": f"Bearer {key}",
-                                     "content-type": "application/json"},
-                       timeout=timeout, **kw)
-        with self._lock:
-            rid = r.headers.get("x-tollgate-request-id")
-            refused_key = r.status_code == 401 or "too_many_failed_logins" in r.text[:500]
-            if rid and not refused_key:  # a refused key is not a request: it has no log row
-                self.ids.append(rid)
-            if r.status_code >= 500:
-                self.server_errors.append(f"{url} {r.status_code} {r.text[:200]}")
-        return r
 
 
 def _chat(env: Env, i: int) -> str:
@@ -93,43 +66,6 @@ def _hostile_messages(url: str) -> list[dict]:
     return [{"role": "user", "content": [
         {"type": "text", "text": CJK},
         {"type": "image_url", "image_url": {"url": url, "detail": "high"}}]}]
-
-
-def _scrape(base_url: str) -> str:
-    r = httpx.get(base_url + "/metrics", timeout=60,
-                  headers={"authorization": f"Bearer {ADMIN_KEY}"})
-    r.raise_for_status()
-    return r.text
-
-
-def _metric(text: str, name: str, contains: str = "") -> float:
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith((name + " ", name + "{")) and contains in line)
-
-
-class Blackhole:
-    """A TCP listener that accepts and never answers: an image URL that would hang a fetch."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.accepted = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/cat.png"
-
-    def _accept(self) -> None:
-        held = []
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            held.append(conn)
 
 
 # -- scenarios ---------------------------------------------------------------------------------
@@ -366,7 +302,7 @@ def fuzz_scenario(env: Env, rec: Recorder, examples: int, schema_examples: int
 
 
 def start_hostile_env(workdir: Path) -> tuple[Env, FakeUpstream]:
-    """bench/reliability.py's two replicas plus an upstream that bills a byte per token."""
+    """bench/serving/reliability.py's two replicas plus an upstream that bills a byte per token."""
     harsh = FakeUpstream([FakeBackend("pricey", reply="ok", input_per_m=10.0,
                                       output_per_m=10.0, image_tokens=1600)],
                          count_tokens=lambda text: len(text.encode("utf-8"))).start()
@@ -402,8 +338,9 @@ def main(argv: list[str] | None = None) -> None:
             print("metrics:", metrics, flush=True)
             fuzz = fuzz_scenario(env, rec, sizes["fuzz_examples"], sizes["schema_examples"])
             print("fuzz:", fuzz, flush=True)
-            opened = sum(_metric(_scrape(r.base_url), "tollgate_circuit_transitions_total",
-                                 'state="open"') for r in env.replicas)
+            opened = sum(metric_sum(scrape_metrics(r.base_url),
+                                    "tollgate_circuit_transitions_total", 'state="open"')
+                         for r in env.replicas)
             # last: it throttles this machine's address on one replica for a minute
             print("logins:", login_scenario(env), flush=True)
             lost = env.missing_rows(rec.ids)

@@ -1,6 +1,6 @@
 """Which component a py-spy sample of Tollgate's server is charged to (by its frames' modules).
 
-bench/forwarding_profile.py's docstring says the rules; here they are in code, with the table
+bench/serving/forwarding_profile.py's docstring says the rules; here they are in code, with the table
 mapping Tollgate's modules (and a few functions) to the steps of a request.
 """
 
@@ -21,8 +21,9 @@ STEPS = (
     ("gateway/reliability/outage.py", {"reserve", "settle"}, "budget"),
     ("gateway/store/periods.py", None, "budget"), ("gateway/store/records.py", None, "budget"),
     ("gateway/store/store.py", {"authenticate", "_lookup", "cached_tenant"}, "auth"),
-    ("gateway/serving/exchange.py", {"finish", "row", "_count", "served"}, "log"),
-    ("gateway/serving/exchange.py", None, "forward"),
+    ("gateway/serving/outcome.py", {"finish", "_count"}, "log"),
+    ("gateway/serving/log_row.py", None, "log"),
+    ("gateway/serving/outcome.py", None, "forward"), ("gateway/serving/attempts.py", None, "forward"),
     ("gateway/serving/budget_hold.py", None, "budget"), ("gateway/store/ledger.py", None, "budget"),
     ("gateway/auth.py", None, "auth"), ("gateway/store/keys.py", None, "auth"),
     ("gateway/reliability/ratelimit.py", None, "auth"), ("gateway/reliability/guards.py", None, "auth"),
@@ -30,7 +31,8 @@ STEPS = (
     ("gateway/review/", None, "log"), ("gateway/reliability/spool.py", None, "log"),
     ("gateway/serving/upstream.py", None, "forward"), ("gateway/serving/answer.py", None, "forward"),
     ("gateway/serving/response_headers.py", None, "forward"),
-    ("gateway/serving/", None, "plan"), ("gateway/pricing.py", None, "plan"),
+    ("gateway/serving/", None, "plan"), ("gateway/pool/", None, "plan"),
+    ("gateway/pricing.py", None, "plan"),
     ("router_core/", None, "plan"),
 )
 

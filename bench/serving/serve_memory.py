@@ -9,10 +9,10 @@ another process, as ``serve --workers N``'s parent does for its workers. It prin
 not load when serving (torch, transformers, pandas, scikit-learn, ...) if any did, and last
 one line ``rss_mb=… litellm_mb=… heavy_loaded=…``.
 
-    python bench/serve_memory.py [--encoder minilm-onnx-int8] [--requests 50]
+    python -m bench.serving.serve_memory [--encoder minilm-onnx-int8] [--requests 50]
 
 The encoder defaults to the packaged router's own; ``--encoder`` serves a copy of it
-recording another kind of the same vectors (as ``bench/overhead.py --encoder``).
+recording another kind of the same vectors (as ``bench/serving/overhead.py --encoder``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # in the order a worker loads them (gateway.app's imports, then the encoder at startup)
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -110,24 +108,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--requests", type=int, default=50)
     a = ap.parse_args(argv)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    from bench.overhead import (
-        _free_port,
+    from bench.serving.servers import (
         passthrough_backend,
         served_router,
         started,
         tollgate_config,
+        upstream_argv,
     )
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
+    from gateway.sandbox.local_server import free_port
 
     names = [b.model_name for b in load_settings(DEFAULT_CONFIG_PATH).model_list]
-    here = Path(__file__).resolve().parent / "overhead.py"
     with tempfile.TemporaryDirectory(prefix="tollgate-mem-") as tmpdir:
         tmp = Path(tmpdir)
         router_path = a.router or served_router(tmp, a.encoder)
-        port = _free_port()
+        port = free_port()
         url = f"http://127.0.0.1:{port}"
-        with started("upstream", [sys.executable, str(here), "--serve-upstream", str(port),
-                                  "--models", ",".join(names)], url, "/v1/models",
+        with started("upstream", upstream_argv(port, names), url, "/v1/models",
                      tmp / "upstream.log"):
             db_url = f"sqlite:///{tmp / 'tollgate.db'}"
             migrate = "import sys; from gateway.store.migrate import upgrade; upgrade(sys.argv[1])"
@@ -136,9 +133,8 @@ def main(argv: list[str] | None = None) -> None:
             payload = {"groups": GROUPS, "router": router_path, "config": config,
                        "requests": a.requests, "passthrough": passthrough_backend(),
                        "heavy": HEAVY}
-            root = str(Path(__file__).resolve().parents[1])
             env = {"HF_HUB_OFFLINE": "1",  # as the image runs: no hub retries for tokenizers
-                   **os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+                   **os.environ}
             done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(payload)],
                                   capture_output=True, text=True, env=env, check=False)
     line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
