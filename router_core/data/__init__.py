@@ -78,9 +78,11 @@ def load_dataset(
     if name == ALL:
         if split != "standard":
             raise ValueError(f"dataset {ALL!r} has the standard split only")
-        from router_core.data.combined import load_all
+        from router_core.data.combined import combine
 
-        return load_all(data_dir, seed)
+        # the standard splits of the three benchmarks, combined
+        return combine([load_dataset(d, "standard", data_dir=data_dir, seed=seed)
+                        for d in DATASETS])
     if name not in DATASETS:
         if not is_long_format_path(raw):
             raise ValueError(

@@ -20,7 +20,6 @@ source.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 
@@ -89,16 +88,6 @@ def combine(tables: list[RoutingTable], ids: IdentityTable | None = None) -> Rou
             "(router_core.data.combined)"
         ),
     )
-
-
-def load_all(
-    data_dir: str | Path | None = None, seed: int = 0, datasets: tuple[str, ...] | None = None
-) -> RoutingTable:
-    """The standard splits of ``datasets`` (default: all three benchmarks), combined."""
-    from router_core.data import DATASETS, load_dataset
-
-    names = datasets or DATASETS
-    return combine([load_dataset(d, "standard", data_dir=data_dir, seed=seed) for d in names])
 
 
 def row_datasets(table: RoutingTable) -> np.ndarray:
