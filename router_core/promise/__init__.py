@@ -7,12 +7,12 @@ One concept per module, read in this order:
 - ``priors``: a prior from one aggregate figure (capability neighbours), or from price alone;
 - ``trained``: the pseudo-counts of trained experts and of aggregate priors, measured;
 - ``rule``: the cheapest backend confidently within the promise, and its explanation record;
-- ``confidence``: the rule's z chosen where outcomes are known, over the whole pool;
+- ``confidence``: the rule's z and per-prompt tolerance, chosen where outcomes are known;
 - ``refine``: the Laplace refinement from noisy judged outcomes; ``judge``: shadow verdicts.
 """
 
 from router_core.promise.belief import beta_sd, bounds
-from router_core.promise.confidence import Case, choose_confidence, realized
+from router_core.promise.confidence import Case, RuleParams, choose_rule, realized
 from router_core.promise.judge import JUDGE_ACCURACY, refine_from_verdicts, simulate_verdicts
 from router_core.promise.logit_belief import (
     LogitBelief,
@@ -30,11 +30,12 @@ __all__ = [
     "PROMISES",
     "Case",
     "LogitBelief",
+    "RuleParams",
     "TrainedBelief",
     "aggregate_prior_pseudo_count",
     "beta_sd",
     "bounds",
-    "choose_confidence",
+    "choose_rule",
     "drop_bounds",
     "explain",
     "judged_counts",

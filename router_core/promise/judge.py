@@ -45,6 +45,8 @@ def simulate_verdicts(
         pair = [reference] + ([partners[pick[i]]] if partners else [])
         for m in pair:
             y = float(truth[m][i])
+            if not np.isfinite(y):  # no answer to grade
+                continue
             rows.append({"prompt_key": str(key), "model": m,
                          "quality": y if agree[i] else 1.0 - y})  # fmt: skip
     return rows

@@ -6,12 +6,13 @@ cheap 0.06). On prompt x, with each backend's belief (p̂_h, n_h) and sd_h from 
 pessimistically for the candidate h:
 
     U_r = p̂_r + z·sd_r,   L_h = p̂_h − z·sd_h,   D_h = U_r − L_h   (a bound on p_r − p_h)
-    E   = {r} ∪ {h : D_h ≤ max_drop}                         (confidently within the promise)
+    E   = {r} ∪ {h : D_h ≤ τ}                                (confidently within tolerance)
     h*  = argmin_{h ∈ E} c_h   (ties: the higher p̂; EquiRouter's cheapest among equivalents)
 
 An uncertain reference (wide U_r) or an uncertain candidate (low L_h) leaves E = {r}: the
-route falls back to its reference. z (the confidence) is chosen by
-router_core.promise.confidence, never fixed per table. Per prompt this is a few vector
+route falls back to its reference. The per-prompt tolerance τ starts at the route's
+``max_drop``; z and τ (never below max_drop) are chosen by router_core.promise.confidence so
+that the route's realized average keeps the promise, never fixed per table. Per prompt this is a few vector
 operations over the pool: microseconds for ~10 backends, and the same code for many prompts.
 """
 
@@ -46,7 +47,8 @@ def promise_choice(
     Args:
         P, N: (n, m) p̂ and pseudo-counts of the m backends on n prompts.
         cost: (m,) or (n, m) predicted cost of each backend (any unit, the same for all).
-        ref: column of the reference; max_drop: the promise; z: the confidence.
+        ref: column of the reference; max_drop: the per-prompt tolerance τ (the route's
+            promise, or the τ router_core.promise.confidence chose); z: the confidence.
     """
     P = np.atleast_2d(np.asarray(P, dtype=float))
     ok = drop_bounds(P, N, ref, z) <= max_drop

@@ -1,0 +1,256 @@
+"""The promise, measured: each route's realized drop against a held-out frontier reference,
+and its saving, at cold start and after judged shadow outcomes (issue 23, item 5).
+
+For each dataset and seed: the K strongest models by the train split's mean quality are held
+out as frontier; the router is trained without them (the product's ``train_router``); they
+join on priors built only from their train-split mean (standing in for a published score;
+router_core.promise.priors). The reference is the strongest of them; the pool is the
+held-out models plus the trained ones, at their mean train-split cost (their prices). On the
+test prompts each route (auto 0.01, balanced 0.03, cheap 0.06) is scored by the true outcome
+of the backend it chose minus the reference's, and its saving 1 − Σ cost / Σ reference cost
+(the rows' real costs); then again after 50, 200 and 1000 judged shadow comparisons on
+traffic drawn from train rows (the reference beside another held-out model, a judge right
+80% of the time per comparison; router_core.promise.judge), which refine the priors.
+
+The rule's confidence z is chosen per route and per number of judged outcomes on the same
+experiment one level down (router_core.promise.confidence): a second router trained without
+the frontier and the K next strongest models, those on priors, scored on validation prompts
+against their known outcomes. Test prompts never enter a choice.
+
+Training: ``TrainConfig(seed=seed)`` unchanged (``--quick``: 30 epochs, for a smoke test);
+routers are cached per (dataset, seed, models) under $TOLLGATE_CACHE_DIR/promise.
+
+    python -m bench.routing.promise                       # RouterBench, MMLU-Pro, LLMRouter
+    python -m bench.routing.promise --dataset table.csv --seeds 0 --hold-out 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from router_core.artifact import load_router
+from router_core.data import load_dataset
+from router_core.encoders import DEFAULT_KIND, bulk_encoder
+from router_core.encoders.base import default_cache_dir
+from router_core.promise import (
+    PROMISES,
+    Case,
+    TrainedBelief,
+    aggregate_prior_pseudo_count,
+    choose_rule,
+    prior_from_aggregate,
+    realized,
+    refine_from_verdicts,
+    router_weights,
+    simulate_verdicts,
+    stack_estimates,
+    trained_pseudo_count,
+)
+from router_core.training import TrainConfig, train_router
+
+DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
+COUNTS = (0, 50, 200, 1000)
+REF_PROMPTS = 1000  # reference prompts a prior's level is matched on (train rows)
+ROUTES = {"auto": "auto", "auto-balanced": "balanced", "auto-cheap": "cheap"}
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def cached_router(table, X, models, cfg: TrainConfig, encoder):
+    """``train_router`` on ``models`` only, cached by (table, models, settings)."""
+    key = json.dumps([table.name, len(table), float(np.nansum(table.quality)), sorted(models),
+                      cfg.to_dict(), getattr(encoder, "kind", "?")], sort_keys=True, default=str)
+    path = default_cache_dir() / "promise" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    if (path / "router.json").exists():
+        return load_router(path)
+    res = train_router(table, cfg, embeddings=X, models=models, train_models=models,
+                       encoder=encoder)  # fmt: skip
+    res.save(path)
+    return load_router(path)
+
+
+@dataclass
+class Level:
+    """One rung of the experiment: a router trained on ``trained``; ``frontier`` (strongest
+    first, the first the reference) on aggregate priors among them."""
+
+    table: object
+    Q: np.ndarray  # query vectors of every row, in this router's space
+    trained: tuple[str, ...]
+    frontier: tuple[str, ...]
+    priors: dict
+    trained_beliefs: list
+    n0: float
+    price: np.ndarray  # (m,) mean train-split cost per backend, in ``names`` order
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.frontier + self.trained
+
+    @classmethod
+    def build(cls, table, X, router, trained, frontier, agg, rows, rng) -> Level:
+        Q = router.project(X).astype(float)
+        W, b = router_weights(router, trained)
+        cols = [table.models.index(m) for m in trained]
+        va = rows["val"]
+        P_val = _sigmoid(Q[va] @ W.T + b)
+        Y_val = table.quality[np.ix_(va, cols)]
+        n_tr = [trained_pseudo_count(P_val[:, j], Y_val[:, j]) for j in range(len(cols))]
+        tr = rows["train"]
+        Q_ref = Q[rng.choice(tr, size=min(REF_PROMPTS, len(tr)), replace=False)]
+        a_tr = np.array([agg[m] for m in trained])
+        n0 = aggregate_prior_pseudo_count(W, b, a_tr, Q_ref, Q[va])
+        priors = {m: prior_from_aggregate(agg[m], W, b, a_tr, Q_ref, n0) for m in frontier}
+        beliefs = [TrainedBelief(W[j], b[j], n_tr[j]) for j in range(len(cols))]
+        all_cols = [table.models.index(m) for m in frontier + trained]
+        price = np.nanmean(table.cost[np.ix_(tr, all_cols)], axis=0)
+        return cls(table, Q, trained, frontier, priors, beliefs, n0, price)
+
+    def refined(self, traffic: np.ndarray, rng) -> dict:
+        """The frontier's priors after judged comparisons on the ``traffic`` rows."""
+        if len(traffic) == 0:
+            return dict(self.priors)
+        t = self.table
+        truth = {m: t.quality[traffic, t.models.index(m)] for m in self.frontier}
+        verdicts = simulate_verdicts([str(r) for r in traffic], truth, self.frontier[0],
+                                     list(self.frontier[1:]), rng)  # fmt: skip
+        query_of = {str(r): self.Q[r] for r in np.unique(traffic)}
+        return refine_from_verdicts(self.priors, verdicts, query_of)
+
+    def case(self, priors: dict, rows: np.ndarray) -> Case:
+        beliefs = [priors[m] for m in self.frontier] + self.trained_beliefs
+        P, N = stack_estimates(beliefs, self.Q[rows])
+        cols = [self.table.models.index(m) for m in self.names]
+        return Case(P, N, self.table.quality[np.ix_(rows, cols)], self.price, 0,
+                    self.table.cost[np.ix_(rows, cols)])  # fmt: skip
+
+
+def split_rows(table, models) -> dict[str, np.ndarray]:
+    """Row indices per split; val and test rows only where every pool model is observed."""
+    cols = [table.models.index(m) for m in models]
+    complete = np.isfinite(table.quality[:, cols]).all(1) & np.isfinite(table.cost[:, cols]).all(1)
+    split = np.asarray(table.split)
+    return {
+        "train": np.flatnonzero(split == "train"),
+        "val": np.flatnonzero((split == "val") & complete),
+        "test": np.flatnonzero((split == "test") & complete),
+    }
+
+
+def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -> dict:
+    """{n: {route: (drop, saving, z)}} on one dataset and seed (module docstring)."""
+    rows = split_rows(table, table.models)
+    agg_arr = np.nanmean(table.quality[rows["train"]], axis=0)
+    agg = dict(zip(table.models, agg_arr))
+    order = [table.models[i] for i in np.argsort(-agg_arr, kind="stable")]
+    frontier, trained = tuple(order[:k]), tuple(order[k:])
+    pseudo, rest = trained[:k], trained[k:]
+    if len(rest) < 2:  # too few models for a rung below: the mirror uses the same router
+        pseudo, rest = trained[:1], trained[1:]
+    rng = np.random.default_rng(seed)
+    router = cached_router(table, X, trained, replace(cfg, seed=seed), encoder)
+    top = Level.build(table, X, router, trained, frontier, agg, rows, rng)
+    below_router = cached_router(table, X, rest, replace(cfg, seed=seed), encoder)
+    below = Level.build(table, X, below_router, rest, pseudo, agg, rows, rng)
+    traffic = np.random.default_rng(1000 + seed).choice(rows["train"], size=max(counts))
+    out = {}
+    for n in counts:
+        seen = traffic[:n]
+        mirror = below.case(below.refined(seen, np.random.default_rng(seed + 7)), rows["val"])
+        test = top.case(top.refined(seen, np.random.default_rng(seed + 7)), rows["test"])
+        out[n] = {}
+        for route, drop in PROMISES.items():
+            rule = choose_rule([mirror], drop)
+            d, _, s = realized(test, rule.tolerance, rule.z)
+            out[n][route] = (d, s, rule.z, rule.tolerance / drop)
+    out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,
+                   "n_test": len(rows["test"]), "n_val": len(rows["val"])}  # fmt: skip
+    return out
+
+
+def report(results: dict, counts=COUNTS) -> str:
+    """The per-dataset table, the saving-vs-outcomes curve and the last line."""
+    lines = [f"{'dataset':<14}{'route':<15}" + "".join(f"{'n=' + str(n):>26}" for n in counts)]
+    lines.append(" " * 29 + "".join(f"{'drop  saving   z   m':>26}" for _ in counts))
+    worst: dict = {}
+    mean_saving: dict = {}
+    for ds, per_seed in results.items():
+        for route in PROMISES:
+            cells = []
+            for n in counts:
+                d = float(np.mean([r[n][route][0] for r in per_seed]))
+                s = float(np.mean([r[n][route][1] for r in per_seed]))
+                z = float(np.median([r[n][route][2] for r in per_seed]))
+                m = float(np.median([r[n][route][3] for r in per_seed]))
+                worst[(route, n)] = max(worst.get((route, n), -np.inf), d)
+                mean_saving.setdefault((route, n), []).append(s)
+                cells.append(f"{d:+7.4f} {s:7.3f} {z:4.2f} {m:3.1f}")
+            lines.append(f"{ds:<14}{route:<15}" + "".join(f"{c:>26}" for c in cells))
+        metas = [r["meta"] for r in per_seed]
+        lines.append(f"{'':<14}frontier {metas[0]['frontier']} (reference first); priors' "
+                     f"n0 {[m['n0'] for m in metas]}; test prompts {metas[0]['n_test']}")
+    lines.append("(drop: reference minus route quality, seed mean; saving: 1 − cost / reference "
+                 "cost; z, m: the rule's confidence and tolerance/max_drop, seed median)")
+    lines.append("")
+    lines.append("saving vs judged outcomes (mean over datasets; worst dataset's drop):")
+    for route, promise in PROMISES.items():
+        pts = "  ".join(
+            f"n={n}: {np.mean(mean_saving[(route, n)]):.3f} ({worst[(route, n)]:+.4f})"
+            for n in counts
+        )
+        kept = all(worst[(route, n)] <= promise for n in counts)
+        lines.append(f"  {route:<14} {pts}  promise {promise} {'kept' if kept else 'MISSED'}")
+    last = counts[-1]
+
+    def s(route, n):
+        return float(np.mean(mean_saving[(route, n)]))
+
+    lines.append(
+        f"auto_drop={worst[('auto', 0)]:.4f} auto_saving={s('auto', 0):.4f} "
+        f"balanced_drop={worst[('auto-balanced', 0)]:.4f} "
+        f"cheap_drop={worst[('auto-cheap', 0)]:.4f} cheap_saving={s('auto-cheap', 0):.4f} "
+        f"auto_drop_after_{last}={worst[('auto', last)]:.4f} "
+        f"auto_saving_after_{last}={s('auto', last):.4f}"
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None, encoder=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    ap.add_argument("--dataset", type=Path, help="a long-format table (replaces --datasets)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--hold-out", type=int, default=2)
+    ap.add_argument("--quick", action="store_true", help="one seed, 30 epochs: a smoke test")
+    ap.add_argument("--encoder", default=DEFAULT_KIND)
+    args = ap.parse_args(argv)
+    names = [str(args.dataset)] if args.dataset else args.datasets
+    seeds = args.seeds[:1] if args.quick else args.seeds
+    cfg = TrainConfig(progress=False)
+    if args.quick:
+        cfg = replace(cfg, epochs=30)
+    encoder = encoder or bulk_encoder(args.encoder)
+    results = {}
+    for name in names:
+        results[Path(name).stem if args.dataset else name] = per_seed = []
+        for seed in seeds:
+            table = load_dataset(name, "standard", seed=seed)
+            n_train = int((np.asarray(table.split) == "train").sum())
+            # tiny tables: at most a quarter of the training prompts as probes
+            cfg_t = replace(cfg, n_probes=min(cfg.n_probes, max(8, n_train // 4)))
+            X = encoder.encode(list(map(str, table.prompts)))
+            per_seed.append(run(table, X, seed, args.hold_out, cfg_t, encoder))
+            print(f"{name} seed {seed}: done", flush=True)
+    print(report(results))
+
+
+if __name__ == "__main__":
+    main()
