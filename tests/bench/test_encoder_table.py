@@ -1,5 +1,5 @@
-"""bench/encoder_table.py reads only its own runs from the results folder: another bench's
-JSON beside them (bench/encoders.py writes fast_encoders_seed0.json there) is not a run."""
+"""bench/routing/encoder_table.py reads only its own runs from the results folder: another
+bench's JSON beside them (bench/routing/encoders.py writes fast_encoders_seed0.json there) is not a run."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-from bench.encoder_table import table_text
+from bench.routing.encoder_table import table_text
 
-RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "encoders"
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "routing" / "results" / "encoders"
 
 
 def test_a_foreign_json_in_the_results_folder_is_not_read_as_a_run(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""bench/cold_start.py condition (d): a held-out model placed by its perplexity fingerprint.
+"""bench/routing/cold_start.py condition (d): a held-out model placed by its perplexity fingerprint.
 
 A tiny routing table with recorded answers (three models, 48 prompts), the real static
 MiniLM encoder and the real SmolLM2-135M scorer on four probes: the router trained without
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.cold_start import Pool, fingerprinted, place_fingerprint
+from bench.routing.cold_start import Pool, fingerprinted, place_fingerprint
 from router_core.data.table import RoutingTable
 from router_core.encoders import make_encoder
 from router_core.fingerprints.perplexity import PerplexityFingerprint

@@ -15,7 +15,7 @@ default TrainConfig) on:
 Each cell is the mean ± std of the test AUDC over ``--seeds`` trainings (seed s: training
 seed s, and for single-shot also draw s), scored on the clean test split.
 
-    /work/venv/bin/python bench/dars_single_vs_aggregated.py [--rho 0.1 0.2 0.3] [--k 5]
+    python -m bench.routing.dars_single_vs_aggregated [--rho 0.1 0.2 0.3] [--k 5]
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import time
 import numpy as np
 import pandas as pd
 
-from router_core import supervision as sv
 from router_core.data import load_dataset
 from router_core.data.table import RoutingTable
-from router_core.encoder import Encoder
-from router_core.promotion import evaluate_on_holdout
+from router_core.encoders.minilm import Encoder
+from router_core.evaluation.promotion import evaluate_on_holdout
 from router_core.training import TrainConfig, train_router
+from router_core.training import supervision as sv
 
 
 def noisy_observations(

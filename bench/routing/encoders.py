@@ -10,10 +10,10 @@ and, in the same process, the p50 time to encode one prompt of 20, 50 and 200 wo
 The last line names the default encoder by its rule: the fastest (p50
 at 50 word pieces) whose AUDC is at most 0.005 below MiniLM's on every dataset.
 
-    python bench/encoders.py                       # seed 0, every kind, three datasets
-    python bench/encoders.py --seeds 0,1,2 --json out.json
-    python bench/encoders.py --skip-audc           # latency only
-    python bench/encoders.py --encoders minilm,minilm-onnx-int8,minilm-static \
+    python -m bench.routing.encoders                       # seed 0, every kind, three datasets
+    python -m bench.routing.encoders --seeds 0,1,2 --json out.json
+    python -m bench.routing.encoders --skip-audc           # latency only
+    python -m bench.routing.encoders --encoders minilm,minilm-onnx-int8,minilm-static \
         --latency-encoders minilm-onnx                 # minilm-onnx timed, not retrained
 
 Embeddings go through the on-disk cache, so a rerun only retrains.
@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from router_core.encoders import bulk_encoder, encoder_class, known_kinds, make_encoder
 

@@ -6,7 +6,7 @@ standard split, the pool's test AUDC when the held-out model is
 
   (a) excluded:   a router trained without it, routing among the others;
   (b) prior:      the same router with the model added on its cold-start prior
-                  (router_core.cold_start: placed among its size and family peers from the
+                  (router_core.cold_start.placement: placed among its size and family peers from the
                   identity table, at its own mean training cost), no outcome seen;
   (c) refined:    the prior refined by the readout from n = 25, 100, 400 outcomes of the
                   model on training prompts picked by the exploration policy (the gateway's
@@ -29,30 +29,27 @@ last line is ``prior_minus_excluded=… gap_at_100=… gap_at_400=… fingerprin
 (means over the held-out models; gaps are (e) minus (c); the last is (d) minus (a) over the
 held-out models that have (d)).
 
-    python bench/cold_start.py --seed 0 --models 5 --plot cold_start.png
+    python -m bench.routing.cold_start --seed 0 --models 5 --plot cold_start.png
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from router_core.baselines import DEFAULT_LAMBDAS
-from router_core.cold_start import identity_traits, place_prior, refine
+from router_core.cold_start.placement import identity_traits, place_prior, refine
 from router_core.data import load_dataset
 from router_core.data.combined import canonical_table
 from router_core.encoders import DEFAULT_KIND, known_kinds, make_encoder
+from router_core.evaluation.fitting import complete_rows, trained_choices
 from router_core.evaluation.metrics import Reference, evaluate_choices
-from router_core.evaluation.runner import _complete, _trained_choices
 from router_core.fingerprints.perplexity import PerplexityFingerprint, recorded_answers
 from router_core.fingerprints.scorer import Scorer
-from router_core.model_identity import identity_table
+from router_core.identity.table import identity_table
 from router_core.router import Expert
 from router_core.training import TrainConfig, train_router
 
@@ -87,7 +84,7 @@ class Pool:
         self.X = encoder.encode(list(map(str, self.table.prompts)))
         split = np.asarray(self.table.split)
         self.train_rows = np.flatnonzero(split == "train")
-        self.test = _complete(self.table, np.flatnonzero(split == "test"))
+        self.test = complete_rows(self.table, np.flatnonzero(split == "test"))
         self.ref = Reference.from_matrices(
             self.table.quality[self.test], self.table.cost[self.test]
         )
@@ -116,7 +113,7 @@ class Pool:
 
     def audc(self, router) -> float:
         pool = self.table.models
-        ch = _trained_choices(router, self.X[self.test], pool, DEFAULT_LAMBDAS)
+        ch = trained_choices(router, self.X[self.test], pool, DEFAULT_LAMBDAS)
         q, c = self.table.quality[self.test], self.table.cost[self.test]
         return float(evaluate_choices(ch, q, c, self.ref).audc)
 

@@ -7,7 +7,7 @@ which trains on some STEM categories and tests on the rest) to ``test``, keeps `
 it is, and runs ``router_core.evaluation.run_evaluation`` on it: the same baselines, the
 same protocol, the same metrics as ``tollgate eval``.
 
-    python bench/router_dev.py --dataset routerbench --folds 3 \\
+    python -m bench.routing.router_dev --dataset routerbench --folds 3 \\
         --variant 'wide:{"hidden": 512}' --variant 'no-delta:{"delta": 0}'
 
 prints each router's and each variant's dev AUDC, overpayment rate and QNC per fold and
@@ -23,8 +23,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from router_core.data import load_dataset
 from router_core.data.splits import random_split
@@ -81,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = ap.parse_args(argv)
 
-    from router_core.encoder import Encoder
+    from router_core.encoders.minilm import Encoder
 
     descriptor = None
     if args.descriptor != "probe-outcome":

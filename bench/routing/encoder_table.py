@@ -1,10 +1,10 @@
 """MiniLM vs prefill activations vs both: every router of ``tollgate eval`` on each run.
 
-nice python -m bench.encoder_table --out results/encoders [--runs routerbench/standard]
+nice python -m bench.routing.encoder_table --out bench/routing/results/encoders [--runs routerbench/standard]
      [--seeds 0,1,2] [--encoders minilm,activations,both]
-python -m bench.encoder_table --out results/encoders --print   # the table from saved runs
+python -m bench.routing.encoder_table --out bench/routing/results/encoders --print   # the table from saved runs
 
-Per run (``bench/encoder_runs.py``), seed and encoder it writes the ``tollgate eval`` JSON
+Per run (``bench/routing/encoder_runs.py``), seed and encoder it writes the ``tollgate eval`` JSON
 plus the (λ, prompt) choices, and prints: pooled and within-category AUDC, QNC, peak,
 overpayment, the correctness predictors' mean AUC and Brier score, the diagnostics a router
 does not beat, and the paired bootstrap 95% CI of ΔAUDC against the best MiniLM router of
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.encoder_runs import RUNS, Run, run_table
+from bench.routing.encoder_runs import RUNS, Run, run_table
 from router_core.evaluation.metrics import bootstrap_delta_audc, bootstrap_delta_within_audc
 
 ROUTERS = (
@@ -98,8 +98,8 @@ def _geometry(encoder, table) -> dict:
     """J / d_eff / α per layer for both poolings, on the training rows (cached states)."""
     from router_core.baselines.threads import single_thread
     from router_core.encoders.activations import ActivationEncoder
-    from router_core.layer_geometry import layer_geometry
-    from router_core.prefill_states import POOLINGS
+    from router_core.encoders.layer_geometry import layer_geometry
+    from router_core.encoders.prefill_states import POOLINGS
 
     act = encoder if isinstance(encoder, ActivationEncoder) else encoder.parts[-1]
     rows = np.flatnonzero(np.asarray(table.split) == "train")
@@ -250,10 +250,10 @@ def _ci_values(d: dict, ref: dict | None, out: Path) -> dict[str, dict[str, tupl
     run = Run(d["dataset"], d["split"])
     run_key = (run.dataset, run.split)
     table = run_table(next(r for r in RUNS if (r.dataset, r.split) == run_key), d["seed"])
-    from router_core.evaluation.runner import _complete
+    from router_core.evaluation.fitting import complete_rows
 
     tp = table.with_models(list(table.deployable_models))
-    te = _complete(tp, np.flatnonzero(np.asarray(tp.split) == "test"))
+    te = complete_rows(tp, np.flatnonzero(np.asarray(tp.split) == "test"))
     Q, C = tp.quality[te], tp.cost[te]
     cats = None if tp.category is None else np.asarray(tp.category[te], dtype=str)
     mine = np.load(out / f"{_stem(run, d['seed'], d['encoder'])}.npz")

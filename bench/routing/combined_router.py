@@ -2,11 +2,11 @@
 
 Trains one router on the train rows of RouterBench, MMLU-Pro and LLMRouter together
 (``tollgate train --dataset all``: one head, one embedding space, experts by canonical id
-from router_core/model_identity.yaml) and each single-dataset router (what
+from router_core/identity/model_identity.yaml) and each single-dataset router (what
 ``tollgate eval --dataset D`` trains), then scores both on each dataset's standard test
 rows, routing among that dataset's models at its own costs (router_core.evaluation.combined).
 
-    python bench/combined_router.py [--seed 0] [--encoder minilm] [--set epochs=50] [--on val]
+    python -m bench.routing.combined_router [--seed 0] [--encoder minilm] [--set epochs=50] [--on val]
 
 prints per dataset the single router's and the combined router's test AUDC, QNC and their
 difference; the last line is ``max_loss=…`` (the largest AUDC the combined router gives up
@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from router_core.artifact import load_meta, load_router
 from router_core.descriptors.base import ProbeSet

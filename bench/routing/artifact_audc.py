@@ -6,8 +6,8 @@ embeds the dataset's standard-split test prompts with the encoder it records, ro
 over the eval runner's λ grid as the runner routes its own Tollgate, and is scored by the runner
 (``run_evaluation``'s ``extra`` routers) beside the cheapest and best-single baselines.
 
-    python bench/artifact_audc.py --router old=/tmp/old_router --router new=router_core/default_router
-    python bench/artifact_audc.py --dataset routerbench --seed 0 --router packaged=
+    python -m bench.routing.artifact_audc --router old=/tmp/old_router --router new=router_core/default_router
+    python -m bench.routing.artifact_audc --dataset routerbench --seed 0 --router packaged=
 
 (an empty path: the packaged default router). The last line: ``name=AUDC`` per artifact.
 """
@@ -15,12 +15,8 @@ over the eval runner's λ grid as the runner routes its own Tollgate, and is sco
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def chooser(router, table):
@@ -28,11 +24,11 @@ def chooser(router, table):
     runner routes its own Tollgate (the experts' recorded costs), or by canonical id for a
     router trained on several datasets."""
     from router_core.evaluation.combined import dataset_chooser
-    from router_core.evaluation.fitting import _trained_choices
+    from router_core.evaluation.fitting import trained_choices
 
     if not set(table.models) <= set(router.model_names):
         return dataset_chooser(router, table)
-    return lambda X, pool, lams: _trained_choices(router, X, pool, lams)
+    return lambda X, pool, lams: trained_choices(router, X, pool, lams)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,9 +1,9 @@
 """Fill the prefill-state cache for the evaluation runs, and print the embedding throughput.
 
-nice python -m bench.fill_activation_cache [mmlu-pro/standard ...]  # default: every run
+nice python -m bench.routing.fill_activation_cache [mmlu-pro/standard ...]  # default: every run
 
 Every layer's pooled states of every prompt the runs evaluate are computed once and stored
-(``router_core.prefill_states``); the eval runs then read them from disk.
+(``router_core.encoders.prefill_states``); the eval runs then read them from disk.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 import time
 
-from bench.encoder_runs import RUNS, run_table
-from router_core.prefill_states import PrefillStates
+from bench.routing.encoder_runs import RUNS, run_table
+from router_core.encoders.prefill_states import PrefillStates
 
 
 def main(argv: list[str] | None = None) -> int:
