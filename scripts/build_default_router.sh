@@ -8,7 +8,7 @@
 #                                    together, experts by canonical id from
 #                                    router_core/identity/model_identity.yaml, so the packaged
 #                                    config.yaml's open models are trained experts; compare it
-#                                    with python bench/combined_router.py) or routerbench
+#                                    with python -m bench.routing.combined_router) or routerbench
 #   router_core/routerbench_router/  RouterBench only, experts by RouterBench's names: what
 #                                    `tollgate demo` routes its 11 local models with
 # First builds the export of the query encoder the routers are trained with (the registry's
