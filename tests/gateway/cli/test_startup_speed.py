@@ -1,6 +1,6 @@
 """`tollgate --help` and `--version` answer at once: nothing heavy is imported for them.
 
-Timing is measured by bench/cli_startup.py (wall-clock bounds do not belong in tests); here
+Timing is measured by bench/serving/cli_startup.py (wall-clock bounds do not belong in tests); here
 the cause is checked: which modules a fresh interpreter has loaded.
 """
 

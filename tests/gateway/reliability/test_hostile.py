@@ -1,5 +1,5 @@
 """A hostile tenant, one scenario per test, against a real gateway on PostgreSQL through the
-OpenAI SDK (bench/hostile.py replays them all on two replicas): no overspend, no circuit
+OpenAI SDK (bench/serving/hostile.py replays them all on two replicas): no overspend, no circuit
 opened by a client's own bad request, no image URL fetched, no 500 for bad input, every log
 row stored, /metrics for operators only, feedback bounded, wrong keys (tenant and admin)
 throttled, dashboard sessions that are not the key."""

@@ -109,7 +109,7 @@ def test_upstream_failure_classification(exc: BaseException, status: int, retrya
 
 
 def test_wire_params_cached_per_deployment_and_unmapped_params_go_in_extra_body() -> None:
-    """The provider look-up is cached (bench/forwarding_profile.py); what is sent is not
+    """The provider look-up is cached (bench/serving/forwarding_profile.py); what is sent is not
     changed: a parameter litellm does not map for an OpenAI-wire deployment rides in
     extra_body, other providers get litellm's mapping."""
     wire_params.cache_clear()
