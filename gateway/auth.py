@@ -33,8 +33,9 @@ from typing import Any
 from fastapi import Request
 
 from gateway.config import Settings
-from gateway.context import GatewayContext, call
+from gateway.context import GatewayContext
 from gateway.errors import GatewayError, store_unavailable, unauthorized
+from gateway.store.records import Tenant
 
 NO_KEY = "You didn't provide an API key (Authorization: Bearer <key>, or x-api-key)."
 
@@ -79,21 +80,25 @@ class FailedLogins:
             self._seen.popitem(last=False)
 
 
-def refused(ctx: Any, address: str | None) -> GatewayError | None:
+def _throttle(ctx: GatewayContext | None) -> FailedLogins | None:
+    return ctx.failed_logins if ctx is not None else None
+
+
+def refused(ctx: GatewayContext | None, address: str | None) -> GatewayError | None:
     """The 429 for ``address`` while it is over its wrong-key limit, else None."""
-    throttle: FailedLogins | None = getattr(ctx, "failed_logins", None)
+    throttle = _throttle(ctx)
     if throttle is None or address is None:
         return None
     return throttle.refusal(address)
 
 
-def count_wrong_key(ctx: Any, address: str | None) -> None:
-    throttle: FailedLogins | None = getattr(ctx, "failed_logins", None)
+def count_wrong_key(ctx: GatewayContext | None, address: str | None) -> None:
+    throttle = _throttle(ctx)
     if throttle is not None and address is not None:
         throttle.failed(address)
 
 
-def checked_secret(ctx: Any, key: str, address: str | None,
+def checked_secret(ctx: GatewayContext | None, key: str, address: str | None,
                    accepts: Callable[[str], bool]) -> bool:
     """Whether ``accepts(key)`` (the admin key, the metrics token); a wrong key counts
     against ``address``; 429 for an address over its limit, before any comparison."""
@@ -121,7 +126,8 @@ def bearer_key(request: Request) -> str | None:
 
 def admin_key(settings: Settings | None) -> str | None:
     """The configured admin key; None means the admin surfaces are off."""
-    return getattr(settings, "admin_key", None) or os.environ.get("TOLLGATE_ADMIN_KEY") or None
+    configured = settings.admin_key if settings is not None else None
+    return configured or os.environ.get("TOLLGATE_ADMIN_KEY") or None
 
 
 def is_admin_key(settings: Settings | None, key: str | None) -> bool:
@@ -132,28 +138,28 @@ def is_admin_key(settings: Settings | None, key: str | None) -> bool:
 def may_read_metrics(settings: Settings | None, key: str | None) -> bool:
     """The admin key or the configured ``metrics_token``: /metrics lists every tenant's id,
     name, budget and spend, so it is for operators only."""
-    token = getattr(settings, "metrics_token", None)
+    token = settings.metrics_token if settings is not None else None
     return is_admin_key(settings, key) or bool(
         key and token and hmac.compare_digest(key.encode(), token.encode()))
 
 
-async def tenant_for_key(ctx: GatewayContext, key: str) -> Any:
+async def tenant_for_key(ctx: GatewayContext, key: str) -> Tenant | None:
     """The live tenant owning ``key``, or None; 503 when the store cannot answer."""
     from gateway.store.errors import StoreUnavailable
 
     try:
-        return await call(ctx.store.authenticate, key)
+        return await ctx.store.authenticate(key)
     except StoreUnavailable as e:
         raise store_unavailable() from e
 
 
-async def checked_tenant(ctx: GatewayContext, key: str, address: str | None) -> Any:
+async def checked_tenant(ctx: GatewayContext, key: str, address: str | None
+                         ) -> Tenant | None:
     """``tenant_for_key`` with wrong keys counted against ``address`` (module docstring);
     429 for an address over its limit unless the key is cached as live."""
     refusal = refused(ctx, address)
     if refusal is not None:
-        cached = getattr(ctx.store, "cached_tenant", None)
-        tenant = cached(key) if cached is not None else None
+        tenant = ctx.store.cached_tenant(key)
         if tenant is None:
             raise refusal
         return tenant
@@ -163,7 +169,7 @@ async def checked_tenant(ctx: GatewayContext, key: str, address: str | None) -> 
     return tenant
 
 
-async def authenticate(ctx: GatewayContext, request: Request) -> Any:
+async def authenticate(ctx: GatewayContext, request: Request) -> Tenant:
     """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down,
     429 for an address that sent too many wrong keys."""
     return await _known(bearer_key(request),
@@ -210,7 +216,7 @@ async def principal_for_key(ctx: GatewayContext, key: str | None,
     tenant = await checked_tenant(ctx, key, address)
     if tenant is None:
         return None
-    return Principal(admin=False, tenant_id=tenant.id, tenant_name=getattr(tenant, "name", None))
+    return Principal(admin=False, tenant_id=tenant.id, tenant_name=tenant.name)
 
 
 async def require_principal(request: Request) -> Principal:

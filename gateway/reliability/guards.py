@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -26,6 +26,11 @@ from gateway.config import ReliabilitySettings
 from gateway.errors import GatewayError
 from gateway.reliability.circuit import CircuitBreakers
 from gateway.reliability.ratelimit import Limits, RateLimiter
+from gateway.store.records import Tenant
+
+if TYPE_CHECKING:
+    from gateway.reliability.outage import GuardedStore
+    from gateway.store.store import Store
 
 REQUEST_FAULTS = frozenset({"context_window_exceeded", "bad_request"})
 NOT_SENT = "not_sent"  # the request failed before it reached the backend
@@ -66,10 +71,10 @@ class Reliability:
                                    s.circuit.half_open_probes, registry=registry)
         return cls(s, limiter, circuits)
 
-    async def admit(self, tenant: Any) -> dict[str, str]:
+    async def admit(self, tenant: Tenant) -> dict[str, str]:
         """Count one request against the tenant's limits: the ``x-ratelimit-*`` headers of
         the response (none when no limit applies); raises a 429 GatewayError."""
-        v = await self.limiter.admit(str(tenant.id), getattr(tenant, "policy", None))
+        v = await self.limiter.admit(str(tenant.id), tenant.policy)
         if not v.admitted:
             raise rate_limited(v.limit or "requests", v.retry_after_header, v.headers())
         return v.headers()
@@ -87,8 +92,8 @@ class Reliability:
         else:
             self.circuits.success(backend)
 
-    async def used_tokens(self, tenant: Any, tokens: int) -> None:
-        await self.limiter.add_tokens(str(tenant.id), tokens, getattr(tenant, "policy", None))
+    async def used_tokens(self, tenant: Tenant, tokens: int) -> None:
+        await self.limiter.add_tokens(str(tenant.id), tokens, tenant.policy)
 
     async def close(self) -> None:
         await self.limiter.close()
@@ -106,12 +111,13 @@ def circuit_open_error(rel: Reliability, candidates: list[str]) -> GatewayError:
     )
 
 
-def guard_store(store: Any, settings: ReliabilitySettings | None) -> Any:
+def guard_store(store: Store | GuardedStore | None, settings: ReliabilitySettings | None
+                ) -> GuardedStore | None:
     """Wrap a `gateway.store.Store` with the outage policy and the spools
-    (`gateway.reliability.outage.GuardedStore`); other stores (test doubles) are returned unchanged."""
+    (`gateway.reliability.outage.GuardedStore`); a guarded store is returned unchanged."""
     from gateway.reliability.outage import GuardedStore
 
-    if store is None or not hasattr(store, "engine") or isinstance(store, GuardedStore):
+    if store is None or isinstance(store, GuardedStore):
         return store
     s = (settings or ReliabilitySettings()).resolved()
     return GuardedStore(store, policy=s.outage.budget, allowance_usd=s.outage.allowance_usd,

@@ -33,10 +33,10 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from sqlalchemy import Engine
@@ -44,8 +44,22 @@ from sqlalchemy import Engine
 from gateway.reliability.spool import Spool, log_rows_sink
 from gateway.store import ledger
 from gateway.store.errors import StoreUnavailable
+from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
-from gateway.store.records import SettleResult, usd_to_nusd
+from gateway.store.policy import TenantPolicy
+from gateway.store.records import (
+    KeyInfo,
+    NewKey,
+    Reservation,
+    SettleResult,
+    Tenant,
+    TenantInfo,
+)
+
+if TYPE_CHECKING:
+    from gateway.store.logwriter import LogWriter
+    from gateway.store.sessions import Session
+    from gateway.store.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -53,19 +67,10 @@ POLICIES = ("refuse", "allow")
 
 
 @dataclass(frozen=True)
-class OutageReservation:
+class OutageReservation(Reservation):
     """Money held in process while the database is down."""
 
-    id: str
-    tenant_id: str
-    request_id: str | None
-    amount_nusd: int
-    created_at_s: int
     outage: bool = True
-
-    @property
-    def amount_usd(self) -> float:
-        return self.amount_nusd / 1e9
 
 
 @dataclass
@@ -104,7 +109,7 @@ class OutageState:
 class GuardedStore:
     """The store with the outage policy, the log spool and the outage journal."""
 
-    def __init__(self, inner: Any, *, policy: str = "refuse", allowance_usd: float = 0.0,
+    def __init__(self, inner: Store, *, policy: str = "refuse", allowance_usd: float = 0.0,
                  spool_dir: str | Path = "./tollgate-spool",
                  spool_max_bytes: int = 64 * 1024 * 1024,
                  replay_interval_s: float = 2.0, flush_timeout_s: float = 10.0) -> None:
@@ -122,8 +127,18 @@ class GuardedStore:
         self.journal: Spool | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def __getattr__(self, name: str) -> Any:  # everything else is the store's
-        return getattr(self.inner, name)
+    # -- the store's own parts, unchanged ---------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        return self.inner.engine
+
+    @property
+    def logs(self) -> LogWriter:
+        return self.inner.logs
+
+    @property
+    def ready(self) -> bool:
+        return self.inner.ready
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -133,9 +148,7 @@ class GuardedStore:
                                max_bytes=self._spool_max_bytes)
         self.journal = Spool(self._spool_dir, charges_sink(engine),
                              name="outage", max_bytes=self._spool_max_bytes)
-        logs = getattr(self.inner, "logs", None)
-        if logs is not None:
-            logs.overflow = self.log_spool.accept
+        self.inner.logs.overflow = self.log_spool.accept
         await self.inner.start()
         self._task = loop.create_task(self._background(), name="outage-reconcile")
 
@@ -154,7 +167,7 @@ class GuardedStore:
                 spool.close()
 
     async def _replay(self, spool: Spool) -> int:
-        if not getattr(self.inner, "ready", True):
+        if not self.inner.ready:
             return 0
         n = await spool.replay()
         if spool is self.journal and n and not spool.pending:
@@ -175,18 +188,19 @@ class GuardedStore:
             await asyncio.sleep(self._interval)
 
     # -- budget ----------------------------------------------------------------------------
-    def _allowance_nusd(self, tenant: Any) -> int | None:
+    def _allowance_nusd(self, tenant: Tenant) -> int | None:
         """The tenant's outage allowance in nUSD; None = not limited (no budget)."""
-        if getattr(tenant, "budget_usd", 0.0) is None:
+        if tenant.budget_usd is None:
             return None
-        policy = getattr(tenant, "policy", None) or {}
-        return usd_to_nusd(float(policy.get("outage_allowance_usd", self.allowance_usd)))
+        allowance = tenant.policy.outage_allowance_usd
+        return usd_to_nusd(self.allowance_usd if allowance is None else allowance)
 
-    async def reserve(self, tenant: Any, usd: float, request_id: str | None = None) -> Any:
+    async def reserve(self, tenant: Tenant | str, usd: float,
+                      request_id: str | None = None) -> Reservation:
         try:
             return await self.inner.reserve(tenant, usd, request_id)
         except StoreUnavailable:
-            if self.policy == "refuse" or not hasattr(tenant, "id"):
+            if self.policy == "refuse" or not isinstance(tenant, Tenant):
                 self.state.refused += 1
                 raise
         amount = usd_to_nusd(usd)
@@ -202,7 +216,7 @@ class GuardedStore:
                                  request_id=request_id, amount_nusd=amount,
                                  created_at_s=int(utcnow().timestamp()))
 
-    async def settle(self, reservation: Any, actual_usd: float) -> Any:
+    async def settle(self, reservation: Reservation, actual_usd: float) -> SettleResult:
         if not isinstance(reservation, OutageReservation):
             return await self.inner.settle(reservation, actual_usd)
         actual = usd_to_nusd(max(0.0, actual_usd))
@@ -216,3 +230,51 @@ class GuardedStore:
                 "at_s": reservation.created_at_s}])
         return SettleResult(reservation.id, reservation.amount_usd, actual / 1e9,
                             applied=False, deferred=True)
+
+    # -- the rest is the store's -------------------------------------------------------------
+    async def ping(self) -> bool:
+        return await self.inner.ping()
+
+    async def authenticate(self, api_key: str) -> Tenant | None:
+        return await self.inner.authenticate(api_key)
+
+    def cached_tenant(self, api_key: str, max_age_s: float = 60.0) -> Tenant | None:
+        return self.inner.cached_tenant(api_key, max_age_s)
+
+    async def create_tenant(self, name: str, *, budget_usd: float | None = None,
+                            period: str = "total",
+                            policy: TenantPolicy | Mapping[str, Any] | None = None
+                            ) -> tuple[TenantInfo, NewKey]:
+        return await self.inner.create_tenant(name, budget_usd=budget_usd, period=period,
+                                              policy=policy)
+
+    async def get_tenant(self, id_or_name: str) -> TenantInfo:
+        return await self.inner.get_tenant(id_or_name)
+
+    async def list_tenants(self, include_disabled: bool = False) -> list[TenantInfo]:
+        return await self.inner.list_tenants(include_disabled)
+
+    async def update_tenant(self, id_or_name: str, **changes: Any) -> TenantInfo:
+        return await self.inner.update_tenant(id_or_name, **changes)
+
+    async def disable_tenant(self, id_or_name: str) -> TenantInfo:
+        return await self.inner.disable_tenant(id_or_name)
+
+    async def create_key(self, id_or_name: str, name: str | None = None) -> NewKey:
+        return await self.inner.create_key(id_or_name, name)
+
+    async def list_keys(self, tenant: str | None = None) -> list[KeyInfo]:
+        return await self.inner.list_keys(tenant)
+
+    async def revoke_key(self, key_id: str) -> KeyInfo:
+        return await self.inner.revoke_key(key_id)
+
+    async def open_session(self, *, admin: bool, key_id: str | None,
+                           ttl_s: int = 8 * 3600) -> str:
+        return await self.inner.open_session(admin=admin, key_id=key_id, ttl_s=ttl_s)
+
+    async def find_session(self, cookie: str) -> Session | None:
+        return await self.inner.find_session(cookie)
+
+    async def close_session(self, cookie: str) -> None:
+        await self.inner.close_session(cookie)

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.store.policy import EMPTY, TenantPolicy
+
 log = logging.getLogger(__name__)
 
 WINDOW_S = 60
@@ -104,12 +106,12 @@ class Verdict:
         return out
 
 
-def limits_for(policy: dict[str, Any] | None, default: Limits) -> Limits:
+def limits_for(policy: TenantPolicy | None, default: Limits) -> Limits:
     """Tenant policy ``requests_per_minute`` / ``tokens_per_minute`` override the defaults."""
-    p = policy or {}
-    rpm = p.get("requests_per_minute", default.requests_per_minute)
-    tpm = p.get("tokens_per_minute", default.tokens_per_minute)
-    return Limits(None if rpm is None else int(rpm), None if tpm is None else int(tpm))
+    p = policy or EMPTY
+    rpm, tpm = p.requests_per_minute, p.tokens_per_minute
+    return Limits(default.requests_per_minute if rpm is None else rpm,
+                  default.tokens_per_minute if tpm is None else tpm)
 
 
 class LocalLimiter:
@@ -177,7 +179,7 @@ class RateLimiter:
             log.warning("rate limiter: Redis unavailable (%s); limiting in process",
                         type(exc).__name__)
 
-    async def admit(self, tenant: str, policy: dict[str, Any] | None) -> Verdict:
+    async def admit(self, tenant: str, policy: TenantPolicy | None) -> Verdict:
         """Check and count one request of ``tenant`` atomically."""
         limits = limits_for(policy, self.default)
         if limits.unlimited:
@@ -196,7 +198,7 @@ class RateLimiter:
                                int(toks))
         return self.local.admit(tenant, limits)
 
-    async def add_tokens(self, tenant: str, tokens: int, policy: dict[str, Any] | None) -> None:
+    async def add_tokens(self, tenant: str, tokens: int, policy: TenantPolicy | None) -> None:
         """Count ``tokens`` used by a finished request (only when a TPM limit applies)."""
         if tokens <= 0 or limits_for(policy, self.default).tokens_per_minute is None:
             return

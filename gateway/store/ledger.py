@@ -23,7 +23,7 @@ it stays refused until an operator acts on its budget (`set_budget`: any budget,
 reset change), which moves the overrun into `spent` (it was really spent) and clears it.
 The HTTP side counts each overrun in a metric (``tollgate_budget_overruns``).
 
-What a request is charged (gateway/serving/exchange.py computes it, `settle` books it): the
+What a request is charged (gateway/serving/outcome.py computes it, `settle` books it): the
 answering backend's reported usage at its prices, plus, for each attempt that timed out after
 its request was sent (the provider has the prompt and may bill it), that prompt's input cost
 on that backend (the tokenizer's count × input price; counted in ``tollgate_timeout_charges``),
@@ -61,8 +61,9 @@ from sqlalchemy.exc import IntegrityError
 
 from gateway.store.errors import BudgetExceeded, NotFound
 from gateway.store.models import outage_charges, reservations, tenants
+from gateway.store.money import nusd_to_usd
 from gateway.store.periods import period_start_s, validate_period
-from gateway.store.records import Reservation, SettleResult, nusd_to_usd
+from gateway.store.records import Reservation, SettleResult
 
 log = logging.getLogger(__name__)
 

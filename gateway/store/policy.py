@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.store.records import MAX_AMOUNT_USD
+from gateway.store.money import MAX_AMOUNT_USD
 
 log = logging.getLogger(__name__)
 

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
-NANO = Decimal(1_000_000_000)
-# Largest single amount (budget, reservation, charge): 1e9 USD = 1e18 nUSD, so the ledger's
-# sum spent + reserved + x stays inside a signed 64-bit BIGINT (9.2e18).
-MAX_AMOUNT_USD = 1e9
+from gateway.store.money import nusd_to_usd, usd_to_nusd
+from gateway.store.policy import EMPTY, TenantPolicy
 
-
-def usd_to_nusd(usd: float | Decimal, rounding: str = ROUND_CEILING) -> int:
-    """USD → integer nano-dollars, rounded up by default (a reservation or charge never
-    shrinks); ``rounding`` is a ``decimal`` rounding mode."""
-    value = usd if isinstance(usd, Decimal) else Decimal(repr(float(usd)))
-    if not value.is_finite() or abs(value) > Decimal(repr(MAX_AMOUNT_USD)):
-        raise ValueError(f"amount must be finite and at most {MAX_AMOUNT_USD:g} USD, "
-                         f"got {usd!r}")
-    return int((value * NANO).to_integral_value(rounding=rounding))
-
-
-def nusd_to_usd(nusd: int | None) -> float | None:
-    return None if nusd is None else nusd / 1e9
+# nusd_to_usd and usd_to_nusd live in gateway.store.money; named here for older importers.
+__all__ = ["KeyInfo", "NewKey", "Reservation", "SettleResult", "Tenant", "TenantInfo",
+           "TenantPolicy", "nusd_to_usd", "usd_to_nusd"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +22,7 @@ class Tenant:
     name: str
     budget_usd: float | None
     period: str
-    policy: dict[str, Any] = field(default_factory=dict)
+    policy: TenantPolicy = EMPTY
     key_id: str | None = None
 
 
@@ -50,7 +37,7 @@ class TenantInfo:
     period_start: datetime
     spent_usd: float
     reserved_usd: float
-    policy: dict[str, Any]
+    policy: TenantPolicy
     created_at: datetime
     disabled_at: datetime | None
     overrun_usd: float = 0.0  # provider charges past a reservation, awaiting an operator
@@ -61,7 +48,7 @@ class TenantInfo:
             "period": self.period, "period_start": self.period_start.isoformat(),
             "spent_usd": self.spent_usd, "reserved_usd": self.reserved_usd,
             "overrun_usd": self.overrun_usd,
-            "policy": self.policy, "created_at": self.created_at.isoformat(),
+            "policy": self.policy.to_dict(), "created_at": self.created_at.isoformat(),
             "disabled_at": self.disabled_at.isoformat() if self.disabled_at else None,
         }
 

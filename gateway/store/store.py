@@ -21,7 +21,7 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -38,7 +38,9 @@ from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import database_url_from_env, make_engine, pool_capacity
 from gateway.store.errors import StoreUnavailable
 from gateway.store.logwriter import LogWriter
+from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
+from gateway.store.policy import TenantPolicy
 from gateway.store.records import (
     KeyInfo,
     NewKey,
@@ -46,7 +48,6 @@ from gateway.store.records import (
     SettleResult,
     Tenant,
     TenantInfo,
-    usd_to_nusd,
 )
 
 log = logging.getLogger(__name__)
@@ -323,8 +324,10 @@ class Store:
 
     # -- admin --------------------------------------------------------------------------------
     async def create_tenant(self, name: str, *, budget_usd: float | None = None,
-                            period: str = "total", policy: dict[str, Any] | None = None
+                            period: str = "total",
+                            policy: TenantPolicy | Mapping[str, Any] | None = None
                             ) -> tuple[TenantInfo, NewKey]:
+        """Raises `InvalidPolicy` (a ValueError) for a policy that does not validate."""
         return await self._run(admin.create_tenant, self.engine, self._require_secret(), name,
                                self._clock(), budget_usd=budget_usd, period=period,
                                policy=policy)

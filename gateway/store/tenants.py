@@ -6,6 +6,7 @@ from __future__ import annotations
 import enum
 import hmac
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -16,8 +17,10 @@ from gateway.store import keys as keylib
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.ledger import effective_spent, set_budget
 from gateway.store.models import api_keys, tenants
+from gateway.store.money import nusd_to_usd, usd_to_nusd
 from gateway.store.periods import period_start_s, validate_period
-from gateway.store.records import KeyInfo, NewKey, Tenant, TenantInfo, nusd_to_usd, usd_to_nusd
+from gateway.store.policy import TenantPolicy
+from gateway.store.records import KeyInfo, NewKey, Tenant, TenantInfo
 
 
 def _tenant_info(row: Row, now: datetime) -> TenantInfo:
@@ -26,7 +29,8 @@ def _tenant_info(row: Row, now: datetime) -> TenantInfo:
         id=row.id, name=row.name, budget_usd=nusd_to_usd(row.budget_nusd), period=row.period,
         period_start=datetime.fromtimestamp(start, tz=now.tzinfo),
         spent_usd=effective_spent(row.spent_nusd, row.period, row.period_start_s, now) / 1e9,
-        reserved_usd=row.reserved_nusd / 1e9, policy=dict(row.policy or {}),
+        reserved_usd=row.reserved_nusd / 1e9,
+        policy=TenantPolicy.from_stored(row.policy, f"tenant {row.id}"),
         created_at=row.created_at, disabled_at=row.disabled_at,
         overrun_usd=row.overrun_nusd / 1e9,
     )
@@ -60,9 +64,11 @@ def create_key(engine: Engine, secret: bytes, tenant_id: str, now: datetime,
 
 def create_tenant(engine: Engine, secret: bytes, name: str, now: datetime, *,
                   budget_usd: float | None = None, period: str = "total",
-                  policy: dict[str, Any] | None = None) -> tuple[TenantInfo, NewKey]:
-    """Create a tenant with its first API key."""
+                  policy: TenantPolicy | Mapping[str, Any] | None = None
+                  ) -> tuple[TenantInfo, NewKey]:
+    """Create a tenant with its first API key (``policy`` validated: `InvalidPolicy`)."""
     validate_period(period)
+    stored_policy = TenantPolicy.parse(policy).to_dict()
     if not name or len(name) > 200:
         raise ValueError("a tenant name must have 1 to 200 characters")
     budget = None if budget_usd is None else usd_to_nusd(budget_usd)
@@ -74,8 +80,7 @@ def create_tenant(engine: Engine, secret: bytes, name: str, now: datetime, *,
             conn.execute(insert(tenants).values(
                 id=tid, name=name, created_at=now, budget_nusd=budget, period=period,
                 period_start_s=period_start_s(period, now), spent_nusd=0, reserved_nusd=0,
-                overrun_nusd=0,
-                policy=policy or {}))
+                overrun_nusd=0, policy=stored_policy))
     except IntegrityError as exc:
         raise Conflict(f"a tenant named {name!r} already exists") from exc
     new_key = create_key(engine, secret, tid, now, name="default")
@@ -111,18 +116,20 @@ UNCHANGED = Unchanged.UNCHANGED
 def update_tenant(engine: Engine, tenant_id: str, now: datetime, *,
                   budget_usd: float | None | Unchanged = UNCHANGED,
                   period: str | None = None, reset: bool = False,
-                  policy: dict[str, Any] | None = None) -> TenantInfo:
-    """Change budget/period (see `ledger.set_budget`) and/or replace the policy."""
+                  policy: TenantPolicy | Mapping[str, Any] | None = None) -> TenantInfo:
+    """Change budget/period (see `ledger.set_budget`) and/or replace the policy (validated
+    first: a bad policy changes nothing)."""
+    stored_policy = None if policy is None else TenantPolicy.parse(policy).to_dict()
     if budget_usd is not UNCHANGED or period is not None or reset:
         if budget_usd is UNCHANGED:
             budget_nusd = _current_budget(engine, tenant_id)
         else:
             budget_nusd = None if budget_usd is None else usd_to_nusd(budget_usd)
         set_budget(engine, tenant_id, budget_nusd, period, now, reset=reset)
-    if policy is not None:
+    if stored_policy is not None:
         with engine.begin() as conn:
             if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
-                            .values(policy=policy)).rowcount != 1:
+                            .values(policy=stored_policy)).rowcount != 1:
                 raise NotFound(f"no tenant {tenant_id!r}")
     return get_tenant(engine, tenant_id, now)
 
@@ -192,4 +199,5 @@ def lookup_key(engine: Engine, digest: str) -> Tenant | None:
     if row is None or not hmac.compare_digest(row.key_hash, digest):
         return None
     return Tenant(id=row.tenant_id, name=row.name, budget_usd=nusd_to_usd(row.budget_nusd),
-                  period=row.period, policy=dict(row.policy or {}), key_id=row.id)
+                  period=row.period, key_id=row.id,
+                  policy=TenantPolicy.from_stored(row.policy, f"tenant {row.tenant_id}"))
