@@ -38,7 +38,8 @@ from gateway.learning.cold_start import with_priors
 from gateway.learning.loop import build_learning
 from gateway.pricing import count_text_tokens, resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
-from gateway.review import admin_api, explain
+from gateway.admin import api as admin_api
+from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics

@@ -14,13 +14,16 @@ route class below turns validation and store errors into `{"error": {...}}` bodi
     POST   /admin/tenants/{tenant}/keys   {name?} → key, once
     GET    /admin/keys                    ?tenant=
     DELETE /admin/keys/{key_id}           revoke
+
+``policy`` is validated as a `gateway.store.policy.TenantPolicy`: a bad value is a 400 whose
+``param`` names it (``policy.max_cost_usd``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
@@ -29,9 +32,13 @@ from sqlalchemy.exc import DataError
 
 from gateway.auth import admin_key, bearer_key, checked_secret, client_address, is_admin_key
 from gateway.errors import GatewayError, as_gateway_error, invalid
+from gateway.seams import Store
 from gateway.store.errors import Conflict, NotFound, StoreUnavailable
+from gateway.store.policy import InvalidPolicy, TenantPolicy
 from gateway.store.records import NewKey
-from gateway.store.store import Store
+
+if TYPE_CHECKING:
+    from gateway.context import GatewayContext
 
 Period = Literal["daily", "weekly", "monthly", "total"]
 # Budgets are stored in integer nano-dollars (BIGINT): 1e9 USD keeps every sum far inside it.
@@ -59,6 +66,16 @@ Text = Annotated[str, AfterValidator(_storable)]
 Policy = Annotated[dict[str, Any], AfterValidator(_storable)]
 
 
+def _policy(value: dict[str, Any] | None) -> TenantPolicy | None:
+    """The body's policy, validated (400 naming the bad key)."""
+    if value is None:
+        return None
+    try:
+        return TenantPolicy.parse(value)
+    except InvalidPolicy as exc:
+        raise invalid(str(exc), exc.param, code="invalid_policy") from None
+
+
 def _as_gateway_error(exc: Exception) -> GatewayError | None:
     """The OpenAI error for what an admin call raised (store errors get their status here)."""
     if (err := as_gateway_error(exc)) is not None:
@@ -69,6 +86,8 @@ def _as_gateway_error(exc: Exception) -> GatewayError | None:
         return GatewayError(409, str(exc), code="conflict")
     if isinstance(exc, StoreUnavailable):
         return GatewayError(503, str(exc), "server_error", code="database_unavailable")
+    if isinstance(exc, InvalidPolicy):
+        return invalid(str(exc), exc.param, code="invalid_policy")
     if isinstance(exc, ValueError):
         return invalid(str(exc))
     if isinstance(exc, DataError):  # a value the database cannot take (e.g. NUL in a path)
@@ -95,9 +114,15 @@ class OpenAIErrorRoute(APIRoute):
         return route
 
 
+def _host(request: Request) -> GatewayContext | None:
+    """The hosting gateway's context; None in an app that hosts only this router (it then
+    sets ``app.state.store``). ``app.state`` is Starlette's free-form namespace."""
+    return getattr(request.app.state, "ctx", None)
+
+
 def _store(request: Request) -> Store:
-    ctx = getattr(request.app.state, "ctx", None)
-    store = getattr(ctx, "store", None) or getattr(request.app.state, "store", None)
+    ctx = _host(request)
+    store = ctx.store if ctx is not None else getattr(request.app.state, "store", None)
     if store is None:
         raise GatewayError(503, "the gateway has no store", "server_error")
     return store
@@ -106,8 +131,8 @@ def _store(request: Request) -> Store:
 async def require_admin(request: Request) -> None:
     """The admin key, compared in constant time; wrong keys are throttled per client address
     with the wrong tenant keys (gateway/auth.py: 429 with Retry-After past the limit)."""
-    ctx = getattr(request.app.state, "ctx", None)
-    settings = getattr(ctx, "settings", None)
+    ctx = _host(request)
+    settings = ctx.settings if ctx is not None else None
     if not admin_key(settings):
         raise GatewayError(403, "The admin API is disabled: set TOLLGATE_ADMIN_KEY.",
                          "permission_error", code="admin_disabled")
@@ -161,7 +186,8 @@ def build_router() -> APIRouter:
     @r.post("/tenants", status_code=201)
     async def create_tenant(body: TenantCreate, request: Request) -> dict[str, Any]:
         info, key = await _store(request).create_tenant(
-            body.name, budget_usd=body.budget_usd, period=body.period, policy=body.policy)
+            body.name, budget_usd=body.budget_usd, period=body.period,
+            policy=_policy(body.policy))
         return {"tenant": info.to_dict(), **_new_key(key)}
 
     @r.get("/tenants")
@@ -178,6 +204,8 @@ def build_router() -> APIRouter:
     async def update_tenant(tenant: str, body: TenantUpdate, request: Request
                             ) -> dict[str, Any]:
         changes = body.model_dump(include=body.model_fields_set)
+        if "policy" in changes:
+            changes["policy"] = _policy(changes["policy"])
         return (await _store(request).update_tenant(tenant, **changes)).to_dict()
 
     @r.put("/tenants/{tenant}/budget")

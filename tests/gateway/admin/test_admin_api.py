@@ -11,11 +11,13 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
+import sqlalchemy as sa
 import uvicorn
 from fastapi import FastAPI
 
-from gateway.review import admin_api as admin
+from gateway.admin import api as admin
 from gateway.store import Store
+from gateway.store.models import tenants
 from tests.gateway.store import conftest as store_fixtures
 from tests.gateway.store.conftest import set_allow_connections
 
@@ -125,7 +127,7 @@ async def test_tenant_and_key_lifecycle_over_http(served: Served) -> None:
         assert c.delete(f"/admin/keys/{second['key']['id']}").json()["revoked_at"]
 
     t = await served.store.authenticate(key)
-    assert t is not None and t.policy == {"allowed_models": ["fake-mid"]}
+    assert t is not None and t.policy.to_dict() == {"allowed_models": ["fake-mid"]}
     assert await served.store.authenticate(second["api_key"]) is None
 
     with _client(served) as c:
@@ -167,3 +169,43 @@ def test_database_outage_is_a_503_not_a_crash(served: Served, db_url: str) -> No
         finally:
             set_allow_connections(db_url, True)
         assert c.get("/admin/tenants").status_code == 200
+
+
+@pytest.mark.parametrize(("policy", "param"), [
+    ({"allowed_models": "fake-mid"}, "policy.allowed_models"),  # a string, not a list
+    ({"max_cost_usd": "0.5"}, "policy.max_cost_usd"),
+    ({"cost_weight": -1.0}, "policy.cost_weight"),
+    ({"requests_per_minute": 2.5}, "policy.requests_per_minute"),
+    ({"allowed_modles": ["fake-mid"]}, "policy.allowed_modles"),  # a typo is not ignored
+])
+def test_a_bad_policy_is_a_400_naming_the_key(served: Served, policy: dict, param: str
+                                              ) -> None:
+    with _client(served) as c:
+        err = _assert_openai_error(c.post("/admin/tenants", json={"name": "p", "policy": policy}),
+                                   400, param)
+        assert err["code"] == "invalid_policy" and param.split(".")[1] in err["message"]
+        assert c.post("/admin/tenants", json={"name": "p"}).status_code == 201
+        _assert_openai_error(c.patch("/admin/tenants/p", json={"policy": policy}), 400, param)
+        assert c.get("/admin/tenants/p").json()["policy"] == {}  # nothing changed
+
+
+@pytest.mark.anyio
+async def test_a_legacy_policy_that_does_not_validate_does_not_fail_requests(
+        served: Served) -> None:
+    """A row stored before validation existed: its valid keys apply, numbers stored as
+    strings are read as before, a bad ``allowed_models`` allows nothing (fail closed)."""
+    with _client(served) as c:
+        created = c.post("/admin/tenants", json={"name": "old"}).json()
+    legacy = {"allowed_models": "fake-mid", "max_cost_usd": "0.5", "requests_per_minute": 3,
+              "cost_weight": "cheap", "retired_key": True}
+    with served.store.engine.begin() as conn:
+        conn.execute(sa.update(tenants).where(tenants.c.id == created["tenant"]["id"])
+                     .values(policy=legacy))
+    served.store.invalidate_auth_cache()
+    t = await served.store.authenticate(created["api_key"])
+    assert t is not None
+    assert t.policy.to_dict() == {"allowed_models": [], "max_cost_usd": 0.5,
+                                  "requests_per_minute": 3}
+    with _client(served) as c:
+        r = c.get("/admin/tenants/old")
+        assert r.status_code == 200 and r.json()["policy"] == t.policy.to_dict()
