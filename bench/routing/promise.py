@@ -165,12 +165,13 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -
     for n in counts:
         seen = traffic[:n]
         mirror = below.case(below.refined(seen, np.random.default_rng(seed + 7)), rows["val"])
-        test = top.case(top.refined(seen, np.random.default_rng(seed + 7)), rows["test"])
+        priors = top.refined(seen, np.random.default_rng(seed + 7))
+        own, test = top.case(priors, rows["val"]), top.case(priors, rows["test"])
         out[n] = {}
         for route, drop in PROMISES.items():
-            rule = choose_rule([mirror], drop)
+            rule = choose_rule([mirror], own, drop)
             d, _, s = realized(test, rule.tolerance, rule.z)
-            out[n][route] = (d, s, rule.z, rule.tolerance / drop)
+            out[n][route] = (d, s, rule.z, rule.tolerance)
     out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,
                    "n_test": len(rows["test"]), "n_val": len(rows["val"])}  # fmt: skip
     return out
@@ -178,8 +179,8 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -
 
 def report(results: dict, counts=COUNTS) -> str:
     """The per-dataset table, the saving-vs-outcomes curve and the last line."""
-    lines = [f"{'dataset':<14}{'route':<15}" + "".join(f"{'n=' + str(n):>26}" for n in counts)]
-    lines.append(" " * 29 + "".join(f"{'drop  saving   z   m':>26}" for _ in counts))
+    lines = [f"{'dataset':<14}{'route':<15}" + "".join(f"{'n=' + str(n):>28}" for n in counts)]
+    lines.append(" " * 29 + "".join(f"{'drop  saving    z     τ':>28}" for _ in counts))
     worst: dict = {}
     mean_saving: dict = {}
     for ds, per_seed in results.items():
@@ -192,13 +193,13 @@ def report(results: dict, counts=COUNTS) -> str:
                 m = float(np.median([r[n][route][3] for r in per_seed]))
                 worst[(route, n)] = max(worst.get((route, n), -np.inf), d)
                 mean_saving.setdefault((route, n), []).append(s)
-                cells.append(f"{d:+7.4f} {s:7.3f} {z:4.2f} {m:3.1f}")
-            lines.append(f"{ds:<14}{route:<15}" + "".join(f"{c:>26}" for c in cells))
+                cells.append(f"{d:+7.4f} {s:7.3f} {z:4.2f} {m:5.3f}")
+            lines.append(f"{ds:<14}{route:<15}" + "".join(f"{c:>28}" for c in cells))
         metas = [r["meta"] for r in per_seed]
         lines.append(f"{'':<14}frontier {metas[0]['frontier']} (reference first); priors' "
                      f"n0 {[m['n0'] for m in metas]}; test prompts {metas[0]['n_test']}")
     lines.append("(drop: reference minus route quality, seed mean; saving: 1 − cost / reference "
-                 "cost; z, m: the rule's confidence and tolerance/max_drop, seed median)")
+                 "cost; z, τ: the rule's confidence and per-prompt tolerance, seed median)")
     lines.append("")
     lines.append("saving vs judged outcomes (mean over datasets; worst dataset's drop):")
     for route, promise in PROMISES.items():

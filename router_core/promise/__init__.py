@@ -7,12 +7,19 @@ One concept per module, read in this order:
 - ``priors``: a prior from one aggregate figure (capability neighbours), or from price alone;
 - ``trained``: the pseudo-counts of trained experts and of aggregate priors, measured;
 - ``rule``: the cheapest backend confidently within the promise, and its explanation record;
-- ``confidence``: the rule's z and per-prompt tolerance, chosen where outcomes are known;
+- ``confidence``: the rule's tolerance (from the pool's own bounds) and confidence z
+  (chosen one rung down, where outcomes are known);
 - ``refine``: the Laplace refinement from noisy judged outcomes; ``judge``: shadow verdicts.
 """
 
 from router_core.promise.belief import beta_sd, bounds
-from router_core.promise.confidence import Case, RuleParams, choose_rule, realized
+from router_core.promise.confidence import (
+    Case,
+    RuleParams,
+    choose_rule,
+    realized,
+    tolerance_for,
+)
 from router_core.promise.judge import JUDGE_ACCURACY, refine_from_verdicts, simulate_verdicts
 from router_core.promise.logit_belief import (
     LogitBelief,
@@ -48,5 +55,6 @@ __all__ = [
     "router_weights",
     "simulate_verdicts",
     "stack_estimates",
+    "tolerance_for",
     "trained_pseudo_count",
 ]

@@ -1,21 +1,29 @@
-"""Choosing the rule's parameters where the truth is known, and checking them elsewhere.
+"""The rule's two parameters: the tolerance from the pool's own bounds, the confidence from
+a rung where the truth is known.
 
-The rule (router_core.promise.rule) has two parameters: the confidence z, and the per-prompt
-tolerance τ = m·max_drop (m ≥ 1: a prompt may be routed to a backend whose drop bound
-exceeds the route's average promise, if the route's realized average still keeps it).
-Neither can be chosen against a frontier reference: its per-prompt outcomes are what is
-unknown. So the situation is rebuilt one step down, among backends whose outcomes are known:
-the next strongest trained experts become pseudo-frontier, placed on aggregate priors among
-the others, the strongest as the reference, refined by the same number of simulated judged
-outcomes as the real pool has had. On prompts the router was not fitted on, each (z, m) of a
-grid routes the pseudo-pool, and the realized drop is measured against the pseudo-reference's
-true outcomes; the chosen pair saves the most among those whose drop plus one standard error
-keeps the promise in every case:
+Tolerance τ (no outcomes needed). A route may send a prompt to a backend whose drop bound D
+exceeds its promise on that prompt, if others are confidently better than the reference:
+what it promises is the average. So τ is the largest per-prompt tolerance whose routing keeps
+the average of the pessimistic bounds within the promise on the route's held-out prompts,
+over the whole pool (priors with their wide bounds included):
 
-    (z*, m*) = argmax_{(z, m) : max_cases [d̄ + se] ≤ max_drop} saving,   d̄ = mean_x (y_r − y_h*)
+    τ(z) = max { τ ≥ max_drop : mean_x D_{h_τ(x)}(x) ≤ max_drop }   (D = 0 where h = r)
 
-ties going to the safer pair (larger z, smaller m). The parameters are chosen over the whole
-pool, priors included, and the bench checks them on test prompts they were not chosen on.
+If the bounds hold, so does the average drop. A pool whose reference leads by far has large
+bounds everywhere and gets a small τ; no scale is carried from one pool to another.
+
+Confidence z (chosen where outcomes are known). Whether the bounds hold cannot be checked
+against a frontier reference: its per-prompt outcomes are what is unknown. So the situation is
+rebuilt one rung down: the next strongest trained experts become pseudo-frontier, placed on
+aggregate priors among the others, the strongest as the reference, refined by as many
+simulated judged outcomes as the real pool has had. On prompts the router was not fitted on,
+each z of a grid, with its own τ(z), routes the pseudo-pool, and the realized drop is measured
+against the pseudo-reference's true outcomes:
+
+    z* = argmax_{z : max_cases [d̄(z) + se(z)] ≤ max_drop} saving(z),   d̄ = mean_x (y_r − y_h*)
+
+ties going to the larger z; then τ(z*) on the real pool's held-out prompts. The bench checks
+both on test prompts they were not chosen on.
 """
 
 from __future__ import annotations
@@ -24,10 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from router_core.promise.rule import promise_choice
+from router_core.promise.rule import drop_bounds, promise_choice
 
 Z_GRID = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, np.inf)
-SLACK_GRID = (1.0,)  # m > 1 chosen one rung down missed the promise on test
+TOLERANCE_STEPS = 40  # τ grid: max_drop · (1/max_drop)^(i/40), i = 0..40
 
 
 @dataclass(frozen=True)
@@ -61,19 +69,36 @@ def realized(case: Case, tolerance: float, z: float) -> tuple[float, float, floa
 @dataclass(frozen=True)
 class RuleParams:
     z: float  # confidence
-    tolerance: float  # per-prompt drop bound τ = m·max_drop
+    tolerance: float  # per-prompt drop bound τ ≥ max_drop
+
+
+def tolerance_for(
+    P: np.ndarray, N: np.ndarray, cost: np.ndarray, ref: int, max_drop: float, z: float
+) -> float:
+    """τ(z) on held-out prompts' estimates P, N (module docstring): outcomes not needed."""
+    if not np.isfinite(z):
+        return float(max_drop)
+    D = drop_bounds(P, N, ref, z)
+    rows = np.arange(len(D))
+    best = float(max_drop)
+    for tau in np.geomspace(max_drop, 1.0, TOLERANCE_STEPS + 1)[1:]:
+        h = promise_choice(P, N, cost, ref, tau, z)
+        if D[rows, h].mean() <= max_drop:
+            best = float(tau)
+    return best
 
 
 def choose_rule(
-    cases: list[Case], max_drop: float, z_grid=Z_GRID, slack_grid=SLACK_GRID
+    cases: list[Case], own: Case, max_drop: float, z_grid=Z_GRID
 ) -> RuleParams:
-    """(z*, τ*) (module docstring); the reference always (z = ∞) if no pair holds."""
-    best, best_saving = RuleParams(float(z_grid[-1]), max_drop), -np.inf
-    for m in slack_grid:
-        for z in reversed(z_grid):  # safer first: a tie keeps the larger z
-            runs = [realized(c, m * max_drop, z) for c in cases]
-            if all(d + se <= max_drop for d, se, _ in runs):
-                saving = min(s for _, _, s in runs)
-                if saving > best_saving + 1e-9:
-                    best, best_saving = RuleParams(float(z), m * max_drop), saving
-    return best
+    """(z*, τ(z*)) (module docstring): z* on ``cases`` (rungs with known outcomes), τ on
+    ``own`` (the real pool's held-out prompts; its outcomes are not read)."""
+    best_z, best_saving = float(z_grid[-1]), -np.inf
+    for z in reversed(z_grid):  # safer first: a tie keeps the larger z
+        runs = [realized(c, tolerance_for(c.P, c.N, c.cost, c.ref, max_drop, z), z)
+                for c in cases]  # fmt: skip
+        if all(d + se <= max_drop for d, se, _ in runs):
+            saving = min(s for _, _, s in runs)
+            if saving > best_saving + 1e-9:
+                best_z, best_saving = float(z), saving
+    return RuleParams(best_z, tolerance_for(own.P, own.N, own.cost, own.ref, max_drop, best_z))

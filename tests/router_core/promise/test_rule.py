@@ -54,3 +54,16 @@ def test_explain_record_names_reference_bounds_and_choice():
     by = {c["backend"]: c for c in rec["candidates"]}
     assert by["cheap"]["within"] and by["cheap"]["drop_bound"] <= 0.01
     assert by["cheap"]["known"] == "trained"
+
+
+def test_tolerance_keeps_the_average_bound_within_the_promise():
+    from router_core.promise import tolerance_for
+
+    rng = np.random.default_rng(1)
+    P = rng.uniform(0.3, 0.99, size=(500, 3))
+    N = rng.uniform(5, 300, size=(500, 3))
+    for drop in (0.01, 0.03, 0.06):
+        tau = tolerance_for(P, N, COST, 0, drop, z=1.0)
+        h = promise_choice(P, N, COST, 0, tau, z=1.0)
+        D = drop_bounds(P, N, 0, 1.0)
+        assert tau >= drop and D[np.arange(500), h].mean() <= drop
