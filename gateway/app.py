@@ -34,8 +34,10 @@ from gateway.config import ConfigError, Settings
 from gateway.context import GatewayContext, call
 from gateway.errors import GatewayError, as_gateway_error, model_not_found, unauthorized
 from gateway.learning import feedback
-from gateway.learning.cold_start import with_priors
 from gateway.learning.loop import build_learning
+from gateway.pool import PoolHolder, build_pool
+from gateway.pool.explore_share import PriorShare
+from gateway.pool.known import table_text
 from gateway.pricing import count_text_tokens, resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.admin import api as admin_api
@@ -44,12 +46,10 @@ from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.serving.embedding import EmbeddingBatcher
-from gateway.serving.explore_share import PriorShare
 from gateway.serving.handler import chat_completions
-from gateway.serving.known_backends import know_backends, table_text
 from gateway.serving.response_headers import ResponseHeaders
-from gateway.serving.routing import RouterHolder, router_model_map
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
+from gateway.store.records import Tenant
 from router_core.artifact import load_router
 from router_core.encoders import encoder_for_router
 from router_core.encoders.minilm import Encoder
@@ -112,9 +112,8 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         settings=settings,
         store=store,
         log_writer=log_writer,
-        router=RouterHolder(with_priors(router, settings, prices)),
+        pool=PoolHolder(build_pool(settings, prices, router)),
         encoder=encoder,
-        prices=prices,
         metrics=GatewayMetrics(registry),
         embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
                                   max_wait_s=settings.encoder_batch_wait_ms / 1000),
@@ -158,7 +157,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
         await _maybe(ctx.learning, "start")
-        print(table_text(know_backends(ctx.settings, ctx.router.current, ctx.prices)),
+        print(table_text(list(ctx.pool.current.known.values())),
               file=sys.stderr, flush=True)  # how each backend is known, once per start
         ctx.ready = True
         try:
@@ -269,32 +268,28 @@ async def retrieve_model(request: Request, model_id: str) -> Response:
     return model_not_found(model_id).response()
 
 
-def _model_entries(ctx: GatewayContext, tenant: Any) -> list[dict[str, Any]]:
-    allowed = (getattr(tenant, "policy", None) or {}).get("allowed_models")
-    s, router = ctx.settings, ctx.router.current
+def _model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
+    allowed = tenant.policy.allowed_models
+    pool = ctx.pool.current
     data: list[dict[str, Any]] = []
-    for name, route in s.routes.items():
-        pool = [b.model_name for b in s.route_backends(name)]
-        if allowed is not None:
-            pool = [n for n in pool if n in allowed]
+    for name, route in pool.routes.items():
         data.append({
             "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
             "tollgate": {"type": "route", "cost_weight": route.cost_weight,
                          "explore_share": route.explore_share,
-                         "backends": sorted(router_model_map(s, router, pool,
-                                                             priced=ctx.prices).values())},
+                         "backends": sorted(pool.deployable(name, allowed).values())},
         })
-    for k in know_backends(s, router, ctx.prices):
+    for k in pool.known.values():
         if allowed is not None and k.backend not in allowed:
             continue
-        p = ctx.prices.get(k.backend)
+        p = pool.prices.get(k.backend)
         data.append({
             "id": k.backend, "object": "model", "created": 0, "owned_by": "tollgate",
             "tollgate": {"type": "backend", "router_model": k.expert,
                          "routable": k.expert is not None, "known_as": k.status,
                          "input_cost_per_token": p.input_per_token if p else None,
                          "output_cost_per_token": p.output_per_token if p else None,
-                         "deployments": len(s.backend(k.backend).deployment_params())},
+                         "deployments": len(pool.backends[k.backend].deployment_params())},
         })
     return data
 
@@ -307,7 +302,7 @@ async def health() -> dict[str, str]:
 async def ready(request: Request) -> Response:
     """Readiness: started, router loaded, encoder warm, database reachable."""
     ctx: GatewayContext = request.app.state.ctx
-    checks: dict[str, Any] = {"started": ctx.ready, "router_version": ctx.router.current.version}
+    checks: dict[str, Any] = {"started": ctx.ready, "router_version": ctx.pool.current.version}
     ok = ctx.ready
     ping = getattr(ctx.store, "ping", None)
     if ping is not None:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from gateway.config import Settings
-from gateway.pricing import Price
 
 if TYPE_CHECKING:  # the rooms that fill these fields import this module, not the reverse
+    from gateway.pool import PoolHolder
+    from gateway.pool.explore_share import PriorShare
     from gateway.review.metrics import GatewayMetrics
     from gateway.serving.embedding import EmbeddingBatcher
-    from gateway.serving.routing import RouterHolder
     from router_core.encoders.minilm import Encoder
 
 
@@ -36,16 +36,19 @@ async def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 @dataclass
 class GatewayContext:
+    """The per-app state. ``settings`` is the config as loaded (server-wide options); what a
+    request is routed over (backends, routes, prices, router) is ``pool.current``, taken
+    once per request and swapped whole by the learning loop."""
+
     settings: Settings
     store: Any  # gateway.store.Store: authenticate / reserve / settle
     log_writer: Any  # gateway.store LogWriter: submit(row) (non-blocking)
-    router: RouterHolder
+    pool: PoolHolder
     encoder: Encoder
-    prices: dict[str, Price]
     metrics: GatewayMetrics
     embedder: EmbeddingBatcher  # Φ(x) of concurrent requests, batched on the encoder thread
+    prior_share: PriorShare  # cold-start traffic caps per route (this process's counts)
     ready: bool = False
     learning: Any = None  # gateway.learning.loop.Learning (feedback, hot swap, retraining)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
-    prior_share: Any = None  # gateway.serving.explore_share.PriorShare: cold-start traffic caps
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address

@@ -33,9 +33,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.config import load_settings
-from gateway.learning.cold_start import with_priors
+from gateway.pool import build_pool
 from gateway.pricing import resolve_prices
-from gateway.serving.routing import router_model_map
 from router_core.artifact import load_router
 from router_core.data import load_dataset
 from router_core.data.splits import carve_val
@@ -64,11 +63,14 @@ def choose(config: Path, router_dir: Path) -> tuple[dict[str, RoutePoint], dict[
     settings = load_settings(config)
     prices = resolve_prices(settings, strict=False)
     router = load_router(router_dir)
-    trained = router_model_map(settings, router, [b.model_name for b in settings.model_list],
-                               priced=prices)
+    pool = build_pool(settings, prices, router)  # as the gateway serves it
+    trained: dict[str, str] = {}
+    for k in pool.known.values():  # priced backends the artifact itself knows
+        if k.expert is not None and not k.on_prior:
+            trained.setdefault(k.expert, k.backend)
     if not trained:
         raise SystemExit(f"{config}: no priced backend the router {router_dir} knows")
-    served = with_priors(router, settings, prices)  # as the gateway serves the pool
+    served = pool.router
     prompts = validation_prompts(dict(router.config))
     encoder = encoder_for_router(router.config, cache=True, threads=0)
     Q = served.project(encoder.encode(prompts))
@@ -79,10 +81,9 @@ def choose(config: Path, router_dir: Path) -> tuple[dict[str, RoutePoint], dict[
     for route in settings.routes:
         if route not in DROPS:
             continue
-        names = [b.model_name for b in settings.route_backends(route)]
-        pool = router_model_map(settings, served, names, priced=prices)  # c̃'s denominator
-        costs = {rm: prices[b].cost(round(tokens), out_tokens) for rm, b in pool.items()}
-        allowed = [rm for rm in pool if rm in trained]
+        whole = pool.deployable(route)  # c̃'s denominator
+        costs = {rm: prices[b].cost(round(tokens), out_tokens) for rm, b in whole.items()}
+        allowed = [rm for rm in whole if rm in trained]
         points[route] = lambda_within(served, Q, costs, drop=DROPS[route], allowed=allowed)
     print(f"{len(prompts)} validation prompts of {router.config['dataset']}, mean "
           f"{tokens:.0f} prompt tokens, {out_tokens} out; chosen among: "

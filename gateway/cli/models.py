@@ -8,7 +8,7 @@ expert (``Router.with_expert``), and publishes the result:
   * config.yaml's ``model_list`` gets the backend (restarts keep it);
   * both are the ones `tollgate serve` uses, never the install's (gateway/cli/model_files.py);
   * with a database, the version is recorded and activated: running gateways hot-swap to
-    it and adopt the backend it carries (``gateway.learning.model_pool``), with no restart.
+    it and adopt the backend it carries (``gateway.pool.adopt``), with no restart.
 Costs: the expert's mean USD per query is what its probe answers cost at the given prices.
 """
 
@@ -26,7 +26,7 @@ import yaml
 from gateway.cli.describe_model import describe
 from gateway.cli.model_files import Targets, edit_config, targets
 from gateway.config import resolve_config_path
-from gateway.learning.model_pool import ARTIFACT_KEY, artifact_backends
+from gateway.pool.adopt import ARTIFACT_KEY, artifact_backends
 
 FINGERPRINTS = ("perplexity", "logit", "probe-outcome")
 
@@ -332,17 +332,15 @@ def list_command(config: Path | None, router: Path | None, database_url: str | N
 def _known(cfg_path: Path, router: Any) -> tuple[Any, list]:
     """The router with the config's cold-start priors, and how it knows each backend."""
     from gateway.config import ConfigError, load_settings
-    from gateway.learning.cold_start import with_priors
+    from gateway.pool import build_pool
     from gateway.pricing import resolve_prices
-    from gateway.serving.known_backends import know_backends
 
     try:
         settings = load_settings(cfg_path)
     except ConfigError:
         return router, []
-    prices = resolve_prices(settings, strict=False)
-    router = with_priors(router, settings, prices)
-    return router, know_backends(settings, router, prices)
+    pool = build_pool(settings, resolve_prices(settings, strict=False), router)
+    return pool.router, list(pool.known.values())
 
 
 @models_group.command("remove")

@@ -1,6 +1,6 @@
 """``tollgate models learn NAME``: refine a cold-start backend from its observed outcomes.
 
-A backend the router knew nothing about joined on a prior (gateway/learning/cold_start.py);
+A backend the router knew nothing about joined on a prior (gateway/pool/priors.py);
 the shadow judge and client feedback have since recorded outcomes for it. ``learn`` refits
 its descriptor with the readout (the prior as its mean), without retraining the head, and
 publishes the version like ``models add``: the artifact directory, and with a database the
@@ -26,7 +26,8 @@ def learn_command(
     """Refine backend NAME's cold-start descriptor from its outcomes and hot-swap it."""
     from gateway.cli.model_files import targets
     from gateway.config import load_settings, resolve_config_path
-    from gateway.learning.cold_start import refine_backend, with_priors
+    from gateway.learning.refine_priors import refine_backend
+    from gateway.pool import build_pool
     from gateway.pricing import resolve_prices
 
     engine = _engine(database_url)
@@ -35,7 +36,7 @@ def learn_command(
     t = targets(config, router)
     settings = load_settings(t.config if t.config.exists() else resolve_config_path(config))
     prices = resolve_prices(settings, strict=False)
-    current = with_priors(_live_router(t.read_router, engine), settings, prices)
+    current = build_pool(settings, prices, _live_router(t.read_router, engine)).router
     try:
         new, n = refine_backend(engine, current, settings, prices, name)
     except ValueError as e:

@@ -50,7 +50,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     from gateway.reliability.shutdown import run, run_workers
 
     ctx = app.state.ctx
-    lines = summary(path, settings, ctx.router.current, ctx.prices, f"http://{host}:{port}")
+    lines = summary(path, settings, ctx.pool.current, f"http://{host}:{port}")
     if (log_format or os.environ.get("TOLLGATE_LOG_FORMAT")) == "json":
         logging.getLogger("tollgate").info("startup", extra={"fields": {"startup": lines}})
     else:

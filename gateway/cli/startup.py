@@ -14,7 +14,7 @@ from typing import Any
 from gateway.auth import admin_key
 from gateway.config import Backend, Settings
 from gateway.litellm_sections import ENV_PREFIX
-from gateway.pricing import Price
+from gateway.pool import Pool
 
 LABEL_WIDTH = 11
 
@@ -29,19 +29,18 @@ def safe_url(url: str) -> str:
         return "<unparseable URL>"
 
 
-def routes_of(settings: Settings, router: Any, b: Backend) -> list[str]:
+def routes_of(pool: Pool, b: Backend) -> list[str]:
     """The routes that may choose backend ``b`` (empty: the router does not know it)."""
-    if b.router_model not in set(router.model_names):
-        return []
-    return [name for name in settings.routes
-            if b.model_name in {x.model_name for x in settings.route_backends(name)}]
+    return [name for name, pairs in pool.route_experts.items()
+            if any(backend == b.model_name for _, backend in pairs)]
 
 
-def backend_lines(settings: Settings, router: Any, prices: dict[str, Price]) -> list[str]:
+def backend_lines(pool: Pool) -> list[str]:
+    settings, prices = pool.settings, pool.prices
     width = max((len(b.model_name) for b in settings.model_list), default=0)
     lines = []
     for b in settings.model_list:
-        routes = routes_of(settings, router, b)
+        routes = routes_of(pool, b)
         how = (f"routed by {', '.join(routes)}" if routes else
                f"passthrough only (the router does not know {b.router_model!r})")
         n = len(b.deployment_params())
@@ -86,8 +85,7 @@ def _some(names: list[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + more
 
 
-def summary(config_path: Path, settings: Settings, router: Any, prices: dict[str, Price],
-            base_url: str) -> list[str]:
+def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) -> list[str]:
     """The startup block, one string per line."""
     from gateway import __version__
 
@@ -99,8 +97,8 @@ def summary(config_path: Path, settings: Settings, router: Any, prices: dict[str
     rows: list[tuple[str, str | list[str]]] = [
         ("config", str(config_path)),
         ("database", safe_url(settings.database_url)),
-        ("router", f"{router.version} ({len(router.model_names)} experts)"),
-        ("backends", backend_lines(settings, router, prices)),
+        ("router", f"{pool.version} ({len(pool.router.model_names)} experts)"),
+        ("backends", backend_lines(pool)),
         ("provider keys", keys),
         ("admin API", admin),
         ("dashboard", f"{base_url}/dashboard"),

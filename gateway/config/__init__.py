@@ -2,6 +2,7 @@
 ``reliability`` (its ``reliability:`` section) and ``loading`` (file, environment and the
 CLI's lookup of both)."""
 
+from gateway.config.exploration import ExplorationSettings
 from gateway.config.loading import (
     data_home,
     load_settings,
@@ -28,6 +29,7 @@ from gateway.config.settings import (
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "ROUTER_ONLY_PARAMS", "Backend", "CircuitSettings", "ConfigError",
+    "ExplorationSettings",
     "ModelInfo", "OutageSettings", "RateLimitSettings", "ReliabilitySettings", "Retraining",
     "Route", "Settings", "data_home", "load_settings", "resolve_config_path",
     "resolve_database_url", "settings_from_dict",

@@ -1,9 +1,11 @@
 """Hot swap: every replica polls the database for the active router version and swaps.
 
-The swap is one reference assignment in ``RouterHolder`` between requests; a request reads
-``holder.current`` once and keeps that (immutable) ``Router`` to the end, so requests in
-flight finish on the old router and none fails. Loading the new artifact happens in a thread
-before the swap, never on the event loop.
+The swap is one reference assignment in ``PoolHolder`` between requests: the new router's
+pool is built whole first (``Pool.with_router``: the backends its artifact carries join, every
+priced backend it does not know gets its cold-start prior), and a request reads
+``holder.current`` once and keeps that (immutable) ``Pool`` to the end, so requests in flight
+finish on the old pool and none fails. Loading the new artifact and building its pool happen
+in a thread before the swap, never on the event loop.
 
 The gateway's encoder is built from the router it starts with (``Encoder.for_router``). A
 version trained on embeddings made differently (another model, window or truncation side,
@@ -15,16 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
 
 import anyio.to_thread
 from sqlalchemy import Engine
 
 from gateway.learning import router_versions
-from gateway.serving.routing import RouterHolder
+from gateway.pool import PoolHolder
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -35,16 +34,11 @@ class HotSwapper:
     def __init__(
         self,
         engine: Engine,
-        holder: RouterHolder,
+        holder: PoolHolder,
         interval_s: float = 5.0,
-        on_swap: Callable[[Router], Any] | None = None,
     ) -> None:
         self.engine, self.holder, self.interval_s = engine, holder, interval_s
         self.refused: set[str] = set()  # versions not swapped in (logged once)
-        # called with the new router just before the swap (adopt the backends of models
-        # added by `tollgate models add`, gateway/learning/model_pool.py); a Router it
-        # returns is swapped in instead (cold-start priors, gateway/learning/cold_start.py)
-        self.on_swap = on_swap
         self._task: asyncio.Task[None] | None = None
         self.swaps = 0
 
@@ -57,7 +51,7 @@ class HotSwapper:
             return None
         router = router_versions.load_version(self.engine, row["version"])
         wanted = Encoder.for_router(router.config).settings()
-        serving = Encoder.for_router(self.holder.current.config).settings()
+        serving = Encoder.for_router(self.holder.current.router.config).settings()
         if wanted != serving:
             self.refused.add(row["version"])
             log.error(
@@ -65,10 +59,7 @@ class HotSwapper:
                 "embeds as its current router was trained, %s", row["version"], wanted, serving,
             )
             return None
-        if self.on_swap is not None:
-            adopted = self.on_swap(router)  # a Router: swap that one in instead
-            router = adopted if isinstance(adopted, Router) else router
-        self.holder.swap(router)
+        self.holder.swap(self.holder.current.with_router(router))
         self.swaps += 1
         log.info("router hot-swapped to %s", row["version"])
         return row["version"]

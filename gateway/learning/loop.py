@@ -26,17 +26,17 @@ from typing import Any
 
 import anyio.to_thread
 
+from gateway.config import ExplorationSettings
 from gateway.context import GatewayContext
 from gateway.learning import leases
 from gateway.learning import tables as ldb
-from gateway.learning.cold_start import refine_due, with_priors
 from gateway.learning.hotswap import HotSwapper
+from gateway.learning.refine_priors import refine_due
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
-from gateway.learning.shadow import ExplorationSettings, Explorer, build_judge
+from gateway.learning.shadow import Explorer, build_judge
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
 from gateway.store.dberrors import is_unavailable
-from router_core.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -44,42 +44,29 @@ log = logging.getLogger(__name__)
 class Learning:
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
-        extra = dict(getattr(ctx.settings.retraining, "model_extra", None) or {})
+        extra = dict(ctx.settings.retraining.model_extra or {})
         self.poll_s = float(extra.get("poll_s", 5.0))
         self.interval_s = extra.get("interval_s")
         self.refine_s = extra.get("refine_priors_s", 600)  # cold start; null = off
         self.holder_id = uuid.uuid4().hex
         self._refining: asyncio.Task[None] | None = None
+        self._seeding: asyncio.Task[None] | None = None  # the seed version, once reachable
         self.store_text = bool(extra.get("store_prompt_text", ctx.settings.log_prompts))
         self.retrain_config = RetrainConfig(
             min_new=int(ctx.settings.retraining.min_observations),
             margin=float(extra.get("margin", RetrainConfig.margin)),
         )
-        self.swapper = HotSwapper(
-            ctx.store.engine, ctx.router, self.poll_s, on_swap=self._adopt
-        )
+        self.swapper = HotSwapper(ctx.store.engine, ctx.pool, self.poll_s)
         xcfg = ExplorationSettings.from_settings(ctx.settings)
-        self.explorer = Explorer(
-            ctx.store.engine,
-            ctx.settings,
-            ctx.prices,
-            xcfg,
-            build_judge(ctx.settings, xcfg, ctx.prices),
-        )
+        pool = ctx.pool.current
+        self.explorer = Explorer(ctx.store.engine, ctx.pool, xcfg,
+                                 build_judge(pool.settings, xcfg, pool.prices))
         self._tasks: set[asyncio.Task[Any]] = set()
         # requests this replica served lately: feedback that arrives before the row is
         # written (it is written after the response) still finds its request here
         self._recent: OrderedDict[str, dict] = OrderedDict()
         self.recent_size = 50_000
         self._schedule: asyncio.Task[None] | None = None
-
-    def _adopt(self, router: Router) -> Router:
-        """A swapped-in version: adopt the backends it carries, then give the backends it
-        does not know their cold-start priors."""
-        from gateway.learning.model_pool import adopt_backends
-
-        adopt_backends(self.ctx, router)
-        return with_priors(router, self.ctx.settings, self.ctx.prices)
 
     @property
     def engine(self) -> Any:
@@ -139,7 +126,8 @@ class Learning:
             await asyncio.sleep(interval_s)
             try:
                 report = await anyio.to_thread.run_sync(
-                    lambda: retrain_once(self.engine, self.ctx.router.current, self.retrain_config)
+                    lambda: retrain_once(self.engine, self.ctx.pool.current.router,
+                                         self.retrain_config)
                 )
                 log.info("scheduled retrain: %s", report.get("status"))
             except Exception:  # a failed retrain leaves the live router as it is
@@ -149,14 +137,12 @@ class Learning:
         """Cold-start backends: refine their descriptors from new outcomes, on a schedule."""
         while True:
             await asyncio.sleep(every_s)
-            ctx = self.ctx
             try:
                 if await anyio.to_thread.run_sync(
                     leases.acquire_lease, self.engine, "refine", self.holder_id, every_s
                 ):
                     done = await anyio.to_thread.run_sync(
-                        refine_due, self.engine, ctx.router.current, ctx.settings, ctx.prices
-                    )
+                        refine_due, self.engine, self.ctx.pool.current)
                     if done:
                         log.info("cold-start backends refined: %s", ", ".join(done))
             except Exception:  # a failed refinement leaves the live router as it is
@@ -167,7 +153,7 @@ class Learning:
         # version is recorded in the background once the database answers.
         try:
             await anyio.to_thread.run_sync(ensure_seed_version, self.engine,
-                                           self.ctx.router.current)
+                                           self.ctx.pool.current.router)
         except Exception as e:
             if not is_unavailable(e):
                 raise
@@ -187,7 +173,7 @@ class Learning:
             await asyncio.sleep(every_s)
             try:
                 await anyio.to_thread.run_sync(ensure_seed_version, self.engine,
-                                               self.ctx.router.current)
+                                               self.ctx.pool.current.router)
                 return
             except Exception as e:
                 if not is_unavailable(e):
@@ -195,7 +181,7 @@ class Learning:
                     return
 
     async def close(self) -> None:
-        if getattr(self, "_seeding", None) is not None:
+        if self._seeding is not None:
             self._seeding.cancel()
         await self.swapper.close()
         if self._schedule is not None:

@@ -30,16 +30,17 @@ import logging
 import random
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 import anyio.to_thread
 from sqlalchemy import Engine, select
 
-from gateway.config import Backend, Settings
+from gateway.config import Backend, ExplorationSettings, Settings
 from gateway.learning import exploration_ledger
 from gateway.learning import tables as ldb
+from gateway.pool import PoolHolder
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
@@ -124,31 +125,6 @@ def parse_score(text: str) -> float | None:
     return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
 
 
-@dataclass
-class ExplorationSettings:
-    enabled: bool = False
-    epsilon: float | dict[str, float] = 0.1
-    candidates: int = 1
-    budget_usd: float = 0.0
-    period: str = "daily"
-    max_tokens: int = 512
-    judge: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ExplorationSettings:
-        extra = dict(getattr(settings.retraining, "model_extra", None) or {})
-        raw = dict(extra.get("exploration") or {})
-        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
-        return cls(**known)
-
-    def epsilon_for(self, route: str | None) -> float:
-        if route is None:
-            return 0.0
-        if isinstance(self.epsilon, Mapping):
-            return float(self.epsilon.get(route, 0.0))
-        return float(self.epsilon)
-
-
 def build_judge(
     settings: Settings, cfg: ExplorationSettings, prices: Mapping[str, Price]
 ) -> Judge | None:
@@ -168,14 +144,15 @@ class Explorer:
     def __init__(
         self,
         engine: Engine,
-        settings: Settings,
-        prices: Mapping[str, Price],
+        pools: PoolHolder,
         cfg: ExplorationSettings,
         judge: Judge | None,
         rng: random.Random | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        self.engine, self.settings, self.prices, self.cfg = engine, settings, prices, cfg
+        # the pool is read when a call is made, never kept: a backend adopted by a hot swap
+        # is explored like any other
+        self.engine, self.pools, self.cfg = engine, pools, cfg
         self.judge = judge
         self.rng = rng or random.Random()
         self.clock = clock
@@ -207,8 +184,9 @@ class Explorer:
         await anyio.to_thread.run_sync(exploration_ledger.settle, self.engine, start, held, actual)
 
     def _pick(self, pool: list[str], served: str, observed: set[str]) -> list[str]:
+        backends = self.pools.current.backends
         others = [b for b in pool if b != served]
-        fresh = [b for b in others if self.settings.backend(b).router_model not in observed]
+        fresh = [b for b in others if backends[b].router_model not in observed]
         self.rng.shuffle(fresh)
         rest = [b for b in others if b not in fresh]
         self.rng.shuffle(rest)
@@ -242,7 +220,7 @@ class Explorer:
     async def explore(self, served: Served) -> list[dict]:
         """Judge the served answer and ``candidates`` shadow answers; returns what was stored."""
         messages = served.messages
-        prompt = embed_text(messages, self.settings.encoder_max_chars)
+        prompt = embed_text(messages, self.pools.current.settings.encoder_max_chars)
         key = ldb.prompt_key(prompt)
         stored: list[dict] = []
 
@@ -276,7 +254,7 @@ class Explorer:
                 break
             if text is None:
                 continue
-            router_model = self.settings.backend(name).router_model
+            router_model = self.pools.current.backends[name].router_model
             q = await self._judge(prompt, router_model, text)
             if q is not None:
                 await store(name, router_model, q, actual, "shadow")
@@ -286,8 +264,8 @@ class Explorer:
     async def _shadow_call(self, name: str, messages: Any) -> tuple[bool, str | None, float]:
         """One shadow call to backend ``name``, its worst case booked first and settled at its
         actual cost: (booked, the answer or None if the call failed, actual USD)."""
-        backend = self.settings.backend(name)
-        price = self.prices[name]
+        pool = self.pools.current
+        backend, price = pool.backends[name], pool.prices[name]
         n_prompt = count_prompt_tokens(backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)
         start = await self._book(worst)

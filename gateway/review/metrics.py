@@ -178,7 +178,7 @@ class StateCollector(Collector):
         info = GaugeMetricFamily("tollgate_router_info",
                                  "The live router artifact (value 1; its version in a label).",
                                  labels=["version"])
-        info.add_metric([str(ctx.router.current.version)], 1.0)
+        info.add_metric([str(ctx.pool.current.version)], 1.0)
         yield info
         writer = ctx.log_writer
         depth = GaugeMetricFamily("tollgate_log_queue_depth",

@@ -319,11 +319,11 @@ def _retrain_and_swap(ctx: Any, margin: float) -> dict:
 
     engine = ctx.store.engine
     report = retrain_once(
-        engine, ctx.router.current, RetrainConfig(min_new=0, margin=margin), force=True
+        engine, ctx.pool.current.router, RetrainConfig(min_new=0, margin=margin), force=True
     )
     active = router_versions.active_version(engine)["version"]
     deadline = time.monotonic() + 120
-    while ctx.router.current.version != active:
+    while ctx.pool.current.version != active:
         if time.monotonic() > deadline:
             raise RuntimeError("the gateway did not hot-swap")
         time.sleep(0.1)
@@ -335,7 +335,7 @@ def _score_round(ctx: Any, p: _Prompts, rnd: int, spent_before: float) -> tuple[
     from gateway.learning import exploration_ledger
     from router_core.evaluation.promotion import evaluate_on_holdout
 
-    live = evaluate_on_holdout(ctx.router.current, p.phi_test, p.test)
+    live = evaluate_on_holdout(ctx.pool.current.router, p.phi_test, p.test)
     spent = exploration_ledger.spending(ctx.store.engine)["spent_usd"]
     row = {"round": rnd, "audc": live.audc, "qnc": live.qnc,
            "exploration_usd": spent - spent_before}

@@ -2,7 +2,7 @@
 
 Both carry the backend's config name as ``model`` and drop litellm's
 ``provider_specific_fields``; each also yields the usage and the answer's text, which the
-exchange settles from and hands to the learning loop.
+outcome settles from and hands to the learning loop.
 """
 
 from __future__ import annotations

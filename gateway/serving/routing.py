@@ -9,19 +9,17 @@ prompt or few-shot examples) fall off, as the long few-shot prompts of the train
 Assistant and tool turns are not embedded: they are answers, not the task.
 
 The router works on *router model names* (experts in the artifact); a backend maps to one
-by ``model_info.router_model``, its name or the identity table
-(gateway/serving/known_backends.py). The deployable pool of a route is its priced backends
-the router knows, a cold-start prior included.
+by ``model_info.router_model``, its name or the identity table (gateway/pool/known.py). The
+deployable pool of a route is its priced backends the router knows, a cold-start prior
+included (``Pool.deployable``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import Settings
-from gateway.serving.known_backends import PRIOR_KIND, expert_for
 from router_core.decision import Decision
 from router_core.router import Router
 
@@ -51,22 +49,6 @@ def embed_text(messages: list[dict], max_chars: int) -> str:
     return "\n\n".join(p for p in parts if p)[-max_chars:]
 
 
-class RouterHolder:
-    """The current router; replacing it is one reference assignment (requests in flight keep
-    the object they started with). The learning loop hot-swaps retrained routers through it."""
-
-    def __init__(self, router: Router) -> None:
-        self._router = router
-
-    @property
-    def current(self) -> Router:
-        return self._router
-
-    def swap(self, router: Router) -> Router:
-        old, self._router = self._router, router
-        return old
-
-
 @dataclass(frozen=True)
 class Routed:
     """A decision mapped back to backends."""
@@ -75,32 +57,7 @@ class Routed:
     router_version: str
     backends: tuple[str, ...]  # ranked backend names (chosen first)
     by_router_model: Mapping[str, str] = field(default_factory=dict)
-    priors: frozenset[str] = frozenset()  # experts on their cold-start prior
-
-
-def router_model_map(
-    settings: Settings,
-    router: Router,
-    names: list[str],
-    priced: Collection[str] | None = None,
-    exclude: Collection[str] = (),
-) -> dict[str, str]:
-    """router model -> backend for the backends in ``names`` the router knows
-    (gateway/serving/known_backends.py), among the ``priced`` ones, minus ``exclude``.
-
-    When two backends name the same router model the first in model_list wins for routing
-    (the other stays reachable by passthrough).
-    """
-    out: dict[str, str] = {}
-    for b in settings.model_list:
-        if b.model_name not in names or b.model_name in exclude:
-            continue
-        if priced is not None and b.model_name not in priced:
-            continue
-        expert = expert_for(b, router)
-        if expert is not None:
-            out.setdefault(expert, b.model_name)
-    return out
+    priors: frozenset[str] = frozenset()  # the pool's experts on their cold-start prior
 
 
 def route_request(
@@ -113,6 +70,7 @@ def route_request(
     costs_usd_by_backend: Mapping[str, float],
     max_cost_usd: float | None,
     pool_by_router_model: Mapping[str, str] | None = None,
+    priors: frozenset[str] = frozenset(),
 ) -> Routed:
     """q = g_θ(Φ(x)); route over the allowed router models with this request's costs.
 
@@ -135,5 +93,5 @@ def route_request(
         router_version=router.version,
         backends=tuple(backends_by_router_model[m] for m in decision.ranked),
         by_router_model=dict(backends_by_router_model),
-        priors=frozenset(e.name for e in router.experts if e.kind == PRIOR_KIND),
+        priors=priors,
     )

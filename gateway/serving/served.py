@@ -1,6 +1,6 @@
-"""What the learning loop may know of one finished request: a frozen record, not the exchange.
+"""What the learning loop may know of one finished request: a frozen record, not the outcome.
 
-Learning sits above serving; handing it this record instead of the live exchange keeps it
+Learning sits above serving; handing it this record instead of the live outcome keeps it
 from reaching into serving's state (and from reading a field before it exists).
 """
 

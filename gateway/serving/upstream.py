@@ -19,7 +19,7 @@ neither counts against a circuit breaker nor moves on to the next candidate.
 
 A timeout after the connection was made is ``billable``: the provider has the prompt and may
 bill it though no answer came. Each one, a deployment of a group included, is reported to the
-caller's ``billed`` hook (the exchange charges the tenant for it and says whether the budget
+caller's ``billed`` hook (the attempt loop charges the tenant for it and says whether the budget
 covers another deployment) before the next deployment is tried.
 """
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings
-from gateway.learning.cold_start import with_priors
 from gateway.pricing import resolve_prices
 from gateway.sandbox.demo import DEMO_CONFIG_PATH
-from gateway.serving.known_backends import know_backends
+from gateway.pool import build_pool
+from gateway.pool.known import know_backends
 from router_core.artifact import ROUTERBENCH_ROUTER_DIR, load_router
 
 ROUTES = {"auto", "auto-balanced", "auto-cheap"}
@@ -26,8 +26,7 @@ def test_every_backend_of_the_packaged_pool_is_priced_by_litellm_and_routable() 
     assert {"llama-3.1-70b-instruct", "llama-3.1-8b-instruct", "qwen2.5-7b-instruct",
             "gemma-2-9b-it"} <= trained
     # the rest join on a cold-start prior: every backend is routable from the first request
-    served = with_priors(router, settings, prices)
-    status = {k.backend: k.status for k in know_backends(settings, served, prices)}
+    status = {k.backend: k.status for k in build_pool(settings, prices, router).known.values()}
     assert {s for n, s in status.items() if n not in trained} == {"prior (0 outcomes)"}
     assert {"gpt-4o", "claude-sonnet-4-6"} <= set(status)
 

@@ -103,7 +103,7 @@ class _Pages:
         if who is None:
             return _html(self.env, "login.html")
         return _html(self.env, "dashboard.html", who=who, windows=WINDOWS,
-                     router_version=ctx.router.current.version)
+                     router_version=ctx.pool.current.version)
 
     async def login(self, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
@@ -188,7 +188,7 @@ async def explain(request_id: str, request: Request) -> Response:
 async def routers(request: Request) -> Response:
     ctx: GatewayContext = request.app.state.ctx
     who = await dashboard_principal(request)
-    live = ctx.router.current.version
+    live = ctx.pool.current.version
     data = await anyio.to_thread.run_sync(
         versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
         None if who.admin else who.tenant_id)
@@ -217,7 +217,7 @@ def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
         meta = load_meta(path)
     except (OSError, ValueError):
         return None
-    if meta.get("version") != ctx.router.current.version:
+    if meta.get("version") != ctx.pool.current.version:
         return None
     return meta.get("metrics")
 
@@ -232,7 +232,7 @@ def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: dat
                                          newest_first=False))
     tenants = [t for t in list_tenants(engine, now) if scope is None or t.id in scope]
     names = {t.id: t.name for t in tenants}
-    data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=ctx.prices,
+    data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=ctx.pool.current.prices,
                      names=names)
     data["truncated"] = len(rows) >= MAX_ROWS
     data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]

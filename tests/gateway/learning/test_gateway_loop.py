@@ -190,7 +190,7 @@ def test_hot_swap_under_concurrent_load_has_zero_errors(
         for version in ["test-router-2", VERSION, "test-router-2"]:
             router_versions.activate(engine, version)  # what `tollgate router rollback` does
             deadline = time.monotonic() + 60
-            while gw.app.state.ctx.router.current.version != version:
+            while gw.app.state.ctx.pool.current.version != version:
                 assert time.monotonic() < deadline, "the replica did not swap"
                 time.sleep(0.02)
             seen = len(results)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config import settings_from_dict
 from gateway.learning import router_versions
 from gateway.learning.hotswap import HotSwapper
-from gateway.serving.routing import RouterHolder
+from gateway.pool import PoolHolder, build_pool
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade
 from router_core.artifact import load_router
@@ -36,7 +37,7 @@ def test_a_version_trained_on_other_embeddings_is_not_swapped_in(
     try:
         live = load_router()
         assert live.config["encoder"]["truncation_side"] == "left"
-        holder = RouterHolder(live)
+        holder = PoolHolder(build_pool(settings_from_dict({"model_list": []}), {}, live))
         swapper = HotSwapper(engine, holder)
         _record(engine, live, None)
         assert swapper.check_once() is None  # already serving the active version
@@ -49,7 +50,7 @@ def test_a_version_trained_on_other_embeddings_is_not_swapped_in(
         with caplog.at_level(logging.ERROR, logger="gateway.learning.hotswap"):
             assert swapper.check_once() is None
             assert swapper.check_once() is None  # refused once, not reloaded every poll
-        assert holder.current is live and swapper.swaps == 0
+        assert holder.current.router is live and swapper.swaps == 0
         errors = [r.getMessage() for r in caplog.records if r.name == "gateway.learning.hotswap"]
         assert len(errors) == 1 and "before-truncation-side not swapped in" in errors[0]
 

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from gateway.config import settings_from_dict
 from gateway.learning import tables as ldb
 from gateway.learning.exploration_ledger import nusd
-from gateway.learning.shadow import ExplorationSettings, parse_score
+from gateway.config import ExplorationSettings
+from gateway.learning.shadow import parse_score
 from router_core.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import (

@@ -85,7 +85,7 @@ def test_config_encoder_and_router_path_serve_batched_on_activations(
         served = ctx.encoder
         assert isinstance(served, ActivationEncoder)
         assert served.layer == trained.config["encoder"]["layer"]
-        assert ctx.router.current.version == trained.version
+        assert ctx.pool.current.version == trained.version
         key, _ = gw.tenant()
         client = gw.client(key, timeout=120)
         # Hold the encoder thread (as a long batch would) so the burst's texts must queue

@@ -1,11 +1,10 @@
-"""Planning without HTTP: a parsed request, the settings, prices, the router and Φ(x) in, a
-frozen ``Plan`` out. The router is tests/gateway/router_fixture.py's (flat calibration: the
+"""Planning without HTTP: a parsed request, the pool (settings, prices, the router) and Φ(x)
+in, a frozen ``Plan`` out. The router is tests/gateway/router_fixture.py's (flat calibration: the
 ranking depends only on λ and the prices, whatever Φ(x) is)."""
 
 from __future__ import annotations
 
 from dataclasses import FrozenInstanceError, replace
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 
 from gateway.config import Settings, settings_from_dict
 from gateway.errors import GatewayError
+from gateway.pool import build_pool
 from gateway.pricing import Price, resolve_prices
 from gateway.serving.chat_request import parse_chat_request
 from gateway.serving.planning import (
@@ -25,6 +25,8 @@ from gateway.serving.planning import (
     ranked,
     start_plan,
 )
+from gateway.store.policy import TenantPolicy
+from gateway.store.records import Tenant
 from router_core.router import Router
 from tests.gateway.router_fixture import PRICES, VERSION, build_router
 
@@ -59,23 +61,22 @@ def router() -> Router:
     return build_router()
 
 
-def _tenant(**policy: Any) -> SimpleNamespace:
-    return SimpleNamespace(id="t1", policy=policy)
+def _tenant(**policy: Any) -> Tenant:
+    return Tenant(id="t1", name="t1", budget_usd=None, period="total",
+                  policy=TenantPolicy.parse(policy))
 
 
 def _plan(settings: Settings, prices: dict[str, Price], router: Router, model: str = "auto",
           policy: dict | None = None, **body: Any) -> Plan:
     """Plan a request as plan_request does, with a fixed Φ(x) and prompt-token count."""
     req = parse_chat_request({"model": model, "messages": MSG, **body})
-    plan = start_plan(settings, router, _tenant(**(policy or {})), req)
+    plan = start_plan(build_pool(settings, prices, router), _tenant(**(policy or {})), req)
     if plan.route is None:
-        backend = passthrough_backend(settings, plan)
+        backend = passthrough_backend(plan)
         plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=PROMPT_TOKENS)
-        return admissible(settings, prices, plan)
+        return admissible(plan)
     phi = np.random.default_rng(0).normal(size=(1, 384)).astype(np.float32)
-    by_rm = deployable(settings, router, plan)
-    return admissible(settings, prices,
-                      ranked(settings, prices, router, plan, by_rm, phi, PROMPT_TOKENS))
+    return admissible(ranked(plan, deployable(plan), phi, PROMPT_TOKENS))
 
 
 @pytest.mark.parametrize(("route", "lam", "first"), [
@@ -125,7 +126,7 @@ def test_the_cost_cap_is_the_tighter_of_request_and_policy(
     settings: Settings, prices: dict[str, Price], router: Router
 ) -> None:
     strong = expected_cost(_plan(settings, prices, router, "best"), settings.backend("fake-strong"),
-                           prices["fake-strong"], settings.routing_output_tokens)
+                           settings.routing_output_tokens)
     plan = _plan(settings, prices, router, "best", {"max_cost_usd": strong / 2},
                  tollgate={"max_cost_usd": 1.0})
     assert plan.max_cost_usd == strong / 2
@@ -168,7 +169,7 @@ def test_expected_cost_is_the_typical_answer_and_the_cap_the_worst(
     mid, price = settings.backend("fake-mid"), prices["fake-mid"]
     plan = _plan(settings, prices, router, "fake-mid", max_tokens=10, n=2)
     assert plan.n == 2 and plan.output_cap(mid) == 10
-    assert expected_cost(plan, mid, price, 256) == price.cost(PROMPT_TOKENS, 2 * 10)
+    assert expected_cost(plan, mid, 256) == price.cost(PROMPT_TOKENS, 2 * 10)
     plan = _plan(settings, prices, router, "fake-mid")
     assert plan.output_cap(mid) == mid.model_info.max_output_tokens == 4096
-    assert expected_cost(plan, mid, price, 256) == price.cost(PROMPT_TOKENS, 256)
+    assert expected_cost(plan, mid, 256) == price.cost(PROMPT_TOKENS, 256)

@@ -3,13 +3,13 @@
 ``tollgate models add`` describes a new model, inserts its expert into the router and
 records the backend that serves it (a LiteLLM ``model_list`` entry) in the artifact's
 ``config["backends"]``, besides appending it to config.yaml. A gateway that hot-swaps to
-that artifact version calls ``adopt_backends``: backends it does not know yet join its pool
-(settings and prices) in one reference assignment each, with no restart and no retraining.
+that artifact version builds its new pool with ``adopted_pool``: backends it does not know yet
+join (settings and prices) in the pool it swaps in whole, with no restart and no retraining.
 Only ``os.environ/NAME`` references to secrets are ever stored in an artifact.
 
 Example::
 
-    swapper = HotSwapper(engine, holder, on_swap=lambda r: adopt_backends(ctx, r))
+    settings, prices = adopted_pool(pool.settings, pool.prices, new_router)
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gateway.config import Backend, Settings
+from gateway.pricing import Price, resolve_prices
 from router_core.router import Router
 
 ARTIFACT_KEY = "backends"
@@ -38,18 +39,13 @@ def merged_settings(settings: Settings, entries: Mapping[str, Mapping[str, Any]]
     return settings.model_copy(update={"model_list": [*settings.model_list, *new]})
 
 
-def adopt_backends(ctx: Any, router: Router) -> list[str]:
-    """Add the router's recorded backends the gateway lacks to ``ctx`` (settings, prices);
-    returns their names. Called after a hot swap, off the event loop."""
-    from gateway.pricing import resolve_prices
-
-    entries = artifact_backends(router)
-    merged = merged_settings(ctx.settings, entries)
-    added = [b.model_name for b in merged.model_list[len(ctx.settings.model_list) :]]
+def adopted_pool(settings: Settings, prices: Mapping[str, Price], router: Router
+                 ) -> tuple[Settings, Mapping[str, Price]]:
+    """``settings`` and ``prices`` with the backends ``router``'s artifact records that they
+    lack (raises on an unpriced one: an artifact's backend always carries its price)."""
+    merged = merged_settings(settings, artifact_backends(router))
+    added = len(merged.model_list) - len(settings.model_list)
     if not added:
-        return []
-    only_new = merged.model_copy(update={"model_list": merged.model_list[-len(added) :]})
-    prices = {**ctx.prices, **resolve_prices(only_new)}  # raises on an unpriced backend
-    ctx.prices = prices  # prices first: a request that sees a backend must find its price
-    ctx.settings = merged
-    return added
+        return settings, prices
+    only_new = merged.model_copy(update={"model_list": merged.model_list[-added:]})
+    return merged, {**prices, **resolve_prices(only_new)}

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from gateway.config import settings_from_dict
-from gateway.learning.cold_start import with_priors
+from gateway.pool import build_pool
+from gateway.pool.explore_share import PriorShare
+from gateway.pool.known import expert_for, know_backends, table_text
+from gateway.pool.priors import with_priors
 from gateway.pricing import Price
-from gateway.serving.explore_share import PriorShare
-from gateway.serving.known_backends import expert_for, know_backends, table_text
 from router_core.router import Calibration, Expert, Head, Router
 
 
@@ -95,7 +96,7 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
     from gateway.cli import main
     from gateway.learning import router_versions
     from gateway.learning import tables as ldb
-    from gateway.learning.cold_start import refine_due
+    from gateway.learning.refine_priors import refine_due
     from gateway.store.engine import make_engine
     from gateway.store.migrate import upgrade_engine
     from router_core.artifact import load_router, save_router
@@ -113,11 +114,11 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
                           cost_usd=0.001)  # fmt: skip
         ldb.add_observation(engine, key=key, model="gpt-4o", quality=float(phi[0] > 0),
                             cost_usd=0.001, source="shadow")  # fmt: skip
-    assert refine_due(engine, router, SETTINGS, PRICES) == ["gpt-4o"]
+    assert refine_due(engine, build_pool(SETTINGS, PRICES, router)) == ["gpt-4o"]
     live = router_versions.load_version(engine, router_versions.active_version(engine)["version"])
     learned = {k.backend: k.status for k in know_backends(SETTINGS, live, PRICES)}
     assert learned["gpt-4o"] == "learned (120 outcomes)"  # past the prior: no share cap
-    assert refine_due(engine, live, SETTINGS, PRICES) == []  # nothing new to learn from
+    assert refine_due(engine, build_pool(SETTINGS, PRICES, live)) == []  # nothing new
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"model_list": [e.model_dump(exclude_none=True)

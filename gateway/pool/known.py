@@ -5,10 +5,10 @@ A backend routes as one expert of the router. Which one, in this order:
      identity table when it is a dataset column or an alias, e.g. ``claude-v1``);
   2. the expert named exactly like the backend's ``model_name`` (a prior or a model added
      by ``tollgate models add`` is named after its backend);
-  3. the identity table (router_core/model_identity.yaml) on ``model_name``,
+  3. the identity table (router_core/identity/model_identity.yaml) on ``model_name``,
      ``litellm_params.model`` and ``model_info.base_model``: an exact name or alias only.
 A backend none of these reaches is unknown to the router until cold start gives it a prior
-(gateway/learning/cold_start.py). A backend without a price is never routed (a budget
+(gateway/pool/priors.py). A backend without a price is never routed (a budget
 cannot bound what it costs); it stays reachable by name only if priced.
 
 The status shown per backend (startup table, ``GET /v1/models``, ``tollgate models list``):
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gateway.config import Backend, Settings
-from router_core.model_identity import IdentityTable, identity_table
+from router_core.identity.table import IdentityTable, identity_table
 from router_core.router import Router
 
 PRIOR_KIND = "prior"  # an expert placed by cold start, still on its prior

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
-
-from gateway.serving.known_backends import PRIOR_KIND
-from router_core.router import Router
+from collections.abc import Collection, Iterable, Mapping
 
 
 class PriorShare:
@@ -44,22 +41,12 @@ class PriorShare:
             return self.chosen[route][backend] / n if n else 0.0
 
 
-def prior_experts(router: Router) -> set[str]:
-    """The router's experts that are on their cold-start prior."""
-    return {e.name for e in router.experts if e.kind == PRIOR_KIND}
-
-
-def prior_backends(router: Router, by_expert: Mapping[str, str]) -> list[str]:
-    """The backends of ``by_expert`` (expert -> backend) whose expert is on its prior."""
-    priors = prior_experts(router)
-    return [b for expert, b in by_expert.items() if expert in priors]
-
-
-def cap_priors(
-    share: PriorShare, route: str, explore_share: float, router: Router, by_expert: dict
-) -> dict[str, str]:
-    """``by_expert`` without the prior backends that have had their share of ``route``
-    (all of it when nothing else would be left)."""
-    over = share.over(route, prior_backends(router, by_expert), explore_share)
+def cap_priors(share: PriorShare, route: str, explore_share: float, priors: Collection[str],
+               by_expert: Mapping[str, str]) -> dict[str, str]:
+    """``by_expert`` (expert -> backend) without the backends on a prior (their expert in
+    ``priors``) that have had their share of ``route`` (all of it when nothing else would be
+    left)."""
+    on_prior = [b for expert, b in by_expert.items() if expert in priors]
+    over = share.over(route, on_prior, explore_share)
     kept = {e: b for e, b in by_expert.items() if b not in over}
     return kept or dict(by_expert)

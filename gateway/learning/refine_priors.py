@@ -1,0 +1,106 @@
+"""Cold-start backends refined from outcomes, published as a router version.
+
+A priced backend the router did not know joined the pool on a prior (gateway/pool/priors.py).
+``refine_backend(engine, pool, name)`` reads the outcomes the learning loop gathered for that
+expert (shadow-judge calls and client feedback, ``observations``), projects their prompts'
+stored Φ(x) through the current head, and refits the readout with the trait prior as its mean
+(``router_core``'s cold-start ``refine``): the new descriptor is hot-swapped, the head is not
+retrained. Past ``min_outcomes`` the expert leaves the prior (kind ``readout``) and its
+traffic is no longer capped by ``routes.NAME.explore_share``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from gateway.config import Settings
+from gateway.learning import router_versions
+from gateway.learning import tables as ldb
+from gateway.pool import Pool
+from gateway.pool.known import COLD_START_KEY, LEARNED_KIND, PRIOR_KIND, outcomes_of
+from gateway.pool.priors import TYPICAL_TOKENS, prior_for
+from gateway.pricing import Price
+from router_core.cold_start.placement import refine
+from router_core.router import Router
+
+MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/routing/cold_start.py)
+
+
+def observed(engine: Any, router: Router, expert: str) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, quality) of every outcome recorded for ``expert``, Q through ``router``'s head."""
+    obs = ldb.load_observations(engine)
+    obs = obs[obs["model"] == expert]
+    if obs.empty:
+        return np.zeros((0, router.head.out_dim)), np.zeros(0)
+    _, phi = ldb.load_prompts(engine, list(obs["prompt_key"]))
+    return router.project(phi), obs["quality"].to_numpy(dtype=float)
+
+
+def refine_backend(
+    engine: Any,
+    router: Router,
+    settings: Settings,
+    prices: Mapping[str, Price],
+    name: str,
+    min_outcomes: int = MIN_OUTCOMES,
+) -> tuple[Router, int]:
+    """``router`` with backend ``name``'s cold-start expert refined by its outcomes, and n."""
+    b = settings.backend(name)
+    if b is None or name not in prices:
+        raise ValueError(f"no priced backend {name!r}")
+    kinds = {e.name: e.kind for e in router.experts}
+    if kinds.get(name) not in (PRIOR_KIND, LEARNED_KIND):
+        raise ValueError(f"{name!r} is not on a cold-start prior (it is {kinds.get(name)!r})")
+    Q, u = observed(engine, router, name)
+    placed = refine(prior_for(router, b, prices[name]), Q, u)
+    kind = LEARNED_KIND if placed.n_outcomes >= min_outcomes else PRIOR_KIND
+    cost = prices[name].cost(*TYPICAL_TOKENS)
+    out = router.with_expert(placed.expert(name, cost, kind), a=placed.a, b=placed.b)
+    counts = {**outcomes_of(router), name: placed.n_outcomes}
+    stamp = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+    version = f"{router.version.split('@', 1)[0]}@learn-{name}-{placed.n_outcomes}-{stamp}"
+    config = {**dict(out.config or {}), COLD_START_KEY: counts}
+    return replace(out, config=config, version=version), placed.n_outcomes
+
+
+def cold_start_backends(router: Router, settings: Settings) -> list[str]:
+    """The backends whose expert came from cold start (on its prior or refined past it)."""
+    counts = outcomes_of(router)
+    return [b.model_name for b in settings.model_list if b.model_name in counts]
+
+
+def publish_refinement(
+    engine: Any, router: Router, settings: Settings, prices: Mapping[str, Price], name: str
+) -> tuple[Router, int]:
+    """Refine backend ``name`` and record the result as the active router version, so every
+    replica hot-swaps to it (gateway/learning/hotswap.py)."""
+    new, n = refine_backend(engine, router, settings, prices, name)
+    row = router_versions.active_version(engine) or {}
+    router_versions.record_version(
+        engine, new, status="learned", parent=router.version,
+        metrics={"change": "learned", "backend": name, "n_outcomes": n},
+        n_observations=int(row.get("n_observations") or 0),
+        max_obs_id=int(row.get("max_observation_id") or 0), activate=True,
+    )  # fmt: skip
+    return new, n
+
+
+def refine_due(engine: Any, pool: Pool) -> list[str]:
+    """Refine every cold-start backend of ``pool`` that has outcomes its descriptor has not
+    seen yet; each refinement is published (the swapped-in pool carries them all)."""
+    router, settings, prices = pool.router, pool.settings, pool.prices
+    done = []
+    for name in cold_start_backends(router, settings):
+        if name not in prices:
+            continue
+        _, u = observed(engine, router, name)
+        if len(u) > outcomes_of(router).get(name, 0):
+            router, _ = publish_refinement(engine, router, settings, prices, name)
+            done.append(name)
+    return done

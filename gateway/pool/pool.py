@@ -1,0 +1,113 @@
+"""The pool: everything a request is routed over, as one immutable value.
+
+A ``Pool`` holds the backends and routes (a ``Settings``: the config's, plus any backends
+adopted from a router artifact), their prices, the router (with a cold-start prior expert for
+each priced backend it did not know), how the router knows each backend, and, per route, which
+expert routes to which backend. All of it is derived once, when the pool is built; a request
+takes ``holder.current`` once and reads only that value to the end, and the learning loop
+builds a new pool and swaps it whole (``PoolHolder.swap``), so nothing on the request path
+re-derives the pool and no request ever sees half of a change.
+
+Example::
+
+    holder = PoolHolder(build_pool(settings, resolve_prices(settings, strict=False), router))
+    pool = holder.current
+    pool.deployable("auto", ["gpt-4o-mini", "llama-3.1-8b"])  # expert -> backend
+    holder.swap(pool.with_router(new_router))                  # a hot swap
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from gateway.config import Backend, ExplorationSettings, Route, Settings
+from gateway.pool.adopt import adopted_pool
+from gateway.pool.known import PRIOR_KIND, Known, know_backends
+from gateway.pool.priors import with_priors
+from gateway.pricing import Price
+from router_core.router import Router
+
+
+@dataclass(frozen=True)
+class Pool:
+    """What the gateway routes over; build it with ``build_pool``."""
+
+    settings: Settings  # the backends (model_list) and routes
+    prices: Mapping[str, Price]  # backend -> price; unpriced backends are absent
+    router: Router  # with a prior expert for every priced backend it did not know
+    known: Mapping[str, Known]  # backend -> how the router knows it (model_list order)
+    # route -> (expert, backend) in model_list order, over the route's priced known backends
+    route_experts: Mapping[str, tuple[tuple[str, str], ...]]
+    priors: frozenset[str]  # experts still on their cold-start prior
+    backends: Mapping[str, Backend] = field(repr=False, default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        return self.router.version
+
+    @property
+    def routes(self) -> Mapping[str, Route]:
+        return self.settings.routes
+
+    def backend(self, name: str) -> Backend | None:
+        return self.backends.get(name)
+
+    def deployable(self, route: str, allowed: Collection[str] | None = None) -> dict[str, str]:
+        """expert -> backend over ``route``'s priced backends the router knows (those in
+        ``allowed`` when given); where two backends route as one expert, the first in
+        model_list wins (the other stays reachable by passthrough)."""
+        out: dict[str, str] = {}
+        for expert, name in self.route_experts[route]:
+            if allowed is None or name in allowed:
+                out.setdefault(expert, name)
+        return out
+
+    def expert_of(self, backend: str) -> str | None:
+        k = self.known.get(backend)
+        return k.expert if k is not None else None
+
+    def with_router(self, router: Router) -> Pool:
+        """The pool a hot swap to ``router`` makes: the backends its artifact carries join
+        (gateway/pool/adopt.py), then every priced backend it does not know gets its prior."""
+        settings, prices = adopted_pool(self.settings, self.prices, router)
+        return build_pool(settings, prices, router)
+
+
+def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router) -> Pool:
+    """The pool of ``settings`` priced by ``prices`` on ``router`` (priors added)."""
+    judge = ExplorationSettings.from_settings(settings).judge_backend
+    router = with_priors(router, settings, prices, exclude={judge} if judge else ())
+    known = {k.backend: k for k in know_backends(settings, router, prices)}
+    routed = {
+        name: tuple((known[b.model_name].expert, b.model_name)
+                    for b in settings.route_backends(name)
+                    if known[b.model_name].expert is not None)
+        for name in settings.routes
+    }
+    return Pool(
+        settings=settings,
+        prices=MappingProxyType(dict(prices)),
+        router=router,
+        known=MappingProxyType(known),
+        route_experts=MappingProxyType(routed),
+        priors=frozenset(e.name for e in router.experts if e.kind == PRIOR_KIND),
+        backends=MappingProxyType({b.model_name: b for b in settings.model_list}),
+    )
+
+
+class PoolHolder:
+    """The current pool; replacing it is one reference assignment (requests in flight keep
+    the pool they started with). The learning loop swaps new pools in through it."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    @property
+    def current(self) -> Pool:
+        return self._pool
+
+    def swap(self, pool: Pool) -> Pool:
+        old, self._pool = self._pool, pool
+        return old

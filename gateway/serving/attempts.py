@@ -1,0 +1,220 @@
+"""The attempts of one planned request: reserve, forward with fallback, answer.
+
+Built from a complete ``Plan``; what happens is recorded into the request's ``Outcome``
+(gateway/serving/outcome.py), which settles and logs it.
+
+Budget rule (the hard budget is never exceeded by design, not by luck):
+- The reservation for a backend h is ĉ_h = N_prompt·p_in + n·m·p_out, with N_prompt the
+  prompt-token bound of gateway/pricing.py (not the tokenizer's estimate) and m the client's
+  output cap (the smaller of max_tokens and max_completion_tokens) or, when the client gives
+  none, h's ``max_output_tokens``; the upstream receives m in every output-cap field the
+  client sent, so the settled cost cannot pass the reservation. A provider reporting more
+  anyway is an overrun (gateway/store/ledger.py, ``tollgate_budget_overruns``).
+- No client max_tokens and ĉ_h does not fit the remaining budget: m is lowered to what the
+  remaining budget pays unless that is below ``min_output_tokens``; then h does not fit.
+- The candidates are tried in order, one loop for streamed and non-streamed requests; one that
+  does not fit is skipped (an attempt with status 429), one whose circuit is open too (503).
+  429 ``budget_exceeded`` when no candidate fits.
+- A fallback to a dearer backend tops up the reservation; settlement charges the actual cost
+  across the reservations and releases the rest.
+- An attempt that timed out after its request was sent may be billed by the provider (it has
+  the prompt): it costs the tenant the prompt's input cost on that backend, N̂·p_in with N̂
+  the tokenizer's count (at most the bound N_prompt), whether or not another backend then
+  answers; later attempts are held on top of it (gateway/serving/budget_hold.py), so the
+  total stays within the hold. Logged as the attempt's ``charged_usd``, counted in
+  ``tollgate_timeout_charges`` / ``tollgate_timeout_charged_usd``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi.responses import JSONResponse, Response
+from starlette.background import BackgroundTask
+
+from gateway.config import Backend
+from gateway.errors import GatewayError, budget_exceeded, error_body
+from gateway.pricing import count_text_tokens
+from gateway.reliability.guards import circuit_open_error
+from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
+from gateway.serving.outcome import Outcome
+from gateway.serving.planning import Plan
+from gateway.serving.upstream import (
+    Billed,
+    OpenStream,
+    UpstreamFailure,
+    classify,
+    complete,
+    open_stream,
+)
+
+
+class Attempts:
+    """Forwards a complete plan's candidates in rank order until one answers."""
+
+    def __init__(self, outcome: Outcome, plan: Plan) -> None:
+        self.out, self.plan, self.ctx = outcome, plan, outcome.ctx
+        self.circuit_open: GatewayError | None = None
+        self._charges_logged = 0
+
+    async def respond(self) -> Response:
+        """Forward to the candidates in order until one answers: its response to the client."""
+        plan = self.plan
+        forward = open_stream if plan.request.stream else complete
+        last: UpstreamFailure | None = None
+        async for b, params in self._attempts(plan):
+            started = time.perf_counter()
+            try:
+                reply = await forward(b, plan.request.messages, params,
+                                      billed=self._billed(b, plan))
+            except UpstreamFailure as f:
+                last = f
+                self._upstream_result(b, f, started)
+                if not f.retryable:  # a 400 about the request: the next would refuse it too
+                    break
+                continue
+            self._upstream_result(b, None, started)
+            self.out.answered = b
+            return self._stream(b, reply) if plan.request.stream else self._complete(b, reply)
+        raise self._final_error(last)
+
+    async def _attempts(self, plan: Plan) -> AsyncIterator[tuple[Backend, dict[str, Any]]]:
+        """Candidates in rank order with their upstream params, skipping those whose circuit
+        is open or that do not fit the budget; at most ``max_attempts`` are forwarded to."""
+        settings, circuits = self.ctx.settings, self.ctx.reliability.circuits
+        pool = plan.pool
+        forwarded = 0
+        for name in plan.candidates:
+            if forwarded >= settings.max_attempts:
+                break
+            b = pool.backends[name]
+            started = time.perf_counter()
+            if not circuits.allow(name):
+                self._record(b, 503, "circuit open: backend in cooldown", started)
+                self.circuit_open = circuit_open_error(self.ctx.reliability,
+                                                       list(plan.candidates))
+                continue
+            cap = await self.out.hold.fit(
+                pool.prices[name], plan.prompt_bound(b), plan.output_cap(b), plan.n,
+                shrink=plan.request.max_tokens is None, min_tokens=settings.min_output_tokens)
+            if cap is None:
+                circuits.release(name)
+                self._record(b, 429, "budget: does not fit the remaining budget", started)
+                continue
+            if forwarded == 0:
+                self.ctx.metrics.overhead.labels(plan.route or "passthrough").observe(
+                    time.perf_counter() - self.out.t0)
+            forwarded += 1
+            params = dict(plan.request.params)
+            for field in plan.request.output_fields or ("max_tokens",):
+                params[field] = cap
+            yield b, params
+
+    def _billed(self, b: Backend, plan: Plan) -> Billed:
+        """The hook an attempt on ``b`` reports billable timeouts to: the request owes the
+        prompt's input cost on ``b`` (module docstring); another deployment of ``b`` may be
+        tried only if the hold covers it on top."""
+
+        async def billed(failure: UpstreamFailure, another: bool) -> bool:
+            tokens = min(plan.prompt_tokens or 0, plan.prompt_bound(b))
+            usd = self.out.hold.owe(plan.pool.prices[b.model_name].cost(tokens, 0))
+            self.out.timeout_charges.append((b.model_name, usd))
+            return another and await self.out.hold.fits_again()
+
+        return billed
+
+    def _record(self, b: Backend, status: int, error: str | None, started: float) -> None:
+        self.out.attempts.append({"model": b.model_name, "status": status, "error": error,
+                              "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
+        self.ctx.metrics.attempts.labels(b.model_name, str(status)).inc()
+
+    def _upstream_result(self, b: Backend, f: UpstreamFailure | None, started: float) -> None:
+        """An attempt that reached the upstream: to the circuit breaker and the attempt log."""
+        self.ctx.reliability.upstream_result(b.model_name, f)
+        self._record(b, 200 if f is None else f.status, None if f is None else str(f), started)
+        charged = sum(usd for _, usd in self.out.timeout_charges[self._charges_logged:])
+        self._charges_logged = len(self.out.timeout_charges)
+        if charged:
+            self.out.attempts[-1]["charged_usd"] = charged
+
+    def _final_error(self, last: UpstreamFailure | None) -> GatewayError:
+        if last is None and self.circuit_open is not None:
+            return self.circuit_open
+        if last is None:  # nothing was tried: every candidate was over budget
+            e = self.out.hold.refusal
+            detail = (f" (budget ${e.budget_usd:.6f}, spent ${e.spent_usd:.6f}, reserved "
+                      f"${e.reserved_usd:.6f})" if e is not None else "")
+            if e is not None and e.overrun_usd:
+                detail += (f"; a provider charged ${e.overrun_usd:.6f} more than was reserved, "
+                           "so this tenant is refused until an operator reviews its budget")
+            return budget_exceeded(
+                f"This request's predicted cost does not fit the remaining budget{detail}.")
+        if not last.retryable:
+            return GatewayError(last.status, f"upstream refused the request: {last.message}",
+                                "invalid_request_error", code="upstream_bad_request")
+        status = {504: 504, 429: 503}.get(last.status, 502)
+        tried = ", ".join(
+            a["model"] for a in self.out.attempts if not (a["error"] or "").startswith("budget"))
+        return GatewayError(
+            status,
+            f"every upstream attempt failed ({tried}); last: {last.kind}: {last.message}",
+            "upstream_error",
+            code={504: "upstream_timeout", 503: "upstream_unavailable"}.get(status, "bad_gateway"),
+        )
+
+    # the answer -------------------------------------------------------------------------
+    def _complete(self, b: Backend, resp: Any) -> Response:
+        body, usage, self.out.answer_text = completion_body(resp, b.model_name)
+        self.out.take_usage(usage)
+        self.out.cost_usd = self.out.actual_cost()
+        headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
+        # settle and log after the response is sent: off the client's latency
+        return JSONResponse(body, headers=headers,
+                            background=BackgroundTask(self.out.finish, 200, None))
+
+    def _stream(self, b: Backend, opened: OpenStream) -> Response:
+        self.out.ttft_ms = round((time.perf_counter() - self.out.t0) * 1000, 3)
+        async def abandoned() -> None:  # the client left before the first byte was relayed
+            await opened.close()
+            await self.out.finish(499, "client disconnected before the stream")
+
+        return SettlingStream(
+            self._relay(b, opened),
+            abandoned,
+            media_type="text/event-stream",
+            headers={**self.out.headers(), "cache-control": "no-cache"},
+        )
+
+    async def _relay(self, b: Backend, opened: OpenStream) -> AsyncIterator[bytes]:
+        """SSE to the client; settles and logs whatever way the stream ends."""
+        include_usage = self.plan.request.include_usage
+        status, error = 200, None
+        try:
+            async for chunk in opened.chunks():
+                data, usage, text = stream_chunk(chunk, b.model_name, include_usage)
+                if usage:
+                    self.out.take_usage(usage)
+                self.out.answer_text += text
+                if data is not None:
+                    yield sse(data)
+            yield DONE
+        except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
+            f = classify(e)
+            self.ctx.reliability.upstream_result(b.model_name, f)
+            status = 504 if f.kind == "timeout" else 502  # the upstream broke, not the client
+            error = f"stream broken after first byte: {f}"
+            self.out.attempts[-1]["error"] = error
+            yield sse(error_body(error, "upstream_error", code="stream_interrupted"))
+        except BaseException:  # client went away (cancellation): settle what was streamed
+            status, error = 499, "client disconnected"
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await opened.close()  # an abandoned stream stops upstream, too
+                if self.out.completion_tokens is None:  # no usage chunk: count what was streamed
+                    self.out.completion_tokens = await anyio.to_thread.run_sync(
+                        count_text_tokens, b, self.out.answer_text)
+                await self.out.finish(status, error)
