@@ -31,6 +31,7 @@ from gateway.errors import GatewayError, invalid
 from gateway.learning import tables as ldb
 from gateway.learning.feedback_rows import record_feedback
 from gateway.serving.validation import json_body, too_large
+from gateway.store.records import Tenant
 
 # The served-request row is written after the response is sent; a client that posts
 # feedback at once may arrive first, so an unknown id is re-read for this long (a bound
@@ -107,8 +108,8 @@ async def _served(ctx: GatewayContext, request_id: str) -> tuple[dict | None, di
         pause = min(pause * 2, 0.5)
 
 
-def _not_served(rid: str, tenant: Any, logged: dict | None) -> GatewayError:
-    mine = logged is not None and logged["tenant_id"] == getattr(tenant, "id", None)
+def _not_served(rid: str, tenant: Tenant, logged: dict | None) -> GatewayError:
+    mine = logged is not None and logged["tenant_id"] == tenant.id
     if mine and logged["route"] is None:
         return invalid(
             f"request {rid!r} was a passthrough to {logged['chosen_model']!r}: feedback "
@@ -133,7 +134,7 @@ async def feedback(request: Request) -> Response:
             raise too_large(MAX_BODY_BYTES)
         rid, quality, comment = parse_feedback(await json_body(request))
         served, logged = await _served(ctx, rid)
-        if served is None or served["tenant_id"] != getattr(tenant, "id", None):
+        if served is None or served["tenant_id"] != tenant.id:
             raise _not_served(rid, tenant, logged if served is None else None)
         obs_id, replaced = await anyio.to_thread.run_sync(
             lambda: record_feedback(

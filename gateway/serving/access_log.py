@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from gateway.store.records import Tenant
+
 log = logging.getLogger("tollgate.access")
 
 
@@ -37,8 +39,8 @@ def format_access(f: dict[str, Any]) -> str:
             f"{f['status']} {cost} {ms} attempts={f['attempts']}")
 
 
-def log_access(row: dict[str, Any], tenant: Any) -> None:
+def log_access(row: dict[str, Any], tenant: Tenant | None) -> None:
     if not log.isEnabledFor(logging.INFO):
         return
-    fields = access_fields(row, getattr(tenant, "name", None))
+    fields = access_fields(row, tenant.name if tenant is not None else None)
     log.info(format_access(fields), extra={"fields": fields})

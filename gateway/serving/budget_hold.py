@@ -16,20 +16,19 @@ the hold and the hard budget holds.
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.context import GatewayContext, call
 from gateway.errors import store_unavailable
 from gateway.pricing import Price
 from gateway.store.errors import BudgetExceeded, StoreUnavailable
+from gateway.store.records import Reservation, Tenant
 
 
 class BudgetHold:
     """Money held for one request: one reservation, topped up when a fallback costs more."""
 
-    def __init__(self, ctx: GatewayContext, tenant: Any, request_id: str) -> None:
+    def __init__(self, ctx: GatewayContext, tenant: Tenant, request_id: str) -> None:
         self._ctx, self._tenant, self._rid = ctx, tenant, request_id
-        self.reservations: list[Any] = []
+        self.reservations: list[Reservation] = []
         self.held = 0.0
         self.refusal: BudgetExceeded | None = None  # the last refusal, with the ledger's numbers
         self.owed = 0.0  # charged for attempts that timed out after sending (module docstring)
@@ -104,12 +103,12 @@ class BudgetHold:
         self.settled = True
         left = max(0.0, actual_usd)
         for i, r in enumerate(self.reservations):
-            amount = float(getattr(r, "amount_usd", 0.0))
+            amount = r.amount_usd
             last = i == len(self.reservations) - 1
             part = left if last else min(left, amount)
             left -= part
             result = await call(self._ctx.store.settle, r, part)
-            overrun = float(getattr(result, "overrun_usd", 0.0) or 0.0)
+            overrun = result.overrun_usd
             if overrun > 0:
                 self._ctx.metrics.overruns.inc()
                 self._ctx.metrics.overrun_usd.inc(overrun)
