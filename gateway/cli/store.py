@@ -27,6 +27,7 @@ from gateway.store.engine import make_engine
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.models import PERIODS
 from gateway.store.periods import utcnow
+from gateway.store.policy import InvalidPolicy, TenantPolicy
 from gateway.store.records import KeyInfo, NewKey, TenantInfo
 
 T = TypeVar("T")
@@ -130,16 +131,18 @@ def tenants_create(name: str, budget_usd: float | None, period: str, policy: str
     _echo_new_key(new)
 
 
-def _parse_policy(policy: str | None) -> dict[str, Any] | None:
+def _parse_policy(policy: str | None) -> TenantPolicy | None:
+    """``--policy`` as a validated `TenantPolicy` (a bad one is a one-line usage error)."""
     if policy is None:
         return None
     try:
         value = json.loads(policy)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not JSON: {exc}", param_hint="--policy") from exc
-    if not isinstance(value, dict):
-        raise click.BadParameter("must be a JSON object", param_hint="--policy")
-    return value
+    try:
+        return TenantPolicy.parse(value)
+    except InvalidPolicy as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from None
 
 
 @tenants_group.command("list")

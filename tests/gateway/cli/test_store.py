@@ -91,3 +91,24 @@ def test_tenants_list_and_budget(db_url: str) -> None:
     assert changed.exit_code == 0 and "$1.250000 per daily period" in changed.output
     table = runner.invoke(main, ["tenants", "list", *db])
     assert re.search(r"globex\s+\w+\s+\$1\.250000\s+daily", table.output), table.output
+
+
+@pytest.mark.parametrize(("policy", "names"), [
+    ('{"allowed_models": "gpt-4o-mini"}', "policy.allowed_models"),  # a string, not a list
+    ('{"max_cost_usd": "cheap"}', "policy.max_cost_usd"),
+    ('{"tokens_per_minute": -5}', "policy.tokens_per_minute"),
+    ('["gpt-4o-mini"]', "JSON object"),
+])
+def test_tenants_create_refuses_a_bad_policy_in_one_line(db_url: str, policy: str,
+                                                         names: str) -> None:
+    runner = CliRunner()
+    db = ["--database-url", db_url]
+    out = runner.invoke(main, ["tenants", "create", "acme", "--policy", policy, *db])
+    assert out.exit_code == 2 and names in out.output
+    assert [ln for ln in out.output.splitlines() if ln.startswith("Error:")] == [
+        out.output.strip().splitlines()[-1]]
+    good = runner.invoke(main, ["tenants", "create", "acme", *db, "--policy",
+                                '{"allowed_models": ["gpt-4o-mini"], "max_cost_usd": 0.5}'])
+    assert good.exit_code == 0, good.output
+    listed = runner.invoke(main, ["tenants", "list", "--json", *db]).output
+    assert '"policy": {"allowed_models": ["gpt-4o-mini"], "max_cost_usd": 0.5}' in listed
