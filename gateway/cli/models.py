@@ -14,7 +14,6 @@ Costs: the expert's mean USD per query is what its probe answers cost at the giv
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -25,88 +24,23 @@ import yaml
 
 from gateway.cli.describe_model import describe
 from gateway.cli.model_files import Targets, edit_config, targets
+from gateway.cli.model_publish import (
+    engine_for,
+    live_router,
+    new_version,
+    publish,
+    with_common,
+    wrote,
+)
 from gateway.config import resolve_config_path
 from gateway.pool.adopt import ARTIFACT_KEY, artifact_backends
 
 FINGERPRINTS = ("perplexity", "logit", "probe-outcome")
 
 
-def _engine(database_url: str | None) -> Any:
-    if not database_url:
-        return None
-    from gateway.store.engine import make_engine
-
-    return make_engine(database_url)
-
-
-def _live_router(router_dir: Path, engine: Any) -> Any:
-    """The router to extend: the database's active version (what gateways serve), else the
-    artifact directory's."""
-    from router_core.artifact import load_router
-
-    if engine is not None:
-        from gateway.learning import router_versions
-
-        row = router_versions.active_version(engine)
-        if row is not None:
-            return router_versions.load_version(engine, row["version"])
-    return load_router(router_dir)
-
-
-def _new_version(old: str, what: str) -> str:
-    base = old.split("@", 1)[0]
-    return f"{base}@{what}-{time.strftime('%Y%m%d%H%M%S', time.gmtime())}"
-
-
-def _publish(router: Any, t: Targets, engine: Any, parent: str, status: str) -> None:
-    from router_core.artifact import load_probes, save_router
-
-    save_router(router, t.write_router, probes=load_probes(t.read_router))
-    if engine is None:
-        return
-    from gateway.learning import router_versions
-
-    row = router_versions.active_version(engine) or {}
-    router_versions.record_version(
-        engine,
-        router,
-        status=status,
-        parent=parent,
-        metrics={"change": status},
-        n_observations=int(row.get("n_observations") or 0),
-        max_obs_id=int(row.get("max_observation_id") or 0),
-        activate=True,
-    )
-
-
-def _wrote(t: Targets) -> str:
-    note = f" (a copy of the packaged {t.copied_from.name})" if t.copied_from else ""
-    return f"config {t.config}{note}, router {t.write_router}"
-
-
 @click.group("models")
 def models_group() -> None:
     """Add, list and remove the models the router can choose (no retraining)."""
-
-
-_common = [
-    click.option("--config", "config", type=click.Path(dir_okay=False, path_type=Path),
-                 default=None,
-                 help="config.yaml to update (default: the one `tollgate serve` uses)."),
-    click.option("--router", "router", type=click.Path(file_okay=False, path_type=Path),
-                 default=None,
-                 help="Router artifact directory (default: config's router_path, else a copy of "
-                 "the packaged one in $TOLLGATE_HOME or ./router)."),
-    click.option("--database-url", envvar="TOLLGATE_DATABASE_URL", default=None,
-                 help="Record and activate the new version here, so running gateways "
-                 "hot-swap."),
-]
-
-
-def _with_common(fn: Any) -> Any:
-    for opt in reversed(_common):
-        fn = opt(fn)
-    return fn
 
 
 @models_group.command("add")
@@ -151,7 +85,7 @@ def _with_common(fn: Any) -> Any:
 )
 @click.option("--judge-price-in", type=float, default=None, help="Judge USD per 1M input.")
 @click.option("--judge-price-out", type=float, default=None, help="Judge USD per 1M output.")
-@_with_common
+@with_common
 def add_command(
     name: str, litellm_model: str, api_base: str | None, api_key_env: str | None,
     price_in: float | None, price_out: float | None, fingerprint: str, weights: str | None,
@@ -172,8 +106,8 @@ def add_command(
     from router_core.fingerprints.answers import SpendCapExceeded
 
     t = targets(config, router)
-    engine = _engine(database_url)
-    current = _live_router(t.read_router, engine)
+    engine = engine_for(database_url)
+    current = live_router(t.read_router, engine)
     probes, kind = _probes_and_kind(t.read_router, current, fingerprint, force)
     if fingerprint == "probe-outcome" and not judge_model:
         raise click.BadParameter(
@@ -203,10 +137,10 @@ def add_command(
         raise click.ClickException(str(exc)) from exc
     finally:
         bar.close()
-    version = _new_version(current.version, f"add-{name}")
+    version = new_version(current.version, f"add-{name}")
     entry = _backend_entry(name, litellm_model, api_base, api_key_env, price_in, price_out)
     added = _with_added(current, version, name, d, kind.name, live, entry)
-    _publish(added, t, engine, current.version, "added")
+    publish(added, t, engine, current.version, "added")
     edit_config(t, add=entry)
     _report_added(name, kind.name, version, len(probes), live, d, judge_model, t)
 
@@ -274,7 +208,7 @@ def _report_added(name: str, kind: str, version: str, n_probes: int, live: Any, 
         f"{version}; probe spend ${live.spend.usd:.6f} over {live.spend.calls} calls"
         + ("" if live.spend.priced else " (price unknown: spend not counted)")
     )
-    click.echo(f"wrote {_wrote(t)}")
+    click.echo(f"wrote {wrote(t)}")
     if d.judge is not None:
         judged = int(np.isfinite(d.outcomes).sum())
         click.echo(
@@ -302,12 +236,12 @@ def _backend_entry(name: str, litellm_model: str, api_base: str | None,
 
 
 @models_group.command("list")
-@_with_common
+@with_common
 def list_command(config: Path | None, router: Path | None, database_url: str | None) -> None:
     """The router's experts: descriptor kind, mean cost, backend."""
     t = targets(config, router)
     cfg_path = t.config if t.config.exists() else resolve_config_path(config)
-    current = _live_router(t.read_router, _engine(database_url))
+    current = live_router(t.read_router, engine_for(database_url))
     raw = (yaml.safe_load(cfg_path.read_text()) or {}) if cfg_path.exists() else {}
     serving = {}
     for b in raw.get("model_list", []):
@@ -345,23 +279,23 @@ def _known(cfg_path: Path, router: Any) -> tuple[Any, list]:
 
 @models_group.command("remove")
 @click.argument("name")
-@_with_common
+@with_common
 def remove_command(
     name: str, config: Path | None, router: Path | None, database_url: str | None
 ) -> None:
     """Take NAME out of the router's pool (and its backend out of config.yaml)."""
     t = targets(config, router)
-    engine = _engine(database_url)
-    current = _live_router(t.read_router, engine)
+    engine = engine_for(database_url)
+    current = live_router(t.read_router, engine)
     if name not in current.model_names:
         raise click.ClickException(f"{name!r} is not in router {current.version}")
-    version = _new_version(current.version, f"remove-{name}")
+    version = new_version(current.version, f"remove-{name}")
     smaller = current.without_expert(name, version)
     backends = {k: v for k, v in artifact_backends(current).items() if k != name}
     smaller = replace(smaller, config={**dict(smaller.config), ARTIFACT_KEY: backends})
-    _publish(smaller, t, engine, current.version, "removed")
+    publish(smaller, t, engine, current.version, "removed")
     edit_config(t, remove=name)
-    click.echo(f"removed {name}: router version {version}; wrote {_wrote(t)}")
+    click.echo(f"removed {name}: router version {version}; wrote {wrote(t)}")
 
 
 def register(main: click.Group) -> None:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import click
 
-from gateway.cli.models import _engine, _live_router, _publish, _with_common, _wrote
+from gateway.cli.model_publish import engine_for, live_router, publish, with_common, wrote
 
 
 @click.command("learn")
 @click.argument("name")
-@_with_common
+@with_common
 def learn_command(
     name: str, config: Path | None, router: Path | None, database_url: str | None
 ) -> None:
@@ -30,18 +30,18 @@ def learn_command(
     from gateway.pool import build_pool
     from gateway.pricing import resolve_prices
 
-    engine = _engine(database_url)
+    engine = engine_for(database_url)
     if engine is None:
         raise click.UsageError("learn reads the outcomes from the database: give --database-url")
     t = targets(config, router)
     settings = load_settings(t.config if t.config.exists() else resolve_config_path(config))
     prices = resolve_prices(settings, strict=False)
-    current = build_pool(settings, prices, _live_router(t.read_router, engine)).router
+    current = build_pool(settings, prices, live_router(t.read_router, engine)).router
     try:
         new, n = refine_backend(engine, current, settings, prices, name)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
-    _publish(new, t, engine, current.version, "learned")
+    publish(new, t, engine, current.version, "learned")
     kind = next(e.kind for e in new.experts if e.name == name)
     click.echo(f"{name}: descriptor refined from {n} outcomes ({kind}); router version "
-               f"{new.version}; wrote {_wrote(t)}")
+               f"{new.version}; wrote {wrote(t)}")

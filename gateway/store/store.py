@@ -31,9 +31,13 @@ import anyio
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.store import keys as keylib
-from gateway.store import ledger, migrate, sessions
-from gateway.store import tenants as admin
+# module imports by full name: ``from gateway.store import x`` would import this package's
+# __init__, which imports this module (an import cycle)
+import gateway.store.keys as keylib
+import gateway.store.ledger as ledgerlib
+import gateway.store.migrate as migratelib
+import gateway.store.sessions as sessionlib
+import gateway.store.tenants as admin
 from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import database_url_from_env, make_engine, pool_capacity
 from gateway.store.errors import StoreUnavailable
@@ -152,7 +156,7 @@ class Store:
     async def _prepare(self) -> None:
         def prepare() -> bytes:
             if self._auto_upgrade:
-                migrate.upgrade_engine(self.engine)
+                migratelib.upgrade_engine(self.engine)
             return keylib.load_or_create_secret(self.engine)
 
         self._secret = await self._run(prepare)
@@ -268,7 +272,7 @@ class Store:
         instead of staying held until it expires."""
         tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
         self._require_secret()
-        task = self._spawn(self._run(ledger.reserve, self.engine, tenant_id, usd_to_nusd(usd),
+        task = self._spawn(self._run(ledgerlib.reserve, self.engine, tenant_id, usd_to_nusd(usd),
                                      request_id, self._clock()))
         try:
             return await asyncio.shield(task)
@@ -293,7 +297,7 @@ class Store:
 
     async def _settle(self, reservation: Reservation, actual: int) -> SettleResult:
         try:
-            return await self._run(ledger.settle, self.engine, reservation.id,
+            return await self._run(ledgerlib.settle, self.engine, reservation.id,
                                    reservation.amount_nusd, actual, self._clock())
         except StoreUnavailable:
             self._pending_settles[reservation.id] = (reservation, actual)
@@ -313,14 +317,14 @@ class Store:
 
     async def _retry_settles(self) -> None:
         for rid, (res, actual) in list(self._pending_settles.items()):
-            await self._run(ledger.settle, self.engine, rid, res.amount_nusd, actual,
+            await self._run(ledgerlib.settle, self.engine, rid, res.amount_nusd, actual,
                             self._clock())
             self._pending_settles.pop(rid, None)
 
     async def expire_stale(self) -> int:
         """Charge and close reservations older than `reservation_ttl_s` (dead requests)."""
         cutoff = int(self._clock().timestamp() - self._reservation_ttl_s)
-        return await self._run(ledger.expire_reservations, self.engine, cutoff, self._clock())
+        return await self._run(ledgerlib.expire_reservations, self.engine, cutoff, self._clock())
 
     # -- admin --------------------------------------------------------------------------------
     async def create_tenant(self, name: str, *, budget_usd: float | None = None,
@@ -366,16 +370,16 @@ class Store:
     async def open_session(self, *, admin: bool, key_id: str | None,
                            ttl_s: int = 8 * 3600) -> str:
         """A dashboard session (gateway/store/sessions.py); returns the signed cookie value."""
-        return await self._run(sessions.open_session, self.engine, self._require_secret(),
+        return await self._run(sessionlib.open_session, self.engine, self._require_secret(),
                                admin=admin, key_id=key_id,
                                now_s=int(self._clock().timestamp()), ttl_s=ttl_s)
 
-    async def find_session(self, cookie: str) -> sessions.Session | None:
-        return await self._run(sessions.find_session, self.engine, self._require_secret(),
+    async def find_session(self, cookie: str) -> sessionlib.Session | None:
+        return await self._run(sessionlib.find_session, self.engine, self._require_secret(),
                                cookie, int(self._clock().timestamp()))
 
     async def close_session(self, cookie: str) -> None:
-        await self._run(sessions.close_session, self.engine, self._require_secret(), cookie)
+        await self._run(sessionlib.close_session, self.engine, self._require_secret(), cookie)
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
         info = await self._run(admin.revoke_key, self.engine, key_id, self._clock())

@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from gateway.store import keys as keylib
+import gateway.store.keys as keylib  # not ``from gateway.store``: no cycle through __init__
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.ledger import effective_spent, set_budget
 from gateway.store.models import api_keys, tenants
