@@ -26,6 +26,7 @@ import uvicorn
 
 if TYPE_CHECKING:
     from gateway.config import Settings
+    from gateway.context import GatewayContext
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +39,25 @@ class GracefulServer(uvicorn.Server):
         self._app = app
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        ctx = getattr(getattr(self._app, "state", None), "ctx", None)
-        if ctx is not None and getattr(ctx, "ready", False):
+        ctx = _context(self._app)
+        if ctx is not None and ctx.ready:
             ctx.ready = False
             log.info("signal %s: draining (not ready), finishing requests in flight", sig)
         super().handle_exit(sig, frame)
+
+
+def _context(app: Any) -> GatewayContext | None:
+    """A Tollgate app's context; None for another ASGI app (``app.state`` is Starlette's
+    free-form namespace)."""
+    return getattr(getattr(app, "state", None), "ctx", None)
 
 
 def server(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | None = None,
            **config: Any) -> GracefulServer:
     """A uvicorn server for ``app`` with the graceful-shutdown bound from its settings."""
     if grace_s is None:
-        settings = getattr(getattr(app.state, "ctx", None), "settings", None)
-        rel = getattr(settings, "reliability", None)
-        grace_s = getattr(rel, "shutdown_grace_s", 30.0)
+        ctx = _context(app)
+        grace_s = ctx.settings.reliability.shutdown_grace_s if ctx is not None else 30.0
     config.setdefault("log_level", "info")
     cfg = uvicorn.Config(app, host=host, port=port, lifespan="on",
                          timeout_graceful_shutdown=grace_s, **config)

@@ -101,7 +101,6 @@ class Spool:
         self._bytes = 0
         self._held: list[tuple[Path, IO[str]]] = []  # rotated files awaiting replay
         self.spooled = 0
-        self.replayed = 0
         self.dropped = 0
         self.rejected = 0
 
@@ -233,7 +232,6 @@ class Spool:
         n = self._replay_own() + self._replay_orphans()
         if n:
             log.info("replayed %d spooled %s rows", n, self.name)
-        self.replayed += n
         return n
 
     async def replay(self) -> int:

@@ -132,7 +132,7 @@ async def load_explanation(ctx: GatewayContext, who: Principal, request_id: str
     deadline = time.monotonic() + FLUSH_WAIT_S
     row = await anyio.to_thread.run_sync(fetch_log, engine, request_id)
     while row is None and time.monotonic() < deadline:
-        if getattr(writer, "pending", 0) and hasattr(writer, "flush"):
+        if writer.pending:
             await writer.flush(max(0.0, deadline - time.monotonic()))
         else:
             await anyio.sleep(0.05)

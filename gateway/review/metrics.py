@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -25,6 +25,10 @@ from prometheus_client.registry import Collector
 from sqlalchemy.exc import SQLAlchemyError
 
 from gateway.store.periods import utcnow
+
+if TYPE_CHECKING:
+    from gateway.seams import LogSink
+    from gateway.store.logwriter import LogStats
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
@@ -137,29 +141,37 @@ class MetricsTap:
     """A log writer that counts each row into ``RowMetrics`` and hands it on unchanged.
 
     ``manage`` says whether this tap starts and closes the inner writer (False when the store
-    owns it, so the writer is not started or closed twice); other attributes pass through."""
+    owns it, so the writer is not started or closed twice); the rest is the inner writer's."""
 
-    def __init__(self, inner: Any, metrics: RowMetrics, *, manage: bool) -> None:
+    def __init__(self, inner: LogSink, metrics: RowMetrics, *, manage: bool) -> None:
         self.inner, self.metrics, self._manage = inner, metrics, manage
 
-    def submit(self, row: dict[str, Any]) -> Any:
+    def submit(self, row: dict[str, Any]) -> bool:
         try:
             self.metrics.observe(row)
         except Exception:  # a metrics fault must never lose the log row
             log.exception("metrics from a log row failed")
         return self.inner.submit(row)
 
-    async def start(self, *args: Any, **kwargs: Any) -> None:
-        if self._manage and hasattr(self.inner, "start"):
-            await self.inner.start(*args, **kwargs)
+    @property
+    def pending(self) -> int:
+        return self.inner.pending
 
-    async def close(self, *args: Any, **kwargs: Any) -> Any:
-        if self._manage and hasattr(self.inner, "close"):
-            return await self.inner.close(*args, **kwargs)
+    @property
+    def stats(self) -> LogStats:
+        return self.inner.stats
+
+    async def flush(self, timeout_s: float | None = None) -> bool:
+        return await self.inner.flush(timeout_s)
+
+    async def start(self, limiter: Any = None) -> None:
+        if self._manage:
+            await self.inner.start(limiter)
+
+    async def close(self, timeout_s: float | None = 30.0) -> bool:
+        if self._manage:
+            return await self.inner.close(timeout_s)
         return True
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 class StateCollector(Collector):
@@ -183,12 +195,12 @@ class StateCollector(Collector):
         writer = ctx.log_writer
         depth = GaugeMetricFamily("tollgate_log_queue_depth",
                                   "Request-log rows accepted but not yet written.")
-        depth.add_metric([], float(getattr(writer, "pending", 0) or 0))
+        depth.add_metric([], float(writer.pending))
         yield depth
-        stats = getattr(writer, "stats", None)
+        stats = writer.stats
         dropped = CounterMetricFamily("tollgate_log_rows_dropped",
                                       "Request-log rows dropped (queue full or rejected).")
-        dropped.add_metric([], float(getattr(stats, "dropped", 0) + getattr(stats, "rejected", 0)))
+        dropped.add_metric([], float(stats.dropped + stats.rejected))
         yield dropped
 
     def _budgets(self) -> Iterator[Metric]:
@@ -200,7 +212,7 @@ class StateCollector(Collector):
         remaining = GaugeMetricFamily(
             "tollgate_budget_remaining_usd",
             "Budget left in the current period: budget − spent − reserved.", labels=labels)
-        engine = getattr(self._ctx.store, "engine", None)
+        engine = self._ctx.store.engine
         if engine is not None:
             from gateway.store.tenants import list_tenants
 

@@ -90,7 +90,6 @@ class ChatRequest:
     include_usage: bool
     params: dict[str, Any]  # forwarded upstream as they came
     max_tokens: int | None  # the client's output cap (the smaller of the two fields given)
-    max_tokens_field: str | None  # a field the client used (both are capped upstream)
     options: TollgateOptions
     fallbacks: tuple[str, ...] = ()  # the body's fallbacks (model names), in order
 
@@ -272,8 +271,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
             raise invalid("'drop_params' must be a boolean", param="drop_params")
         params["drop_params"] = body["drop_params"]
     _check_params(params)
-    caps = [(params[f], f) for f in ("max_completion_tokens", "max_tokens") if f in params]
-    max_tokens, max_field = min(caps) if caps else (None, None)
+    caps = [params[f] for f in ("max_completion_tokens", "max_tokens") if f in params]
+    max_tokens = min(caps) if caps else None
     return ChatRequest(
         model=model,
         messages=messages,
@@ -281,7 +280,6 @@ def parse_chat_request(body: Any) -> ChatRequest:
         include_usage=bool((so or {}).get("include_usage")),
         params=params,
         max_tokens=max_tokens,
-        max_tokens_field=max_field,
         options=_options(body.get("tollgate")),
         fallbacks=_fallbacks(body.get("fallbacks")),
     )
