@@ -13,6 +13,10 @@
 #                                    `tollgate demo` routes its 11 local models with
 # First builds the export of the query encoder the routers are trained with (the registry's
 # default, or $TOLLGATE_ENCODER; see router_core/encoders/build.py), then trains on its vectors.
+# Then measures each artifact's promise parameters on its own validation prompts (trained
+# experts' pseudo-counts, the aggregate prior's n0, the line from published capability to the
+# router's scale, each promise's z and τ) and stores them in its router.json
+# (scripts/route_promises.py; the artifact's version gets "@promise-<hash>").
 # Last, chooses the λ of each named route (auto, auto-balanced, auto-cheap) on each router's
 # validation prompts for the pool it serves and writes them into config.yaml and
 # gateway/sandbox/demo_config.yaml (scripts/route_lambdas.py).
@@ -28,6 +32,8 @@ ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DE
     --out router_core/default_router --quiet "$@"
 "$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
     --out router_core/routerbench_router --quiet "$@"
+"$PYTHON" scripts/route_promises.py --router router_core/default_router --write
+"$PYTHON" scripts/route_promises.py --router router_core/routerbench_router --write
 "$PYTHON" scripts/route_lambdas.py --config config.yaml --router router_core/default_router --write
 "$PYTHON" scripts/route_lambdas.py --config gateway/sandbox/demo_config.yaml \
     --router router_core/routerbench_router --write
