@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from gateway import __version__
+from gateway.admin import api as admin_api
 from gateway.auth import (
     FailedLogins,
     authenticate,
@@ -38,9 +39,9 @@ from gateway.learning.loop import build_learning
 from gateway.pool import PoolHolder, build_pool
 from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
+from gateway.pool.promise import RoutePromise
 from gateway.pricing import count_text_tokens, resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
-from gateway.admin import api as admin_api
 from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
@@ -98,6 +99,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
                   encoder: Encoder | None, registry: CollectorRegistry | None
                   ) -> GatewayContext:
     """The gateway's state: every part given or built from ``settings``, wired together."""
+    loaded = router is None
     router = router if router is not None else load_router(settings.router_path)
     check_encoder(settings, router)  # before the store: a config error opens nothing
     if store is None or log_writer is None:
@@ -112,7 +114,8 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         settings=settings,
         store=store,
         log_writer=log_writer,
-        pool=PoolHolder(build_pool(settings, prices, router)),
+        pool=PoolHolder(build_pool(settings, prices, router,
+                                   reference_phi(settings, encoder) if loaded else None)),
         encoder=encoder,
         metrics=GatewayMetrics(registry),
         embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
@@ -126,6 +129,25 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
     ctx.learning = build_learning(ctx)
     return ctx
+
+
+REFERENCE_PROMPTS = 96  # probe prompts the quality estimates are levelled on
+
+
+def reference_phi(settings: Settings, encoder: Encoder) -> Any:
+    """Φ(x) of an evenly spaced sample of the artifact's probe prompts (none: None): the
+    reference prompts a backend's quality level is read on (gateway/pool/promise.py). At
+    startup, before serving; a hot swap keeps them (Φ is frozen)."""
+    from router_core.artifact import DEFAULT_ROUTER_DIR, load_probes
+
+    try:
+        probes = load_probes(settings.router_path or DEFAULT_ROUTER_DIR)
+    except (OSError, ValueError):
+        return None
+    if not probes:
+        return None
+    step = max(1, len(probes) // REFERENCE_PROMPTS)
+    return encoder.encode([str(p["prompt"]) for p in probes[::step][:REFERENCE_PROMPTS]])
 
 
 def check_encoder(settings: Settings, router: Router) -> None:
@@ -277,7 +299,8 @@ def _model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
             "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
             "tollgate": {"type": "route", "cost_weight": route.cost_weight,
                          "explore_share": route.explore_share,
-                         "backends": sorted(pool.deployable(name, allowed).values())},
+                         "backends": sorted(pool.deployable(name, allowed).values()),
+                         "promise": _promise_entry(pool.promises.get(name))},
         })
     for k in pool.known.values():
         if allowed is not None and k.backend not in allowed:
@@ -287,11 +310,20 @@ def _model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
             "id": k.backend, "object": "model", "created": 0, "owned_by": "tollgate",
             "tollgate": {"type": "backend", "router_model": k.expert,
                          "routable": k.expert is not None, "known_as": k.status,
+                         "quality_known": pool.how_known(k.backend),
                          "input_cost_per_token": p.input_per_token if p else None,
                          "output_cost_per_token": p.output_per_token if p else None,
                          "deployments": len(pool.backends[k.backend].deployment_params())},
         })
     return data
+
+
+def _promise_entry(promise: RoutePromise | None) -> dict[str, Any] | None:
+    if promise is None:
+        return None
+    return {"max_drop": promise.max_drop, "reference": promise.reference,
+            "reference_chosen": promise.reference_chosen, "z": promise.z,
+            "tolerance": promise.tolerance}
 
 
 async def health() -> dict[str, str]:

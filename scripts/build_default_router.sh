@@ -17,9 +17,9 @@
 # experts' pseudo-counts, the aggregate prior's n0, the line from published capability to the
 # router's scale, each promise's z and τ) and stores them in its router.json
 # (scripts/route_promises.py; the artifact's version gets "@promise-<hash>").
-# Last, chooses the λ of each named route (auto, auto-balanced, auto-cheap) on each router's
-# validation prompts for the pool it serves and writes them into config.yaml and
-# gateway/sandbox/demo_config.yaml (scripts/route_lambdas.py).
+# The packaged routes (config.yaml, gateway/sandbox/demo_config.yaml) are promises
+# (max_drop), which read those parameters at startup; a route that trades by cost_weight
+# instead has its λ chosen by scripts/route_lambdas.py (not run here: no packaged route has one).
 # Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +34,4 @@ ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DE
     --out router_core/routerbench_router --quiet "$@"
 "$PYTHON" scripts/route_promises.py --router router_core/default_router --write
 "$PYTHON" scripts/route_promises.py --router router_core/routerbench_router --write
-"$PYTHON" scripts/route_lambdas.py --config config.yaml --router router_core/default_router --write
-"$PYTHON" scripts/route_lambdas.py --config gateway/sandbox/demo_config.yaml \
-    --router router_core/routerbench_router --write
 du -sh router_core/default_router router_core/routerbench_router

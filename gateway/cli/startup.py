@@ -52,6 +52,17 @@ def backend_lines(pool: Pool) -> list[str]:
     return lines or ["none (model_list is empty: only routes without backends)"]
 
 
+def promise_lines(pool: Pool) -> list[str]:
+    """Each route's promise against its reference, and how each backend's quality is known."""
+    lines = [f"{name}: realized quality {p.describe()}" for name, p in pool.promises.items()]
+    lines += [f"{name}: cost_weight {r.cost_weight:g} (no promise)"
+              for name, r in pool.routes.items() if name not in pool.promises]
+    width = max((len(b) for b in pool.backends), default=0)
+    lines += [f"{b:<{width}}  quality {how}" for b in pool.backends
+              if (how := pool.how_known(b)) is not None]
+    return lines or ["none"]
+
+
 def missing_provider_keys(settings: Settings) -> dict[str, list[str]]:
     """Environment variable → backends that need it and will fail (502) without it."""
     missing: dict[str, list[str]] = {}
@@ -99,6 +110,7 @@ def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) ->
         ("database", safe_url(settings.database_url)),
         ("router", f"{pool.version} ({len(pool.router.model_names)} experts)"),
         ("backends", backend_lines(pool)),
+        ("promises", promise_lines(pool)),
         ("provider keys", keys),
         ("admin API", admin),
         ("dashboard", f"{base_url}/dashboard"),

@@ -137,6 +137,10 @@ class Route(BaseModel):
     # most of the route's requests a backend on its cold-start prior may get (per replica)
     explore_share: float = Field(default=0.05, ge=0, le=1)
     description: str | None = None
+    # a promise against a reference (gateway/pool/promise.py): realized quality within
+    # max_drop of the reference backend's, as cheaply as possible; λ is then not used
+    max_drop: float | None = Field(default=None, ge=0, le=1)
+    reference: str | None = None  # a backend of the route; default: its strongest known
 
 
 class Retraining(BaseModel):
@@ -245,6 +249,11 @@ class Settings(BaseModel):
             unknown = sorted(set(route.models or []) - set(names))
             if unknown:
                 raise ValueError(f"route {rname!r}: unknown backends {unknown}")
+            if route.reference is not None and (
+                    route.reference not in names
+                    or (route.models is not None and route.reference not in route.models)):
+                raise ValueError(f"route {rname!r}: reference {route.reference!r} is not a "
+                                 "backend of the route")
         for name, targets in self.fallbacks.items():
             unknown = sorted({name, *targets} - set(names))
             if unknown:

@@ -22,10 +22,19 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import numpy as np
+
 from gateway.config import Backend, ExplorationSettings, Route, Settings
 from gateway.pool.adopt import adopted_pool
 from gateway.pool.known import PRIOR_KIND, Known, know_backends
 from gateway.pool.priors import with_priors
+from gateway.pool.promise import (
+    Quality,
+    RoutePromise,
+    backend_qualities,
+    reference_queries,
+    route_promises,
+)
 from gateway.pricing import Price
 from router_core.router import Router
 
@@ -42,6 +51,9 @@ class Pool:
     route_experts: Mapping[str, tuple[tuple[str, str], ...]]
     priors: frozenset[str]  # experts still on their cold-start prior
     backends: Mapping[str, Backend] = field(repr=False, default_factory=dict)
+    qualities: Mapping[str, Quality] = field(repr=False, default_factory=dict)  # per expert
+    promises: Mapping[str, RoutePromise] = field(default_factory=dict)  # per promising route
+    phi_ref: np.ndarray | None = field(repr=False, default=None)  # Φ of reference prompts
 
     @property
     def version(self) -> str:
@@ -72,11 +84,18 @@ class Pool:
         """The pool a hot swap to ``router`` makes: the backends its artifact carries join
         (gateway/pool/adopt.py), then every priced backend it does not know gets its prior."""
         settings, prices = adopted_pool(self.settings, self.prices, router)
-        return build_pool(settings, prices, router)
+        return build_pool(settings, prices, router, self.phi_ref)
+
+    def how_known(self, backend: str) -> str | None:
+        """How the pool knows ``backend``'s quality (gateway/pool/promise.py), if routable."""
+        q = self.qualities.get(self.expert_of(backend) or "")
+        return q.how if q is not None else None
 
 
-def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router) -> Pool:
-    """The pool of ``settings`` priced by ``prices`` on ``router`` (priors added)."""
+def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
+               phi_ref: np.ndarray | None = None) -> Pool:
+    """The pool of ``settings`` priced by ``prices`` on ``router`` (priors added); ``phi_ref``:
+    Φ(x) of the prompts estimates are levelled on (gateway/pool/promise.py)."""
     judge = ExplorationSettings.from_settings(settings).judge_backend
     router = with_priors(router, settings, prices, exclude={judge} if judge else ())
     known = {k.backend: k for k in know_backends(settings, router, prices)}
@@ -86,6 +105,8 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router) 
                     if known[b.model_name].expert is not None)
         for name in settings.routes
     }
+    qualities = backend_qualities(router, known, settings, prices,
+                                  reference_queries(router, phi_ref))
     return Pool(
         settings=settings,
         prices=MappingProxyType(dict(prices)),
@@ -94,6 +115,10 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router) 
         route_experts=MappingProxyType(routed),
         priors=frozenset(e.name for e in router.experts if e.kind == PRIOR_KIND),
         backends=MappingProxyType({b.model_name: b for b in settings.model_list}),
+        qualities=MappingProxyType(qualities),
+        promises=MappingProxyType(route_promises(settings, known, qualities, prices,
+                                                 router.config or {})),
+        phi_ref=phi_ref,
     )
 
 

@@ -45,6 +45,9 @@ def _candidate(i: int, c: dict[str, Any], equivalent: list[str]) -> dict[str, An
         "equivalent": (c.get("backend") or c.get("model")) in equivalent,
         "chosen": i == 0,
         "prior": c.get("known") == "prior",  # a cold-start guess, not yet learned from data
+        # a route with a promise: p̂ and its pseudo-count n, the lower bound, the bound on the
+        # drop from the reference, whether it is within the promise, how its quality is known
+        **({"promise": c["promise"]} if c.get("promise") else {}),
     }
 
 

@@ -26,8 +26,12 @@ def plan_fields(plan: Plan | None, log_prompts: bool, max_chars: int) -> dict[st
     d = routed.decision if routed else None
     by_rm = routed.by_router_model if routed else {}
     priors = routed.priors if routed else frozenset()  # cold start: marked "prior"
+    promised = {c["backend"]: c for c in (routed.promise or {}).get("candidates", [])} \
+        if routed else {}
     candidates = ([{**c, "backend": by_rm.get(c["model"]),
-                    **({"known": "prior"} if c["model"] in priors else {})}
+                    **({"known": "prior"} if c["model"] in priors else {}),
+                    **({"promise": promised[by_rm.get(c["model"])]}
+                       if by_rm.get(c["model"]) in promised else {})}
                    for c in d.to_dict()["candidates"]] if d else [])
     return {
         "route": plan.route,

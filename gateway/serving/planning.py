@@ -28,6 +28,7 @@ from gateway.pool.explore_share import PriorShare, cap_priors
 from gateway.pricing import PromptSize, count_prompt_tokens, prompt_size
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
+from gateway.serving.promise_routing import promise_route
 from gateway.serving.routing import Routed, embed_text, route_request
 from gateway.serving.validation import fit_candidates
 from gateway.store.policy import TenantPolicy
@@ -141,18 +142,26 @@ def deployable(plan: Plan, share: PriorShare | None = None) -> dict[str, str]:
 
 
 def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> Plan:
-    """The router's decision over ``by_rm`` for Φ(x) = ``phi`` (400 if no backend fits the cap).
-    c̃ divides by the dearest backend of the route's whole routable pool (README "Routes")."""
+    """The router's decision over ``by_rm`` for Φ(x) = ``phi`` (400 if no backend fits the cap):
+    on a route with a promise, the promise rule (serving/promise_routing.py) unless the request
+    sets its own cost_weight; else a = p̂ − λ·c̃, c̃ dividing by the dearest backend of the
+    route's whole routable pool (README "Routes")."""
     plan = replace(plan, prompt_tokens=prompt_tokens, phi=phi)
     pool, s = plan.pool, plan.pool.settings
     whole = pool.deployable(plan.route)
     costs = {name: expected_cost(plan, pool.backends[name], s.routing_output_tokens)
              for name in {*by_rm.values(), *whole.values()}}
+    promise = pool.promises.get(plan.route)
     try:
-        routed = route_request(pool.router, phi, lam=plan.lam, delta=pool.routes[plan.route].delta,
-                               backends_by_router_model=by_rm, costs_usd_by_backend=costs,
-                               max_cost_usd=plan.max_cost_usd, pool_by_router_model=whole,
-                               priors=pool.priors)
+        if promise is not None and plan.request.options.cost_weight is None:
+            routed = promise_route(pool, promise, phi, by_rm, costs, plan.max_cost_usd,
+                                   max(costs[b] for b in whole.values()))
+        else:
+            routed = route_request(pool.router, phi, lam=plan.lam,
+                                   delta=pool.routes[plan.route].delta,
+                                   backends_by_router_model=by_rm, costs_usd_by_backend=costs,
+                                   max_cost_usd=plan.max_cost_usd, pool_by_router_model=whole,
+                                   priors=pool.priors)
     except NoEligibleModel as e:
         raise invalid(f"no backend fits max_cost_usd={plan.max_cost_usd} for this request",
                       param="tollgate.max_cost_usd") from e

@@ -58,6 +58,7 @@ class Routed:
     backends: tuple[str, ...]  # ranked backend names (chosen first)
     by_router_model: Mapping[str, str] = field(default_factory=dict)
     priors: frozenset[str] = frozenset()  # the pool's experts on their cold-start prior
+    promise: dict | None = None  # a promising route's explanation (serving/promise_routing.py)
 
 
 def route_request(

@@ -1,0 +1,220 @@
+"""A route's promise against its reference, and how well the pool knows each backend.
+
+A route with ``max_drop`` promises realized quality within ``max_drop`` of its reference
+backend's, as cheaply as possible (DESIGN.md, "Routes: a promise against a reference"). The
+rule that keeps it per request is router_core.promise's: each backend's quality on a prompt
+is a belief (p̂, pseudo-count n), and the route takes the cheapest backend it is confident is
+within the drop of the reference (gateway/serving/promise_routing.py). This module builds,
+once per pool, what that rule reads:
+
+- ``Quality`` per expert: its belief and how it is known: ``trained`` (the router learned it
+  from outcomes; n measured on validation prompts), ``prior from published results`` (the
+  backend's published aggregate figure, router_core/identity/capability.yaml, put on the
+  router's scale by the line through the trained experts that have both, then placed among
+  its capability neighbours), ``prior from price only`` (last resort: one pseudo-outcome, so
+  it is neither assumed adequate as a candidate nor weak as a reference), ``refined by n
+  outcomes`` (a cold-start expert the learning loop refitted).
+- ``RoutePromise`` per promising route: its reference (named in config, else the strongest
+  backend by what is known; a dearer backend known by price alone is never assumed weaker),
+  its drop, and the rule's confidence z and per-prompt tolerance, measured for the artifact
+  by scripts/route_promises.py (``router.config["promise"]``) or, without them, the
+  conservative defaults below.
+
+The level of each estimate is its mean p̂ over reference prompts: the artifact's probe prompts
+embedded once at startup (``phi_ref``), else the experts' own directions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gateway.config import Backend, Settings
+from gateway.pool.known import PRIOR_KIND, Known, outcomes_of
+from gateway.pool.priors import TYPICAL_TOKENS
+from gateway.pricing import Price
+from router_core.identity.capability import capability
+from router_core.promise import (
+    LogitBelief,
+    TrainedBelief,
+    prior_from_aggregate,
+    prior_from_price,
+    router_weights,
+)
+from router_core.promise.priors import closeness_weights
+from router_core.router import Router
+
+TRAINED_N = 20.0  # a trained expert's pseudo-count when the artifact has none measured
+PRIOR_N0 = 2.0  # an aggregate prior's, likewise
+DEFAULT_Z = 3.0  # the rule's confidence when the artifact has none measured for the drop
+
+
+@dataclass(frozen=True)
+class Quality:
+    """How well the pool knows one expert: its belief, how, and its level (mean p̂)."""
+
+    belief: TrainedBelief | LogitBelief
+    how: str
+    level: float
+
+
+@dataclass(frozen=True)
+class RoutePromise:
+    """Realized quality within ``max_drop`` of ``reference``'s; the rule's z and tolerance."""
+
+    route: str
+    reference: str  # a backend
+    max_drop: float
+    z: float
+    tolerance: float
+    reference_chosen: str  # "named in config" or why it is the strongest
+
+    def describe(self) -> str:
+        return f"within {self.max_drop:g} of {self.reference} ({self.reference_chosen})"
+
+
+def reference_queries(router: Router, phi_ref: np.ndarray | None) -> np.ndarray:
+    """Q_ref: the reference prompts through the head, else the experts' own directions."""
+    if phi_ref is not None and len(phi_ref):
+        return router.project(np.asarray(phi_ref, dtype=np.float32)).astype(float)
+    return np.stack([np.asarray(e.descriptor, dtype=float) for e in router.experts])
+
+
+def published_figure(b: Backend) -> tuple[float, str] | None:
+    """(value on the MMLU-Pro scale, how) from the first of the backend's names the
+    capability table knows (exact names and aliases only)."""
+    base = (b.model_info.model_extra or {}).get("base_model")
+    for name in (b.model_name, b.litellm_model, *( [str(base)] if base else [])):
+        cap = capability(name)
+        if cap is not None:
+            return cap.value, f"{cap.how} {cap.value:.3f} ({cap.scores[0].source.title})"
+    return None
+
+
+def _level_line(levels: dict[str, float], figures: dict[str, float]) -> tuple[float, float]:
+    """p̄ ≈ α·A + β through the trained experts with a published figure A (least squares);
+    the identity when fewer than three have one."""
+    both = [m for m in levels if m in figures]
+    if len(both) < 3:
+        return 1.0, 0.0
+    A = np.array([figures[m] for m in both])
+    p = np.array([levels[m] for m in both])
+    alpha, beta = np.polyfit(A, p, 1)
+    return (float(alpha), float(beta)) if alpha > 0 else (1.0, 0.0)
+
+
+def _placed_level(figure: float, models: list[str], figures: Mapping[str, float],
+                  levels: Mapping[str, float], alpha: float) -> float:
+    """The router-scale level of a published ``figure``: from its capability neighbours'
+    levels, each moved along the line by the figure's distance from theirs,
+
+        p̄ = Σ_h κ_h (p̄_h + α (A − A_h)),   κ_h ∝ exp(−(A − A_h)² / 2β²)
+
+    so a model published above its neighbours is placed above them, whatever the global
+    line's intercept (router_core.promise.priors' closeness weights)."""
+    if not models:
+        return float(np.clip(figure, 0.02, 0.98))
+    A = np.array([figures[m] for m in models])
+    kappa = closeness_weights(figure, A)
+    placed = np.array([levels[m] for m in models]) + alpha * (figure - A)
+    return float(np.clip(kappa @ placed, 0.02, 0.98))
+
+
+def backend_qualities(router: Router, known: Mapping[str, Known], settings: Settings,
+                      prices: Mapping[str, Price], Q_ref: np.ndarray) -> dict[str, Quality]:
+    """expert -> Quality for every expert a priced backend routes as (module docstring)."""
+    params = dict((router.config or {}).get("promise") or {})
+    trained_n = {str(k): float(v) for k, v in dict(params.get("trained_n") or {}).items()}
+    n0 = float(params.get("n0", PRIOR_N0))
+    W, b = router_weights(router)
+    index = {name: i for i, name in enumerate(router.model_names)}
+    kinds = {e.name: e.kind for e in router.experts}
+    counts = outcomes_of(router)
+    out: dict[str, Quality] = {}
+    for name in router.model_names:
+        if kinds[name] != PRIOR_KIND and name not in counts:
+            i = index[name]
+            belief = TrainedBelief(W[i], float(b[i]), trained_n.get(name, TRAINED_N))
+            out[name] = Quality(belief, "trained", float(belief.estimate(Q_ref)[0].mean()))
+    trained = list(out)
+    if not trained:
+        return out
+    backends = {k.expert: settings.backend(k.backend) for k in known.values() if k.expert}
+    figures = {}
+    for m in trained:
+        fig = published_figure(backends[m]) if m in backends else None
+        cap = fig or ((v.value, "") if (v := capability(m)) is not None else None)
+        if cap is not None:
+            figures[m] = cap[0]
+    levels = {m: out[m].level for m in trained}
+    alpha, _ = _level_line(levels, figures)
+    with_fig = [m for m in trained if m in figures]
+    Wk = np.stack([W[index[m]] for m in trained])
+    bk = np.array([b[index[m]] for m in trained])
+    pk = np.array([levels[m] for m in trained])
+    usd_k = np.array([max(e.cost_usd, 1e-12) for e in router.experts if e.name in levels])
+    for k in known.values():
+        if k.expert is None or k.expert in out or k.backend not in prices:
+            continue
+        n_seen = int(counts.get(k.expert, 0))
+        backend = settings.backend(k.backend)
+        fig = published_figure(backend)
+        if fig is not None:
+            target = _placed_level(fig[0], with_fig, figures, levels, alpha)
+            belief = prior_from_aggregate(target, Wk, bk, pk, Q_ref, n0 + n_seen)
+            how = f"prior from published results: {fig[1]}"
+        else:
+            usd = prices[k.backend].cost(*TYPICAL_TOKENS)
+            belief = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, 1.0 + n_seen)
+            how = "prior from price only"
+        if n_seen:
+            how += f", refined by {n_seen} outcomes"
+        out[k.expert] = Quality(belief, how, float(belief.estimate(Q_ref)[0].mean()))
+    return out
+
+
+def default_reference(route_backends: list[str], known: Mapping[str, Known],
+                      qualities: Mapping[str, Quality], prices: Mapping[str, Price]) -> tuple[str, str]:
+    """(backend, why): the strongest by what is known; a dearer backend known by price alone
+    is taken instead (an unknown reference is never assumed weak)."""
+    def usd(name: str) -> float:
+        return prices[name].cost(*TYPICAL_TOKENS)
+
+    ranked = [(qualities[known[n].expert], n) for n in route_backends
+              if known[n].expert in qualities]
+    informed = [(q.level, n) for q, n in ranked if not q.how.startswith("prior from price")]
+    if informed:
+        level, best = max(informed)
+        dearer_unknown = [n for q, n in ranked
+                          if q.how.startswith("prior from price") and usd(n) > usd(best)]
+        if not dearer_unknown:
+            return best, f"strongest known: mean p̂ {level:.3f}"
+    best = max((n for _, n in ranked), key=usd)
+    return best, "dearest, its quality known by price alone"
+
+
+def route_promises(settings: Settings, known: Mapping[str, Known],
+                   qualities: Mapping[str, Quality], prices: Mapping[str, Price],
+                   router_config: Mapping[str, Any]) -> dict[str, RoutePromise]:
+    """route -> its promise, for the routes with ``max_drop`` that have a known backend."""
+    rules = dict(dict(router_config.get("promise") or {}).get("rules") or {})
+    out = {}
+    for name, route in settings.routes.items():
+        if route.max_drop is None:
+            continue
+        members = [b.model_name for b in settings.route_backends(name)
+                   if b.model_name in prices and known[b.model_name].expert in qualities]
+        if not members:
+            continue
+        if route.reference is not None:
+            ref, why = route.reference, "named in config"
+        else:
+            ref, why = default_reference(members, known, qualities, prices)
+        rule = dict(rules.get(f"{route.max_drop:g}") or {})
+        z = float(rule.get("z", DEFAULT_Z))
+        tolerance = float(rule.get("tolerance", route.max_drop))
+        out[name] = RoutePromise(name, ref, route.max_drop, z, tolerance, why)
+    return out

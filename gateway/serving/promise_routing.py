@@ -1,0 +1,69 @@
+"""One request on a route with a promise: the cheapest backend confidently within the drop.
+
+The rule is router_core.promise's (``promise_choice``, its explanation ``explain``): with each
+allowed backend's belief (p̂, n) on this prompt's q, the reference's estimate taken
+optimistically and the candidate's pessimistically,
+
+    D_h = (p̂_r + z·sd_r) − (p̂_h − z·sd_h),    E = {r} ∪ {h : D_h ≤ τ},    h* = argmin_E c_h
+
+with c_h this request's expected cost. Fallbacks keep the promise as long as they can: the
+rest of E by cost, then the reference, then the others by p̂. When the tenant's policy or a
+cost cap leaves the reference out, the strongest allowed backend stands in for it and the
+reason says so. The decision is logged in the usual ``Decision`` form (quality = p̂, score =
+−D_h, the equivalent set = E) with the explanation record beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from gateway.pool import Pool
+from gateway.pool.promise import RoutePromise
+from gateway.serving.routing import Routed
+from router_core.decision import Candidate, Decision, NoEligibleModel
+from router_core.promise import drop_bounds, explain, stack_estimates
+
+
+def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[str, str],
+                  costs_usd: Mapping[str, float], max_cost_usd: float | None,
+                  normaliser: float) -> Routed:
+    """The promise decision over ``by_rm`` (expert -> backend) for Φ(x) = ``phi``."""
+    experts = [e for e, b in by_rm.items() if e in pool.qualities
+               and (max_cost_usd is None or costs_usd[b] <= max_cost_usd)]
+    if not experts:
+        raise NoEligibleModel("no backend satisfies the allowed list and maximum cost")
+    router = pool.router
+    q = router.project(phi)[0]
+    P, N = stack_estimates([pool.qualities[e].belief for e in experts], q[None, :])
+    cost = np.array([costs_usd[by_rm[e]] for e in experts])
+    ref_expert = pool.expert_of(promise.reference)
+    stand_in = ref_expert not in experts
+    ref = (int(np.argmax([pool.qualities[e].level for e in experts])) if stand_in
+           else experts.index(ref_expert))
+    names = [by_rm[e] for e in experts]
+    record = explain(names, P[0], N[0], cost, ref, promise.tolerance, promise.z,
+                     how=[pool.qualities[e].how for e in experts])
+    D = drop_bounds(P, N, ref, promise.z)[0]
+    h = names.index(record["chosen"])
+    within = [i for i in np.argsort(cost, kind="stable") if D[i] <= promise.tolerance]
+    order = [h, *[i for i in within if i != h]]
+    order += [ref] if ref not in order else []
+    order += [i for i in np.argsort(-P[0], kind="stable") if i not in order]
+    sims = {e.name: float(np.dot(e.descriptor, q)) for e in router.experts if e.name in experts}
+    cands = tuple(Candidate(model=experts[i], similarity=sims[experts[i]],
+                            quality=float(P[0, i]), cost=float(cost[i] / normaliser),
+                            cost_usd=float(cost[i]),
+                            score=-float(D[i]) if np.isfinite(D[i]) else -1e9)
+                  for i in order)
+    reason = (f"promise: {promise.describe()}; {record['why']}"
+              + (f"; {names[ref]} stood in for the reference, which this request may not use"
+                 if stand_in else ""))
+    decision = Decision(chosen=experts[h], ranked=tuple(experts[i] for i in order),
+                        candidates=cands, equivalent=tuple(experts[i] for i in within),
+                        reason=reason, lam=0.0, delta=promise.tolerance)
+    return Routed(decision=decision, router_version=router.version,
+                  backends=tuple(names[i] for i in order), by_router_model=dict(by_rm),
+                  priors=pool.priors, promise=record)
