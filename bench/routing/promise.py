@@ -14,8 +14,11 @@ traffic drawn from train rows (the reference beside another held-out model, a ju
 
 The rule's confidence z is chosen per route and per number of judged outcomes on the same
 experiment one level down (router_core.promise.confidence): a second router trained without
-the frontier and the K next strongest models, those on priors, scored on validation prompts
-against their known outcomes. Test prompts never enter a choice.
+the frontier, the K next strongest models and those within the reference's lead of them (so
+the pseudo-reference leads its pool as the reference leads the real one); the K on priors (all
+K, and each alone as the reference; two judge draws each), scored on validation prompts
+against their known outcomes.
+Test prompts never enter a choice.
 
 Training: ``TrainConfig(seed=seed)`` unchanged (``--quick``: 30 epochs, for a smoke test);
 routers are cached per (dataset, seed, models) under $TOLLGATE_CACHE_DIR/promise.
@@ -57,7 +60,7 @@ from router_core.training import TrainConfig, train_router
 DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
 COUNTS = (0, 50, 200, 1000)
 REF_PROMPTS = 1000  # reference prompts a prior's level is matched on (train rows)
-ROUTES = {"auto": "auto", "auto-balanced": "balanced", "auto-cheap": "cheap"}
+MIRROR_JUDGES = 2  # independent judge draws per case of the rung below
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -145,6 +148,19 @@ def split_rows(table, models) -> dict[str, np.ndarray]:
     }
 
 
+def rung_below(trained, agg, lead: float, k: int) -> tuple[tuple, tuple]:
+    """(pseudo-frontier, rest): the k strongest trained models, and the trained models at
+    least ``lead`` below the strongest of them (the reference's lead over the trained pool,
+    so the rung below is as hard), at least two (the weakest, when the lead leaves fewer)."""
+    if len(trained) < k + 2:
+        k = max(1, len(trained) - 2)
+    pseudo = tuple(trained[:k])
+    rest = tuple(m for m in trained[k:] if agg[m] <= agg[pseudo[0]] - lead)
+    if len(rest) < 2:
+        rest = tuple(trained[k:])[-2:]
+    return pseudo, rest
+
+
 def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -> dict:
     """{n: {route: (drop, saving, z)}} on one dataset and seed (module docstring)."""
     rows = split_rows(table, table.models)
@@ -152,24 +168,27 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -
     agg = dict(zip(table.models, agg_arr))
     order = [table.models[i] for i in np.argsort(-agg_arr, kind="stable")]
     frontier, trained = tuple(order[:k]), tuple(order[k:])
-    pseudo, rest = trained[:k], trained[k:]
-    if len(rest) < 2:  # too few models for a rung below: the mirror uses the same router
-        pseudo, rest = trained[:1], trained[1:]
+    pseudo, rest = rung_below(trained, agg, agg[frontier[0]] - agg[trained[0]], k)
     rng = np.random.default_rng(seed)
     router = cached_router(table, X, trained, replace(cfg, seed=seed), encoder)
     top = Level.build(table, X, router, trained, frontier, agg, rows, rng)
     below_router = cached_router(table, X, rest, replace(cfg, seed=seed), encoder)
-    below = Level.build(table, X, below_router, rest, pseudo, agg, rows, rng)
+    # the rung below, several ways: each pseudo-frontier subset with its strongest as the
+    # reference, each refined by two draws of the judge
+    subsets = dict.fromkeys([pseudo, pseudo[:1], pseudo[1:2]] if len(pseudo) > 1 else [pseudo])
+    belows = [Level.build(table, X, below_router, rest, f, agg, rows, np.random.default_rng(seed))
+              for f in subsets]  # fmt: skip
     traffic = np.random.default_rng(1000 + seed).choice(rows["train"], size=max(counts))
     out = {}
     for n in counts:
         seen = traffic[:n]
-        mirror = below.case(below.refined(seen, np.random.default_rng(seed + 7)), rows["val"])
+        cases = [b.case(b.refined(seen, np.random.default_rng(seed + 100 * j)), rows["val"])
+                 for b in belows for j in range(MIRROR_JUDGES)]  # fmt: skip
         priors = top.refined(seen, np.random.default_rng(seed + 7))
         own, test = top.case(priors, rows["val"]), top.case(priors, rows["test"])
         out[n] = {}
         for route, drop in PROMISES.items():
-            rule = choose_rule([mirror], own, drop)
+            rule = choose_rule(cases, own, drop)
             d, _, s = realized(test, rule.tolerance, rule.z)
             out[n][route] = (d, s, rule.z, rule.tolerance)
     out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,

@@ -7,9 +7,10 @@ what it promises is the average. So τ is the largest per-prompt tolerance whose
 the average of the pessimistic bounds within the promise on the route's held-out prompts,
 over the whole pool (priors with their wide bounds included):
 
-    τ(z) = max { τ ≥ max_drop : mean_x D_{h_τ(x)}(x) ≤ max_drop }   (D = 0 where h = r)
+    τ(z) = max { τ ≥ max_drop : mean_x max(D_{h_τ(x)}(x), 0) ≤ max_drop }   (D = 0 where h = r)
 
-If the bounds hold, so does the average drop. A pool whose reference leads by far has large
+If the bounds hold, so does the average drop. A confident gain (D < 0) is not spent on other
+prompts' losses: a bound that is too tight would otherwise buy a wider τ twice. A pool whose reference leads by far has large
 bounds everywhere and gets a small τ; no scale is carried from one pool to another.
 
 Confidence z (chosen where outcomes are known). Whether the bounds hold cannot be checked
@@ -20,10 +21,11 @@ simulated judged outcomes as the real pool has had. On prompts the router was no
 each z of a grid, with its own τ(z), routes the pseudo-pool, and the realized drop is measured
 against the pseudo-reference's true outcomes:
 
-    z* = argmax_{z : max_cases [d̄(z) + se(z)] ≤ max_drop} saving(z),   d̄ = mean_x (y_r − y_h*)
+    z* = argmax_{z : max_cases [d̄(z) + se(z)] ≤ max_drop} saving_own(z),   d̄ = mean_x (y_r − y_h*)
 
-ties going to the larger z; then τ(z*) on the real pool's held-out prompts. The bench checks
-both on test prompts they were not chosen on.
+where saving_own is what the real pool's routing, with τ(z), would save on its own held-out
+prompts (prices only: no outcomes), ties going to the larger z. The bench checks both on test
+prompts they were not chosen on.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def tolerance_for(
     best = float(max_drop)
     for tau in np.geomspace(max_drop, 1.0, TOLERANCE_STEPS + 1)[1:]:
         h = promise_choice(P, N, cost, ref, tau, z)
-        if D[rows, h].mean() <= max_drop:
+        if np.maximum(D[rows, h], 0.0).mean() <= max_drop:
             best = float(tau)
     return best
 
@@ -91,14 +93,18 @@ def tolerance_for(
 def choose_rule(
     cases: list[Case], own: Case, max_drop: float, z_grid=Z_GRID
 ) -> RuleParams:
-    """(z*, τ(z*)) (module docstring): z* on ``cases`` (rungs with known outcomes), τ on
-    ``own`` (the real pool's held-out prompts; its outcomes are not read)."""
-    best_z, best_saving = float(z_grid[-1]), -np.inf
+    """(z*, τ(z*)) (module docstring): z* among those that keep the promise on ``cases``
+    (rungs with known outcomes), the one that saves most on ``own`` (the real pool's held-out
+    prompts: only their estimates and prices are read, never their outcomes)."""
+    best, best_saving = RuleParams(np.inf, float(max_drop)), 0.0
     for z in reversed(z_grid):  # safer first: a tie keeps the larger z
         runs = [realized(c, tolerance_for(c.P, c.N, c.cost, c.ref, max_drop, z), z)
                 for c in cases]  # fmt: skip
-        if all(d + se <= max_drop for d, se, _ in runs):
-            saving = min(s for _, _, s in runs)
-            if saving > best_saving + 1e-9:
-                best_z, best_saving = float(z), saving
-    return RuleParams(best_z, tolerance_for(own.P, own.N, own.cost, own.ref, max_drop, best_z))
+        if not all(d + se <= max_drop for d, se, _ in runs):
+            continue
+        tau = tolerance_for(own.P, own.N, own.cost, own.ref, max_drop, z)
+        h = promise_choice(own.P, own.N, own.cost, own.ref, tau, z)
+        saving = 1.0 - own.cost[h].mean() / own.cost[own.ref]
+        if saving > best_saving + 1e-9:
+            best, best_saving = RuleParams(float(z), tau), saving
+    return best

@@ -1,20 +1,23 @@
-"""A Gaussian belief over a backend's readout θ = (w, b), in the router's runtime form.
+"""A Gaussian belief over a backend's readout, in the router's runtime form.
 
 The router estimates p̂_h(x) = σ(a_h·(q·e_h) + b_h) = σ(w_h·q + b_h) with w_h = a_h·e_h.
-A backend known only by a prior, or by a prior and a few judged outcomes, gets a belief
+A backend known by a prior, or a prior and a few judged outcomes, gets a readout on a basis
+B (k, d) of directions, the known experts' readouts w_h by default (its capability
+neighbours span what it can learn, k ≈ 10 coefficients instead of d ≈ 200, so a few hundred
+noisy verdicts can move it without overfitting), with a Gaussian belief on θ = (α, b):
 
-    θ ~ N(θ̂, Σ),   z(x) = θ·x̃,  x̃ = (q, 1),   Var z(x) = x̃ᵀ Σ x̃
+    w = Bᵀα,   z(x) = α·f(x) + b,   f(x) = B q,   θ ~ N(θ̂, Σ),   Var z(x) = f̃ᵀ Σ f̃,  f̃ = (f, 1)
 
 whose per-prompt logit variance becomes the Beta pseudo-count n(x) (router_core.promise.
-belief). A prior is isotropic, Σ₀ = s²·I, with s² set so that n(x) = n₀ at the prior's mean
-level p̄ (q is a unit vector, so x̃ᵀx̃ = 2):
+belief). A prior is isotropic, Σ₀ = s²·I, with s² set so that n(x) = n₀ on average over
+reference prompts at the prior's level p̄:
 
-    s² = 1 / (2 · p̄(1 − p̄) · (n₀ + 1))
+    s² = 1 / (p̄(1 − p̄) · (n₀ + 1) · mean_x ‖f̃(x)‖²)
 
 Refinement (router_core.promise.refine) is the Laplace posterior: the MAP readout with θ₀ as
-its mean and Σ = (Σ₀⁻¹ + Σ_i J_i x̃_i x̃_iᵀ)⁻¹, so n(x) grows where outcomes were observed and
-stays at the prior's where they were not. The gateway keeps Σ's Cholesky factor L (Σ = L Lᵀ):
-Var z(x) = ‖Lᵀ x̃‖², one (d+1)² product per backend and request.
+its mean and Σ = (Σ₀⁻¹ + Σ_i J_i f̃_i f̃_iᵀ)⁻¹, so n(x) grows where outcomes were observed and
+stays at the prior's where they were not. At serving time p̂ is the usual σ(w·q + b) and
+Var z(x) = ‖Lᵀ f̃‖² with Σ = L Lᵀ: a (k+1)² product per backend and request.
 """
 
 from __future__ import annotations
@@ -28,26 +31,45 @@ from router_core.promise.belief import logit_var_for_count, pseudo_count_from_lo
 
 @dataclass(frozen=True)
 class LogitBelief:
-    """θ̂ = (w, b) and the Cholesky factor of Σ; ``how`` says how it is known."""
+    """θ̂ = (α, b), the basis and the Cholesky factor of Σ; ``how`` says how it is known."""
 
-    w: np.ndarray  # (d,) readout weights a·e
+    coef: np.ndarray  # (k,) α, coefficients on the basis
     b: float
-    chol: np.ndarray  # (d+1, d+1) lower-triangular L, Σ = L Lᵀ
+    chol: np.ndarray  # (k+1, k+1) lower-triangular L, Σ = L Lᵀ
+    basis: np.ndarray | None = None  # (k, d) B; None = the head's own coordinates (B = I)
     how: str = "prior"  # "prior:aggregate", "prior:price", "refined:<n>"
     n_outcomes: int = 0
     level: float = 0.5  # p̄ the prior was placed at (its aggregate figure)
 
     @classmethod
-    def prior(cls, w: np.ndarray, b: float, level: float, n0: float, how: str) -> LogitBelief:
-        """Isotropic prior worth n₀ outcomes at its level p̄ (module docstring)."""
-        w = np.asarray(w, dtype=float)
-        s2 = logit_var_for_count(level, n0) / 2.0
-        chol = np.sqrt(s2) * np.eye(len(w) + 1)
-        return cls(w=w, b=float(b), chol=chol, how=how, level=float(level))
+    def prior(cls, coef: np.ndarray, b: float, level: float, n0: float, how: str,
+              basis: np.ndarray | None = None, Q_ref: np.ndarray | None = None) -> LogitBelief:
+        """Isotropic prior worth n₀ outcomes at its level p̄ on average over ``Q_ref``
+        (module docstring; without Q_ref, unit queries in the head's coordinates)."""
+        coef = np.asarray(coef, dtype=float)
+        if basis is not None and Q_ref is not None:
+            F = np.atleast_2d(np.asarray(Q_ref, dtype=float)) @ np.asarray(basis, float).T
+            norm2 = float(np.mean(np.sum(F**2, axis=1))) + 1.0
+        else:
+            norm2 = 2.0
+        s2 = logit_var_for_count(level, n0) / norm2
+        chol = np.sqrt(s2) * np.eye(len(coef) + 1)
+        return cls(coef=coef, b=float(b), chol=chol, basis=basis, how=how, level=float(level))
+
+    @property
+    def w(self) -> np.ndarray:
+        """(d,) readout weights a·e in the head's space: Bᵀα."""
+        return self.coef if self.basis is None else np.asarray(self.basis).T @ self.coef
 
     @property
     def theta(self) -> np.ndarray:
-        return np.append(self.w, self.b)
+        return np.append(self.coef, self.b)
+
+    def features(self, Q: np.ndarray) -> np.ndarray:
+        """f̃(x) = (B q, 1) for each query: (n, k+1)."""
+        Q = np.atleast_2d(np.asarray(Q, dtype=float))
+        F = Q if self.basis is None else Q @ np.asarray(self.basis).T
+        return np.hstack([F, np.ones((len(Q), 1))])
 
     @property
     def cov(self) -> np.ndarray:
@@ -61,10 +83,9 @@ class LogitBelief:
 
     def logits(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mean, variance) of z(x) for query vectors Q (n, d)."""
-        Q = np.atleast_2d(np.asarray(Q, dtype=float))
-        mean = Q @ self.w + self.b
-        Xt = np.hstack([Q, np.ones((len(Q), 1))])
-        var = np.sum((Xt @ self.chol) ** 2, axis=1)  # ‖Lᵀx̃‖²
+        Ft = self.features(Q)
+        mean = Ft @ self.theta
+        var = np.sum((Ft @ self.chol) ** 2, axis=1)  # ‖Lᵀf̃‖²
         return mean, var
 
     def estimate(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

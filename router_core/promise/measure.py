@@ -19,7 +19,8 @@ outcomes are known; they are measured here (scripts/route_promises.py) and store
    backend (gateway/pool/promise.py): each published expert h is placed by
    ``prior_from_aggregate`` from its mapped figure ℓ̂_h = slope·A_h + intercept among all
    other trained experts at their own levels ℓ_g, and its prior p̂ is compared with its
-   trained p̂ on the validation prompts (``trained.aggregate_prior_pseudo_count``'s formula)
+   trained p̂ on the validation prompts (``trained.placed_prior_pseudo_count``, the formula
+   of ``aggregate_prior_pseudo_count``)
 
        n₀ = mean p̂_prior(1 − p̂_prior) / mean (p̂_prior − p̂_trained)² − 1,
 
@@ -47,9 +48,9 @@ from router_core.promise.logit_belief import TrainedBelief, stack_estimates
 from router_core.promise.priors import prior_from_aggregate
 from router_core.promise.rule import PROMISES
 from router_core.promise.trained import (
-    N0_MAX,
     N_MIN,
     aggregate_prior_pseudo_count,
+    placed_prior_pseudo_count,
     trained_pseudo_count,
 )
 
@@ -128,23 +129,9 @@ def prior_n0(
 ) -> float:
     """n₀ as the gateway places a prior (module docstring, 3), in [N_MIN, N0_MAX]."""
     names = list(names)
-    Qv = np.atleast_2d(np.asarray(Q_val, dtype=float))
+    placed = {names.index(m): target for m, target in mapped.items()}
     lv = np.array([levels[m] for m in names])
-    num, den = [], []
-    for m, target in mapped.items():
-        h = names.index(m)
-        rest = np.arange(len(names)) != h
-        if rest.sum() < 1:
-            continue
-        prior = prior_from_aggregate(target, W[rest], b[rest], lv[rest], Q_ref, n0=N_MIN)
-        p_prior, _ = prior.estimate(Qv)
-        p_true = _sigmoid(Qv @ W[h] + b[h])
-        num.append(np.mean(p_prior * (1 - p_prior)))
-        den.append(np.mean((p_prior - p_true) ** 2))
-    if not den:
-        return N_MIN
-    n0 = float(np.mean(num)) / max(float(np.mean(den)), 1e-6) - 1.0
-    return float(np.clip(n0, N_MIN, N0_MAX))
+    return placed_prior_pseudo_count(W, b, placed, lv, Q_ref, Q_val)
 
 
 def published_n0(

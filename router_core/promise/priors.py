@@ -4,10 +4,12 @@ From an aggregate figure A (e.g. a leaderboard accuracy), among known experts h 
 own aggregate A_h and readout w_h = a_h·e_h:
 
     κ_h = exp(−(A − A_h)² / 2β²),   β = distance to the k-th closest A_h (k = 3), ≥ 0.01
-    w   = Σ_h κ_h w_h / Σ_h κ_h                  (direction: its capability neighbours')
+    α   = κ / Σ_h κ_h,  w = Σ_h α_h w_h         (direction: its capability neighbours')
     b   : mean_x σ(w·q_x + b) = A over a reference set of prompts   (the level is A's)
 
-so the prior routes on its neighbours' strengths and weaknesses at its own level. The
+so the prior routes on its neighbours' strengths and weaknesses at its own level, and the
+known readouts w_h are the basis its refinement moves α on (router_core.promise.logit_belief).
+The
 bandwidth adapts to how densely the known figures lie, so no scale is fixed per benchmark.
 Its uncertainty is a small pseudo-count n₀ (router_core.promise.trained measures it by
 placing each trained expert this way among the others).
@@ -70,9 +72,9 @@ def prior_from_aggregate(
         n0: the prior's pseudo-count.
     """
     kappa = closeness_weights(aggregate, agg_known)
-    w = kappa @ np.asarray(W_known, dtype=float)
-    b = level_intercept(w, Q_ref, aggregate, float(kappa @ b_known))
-    return LogitBelief.prior(w, b, aggregate, n0, "prior:aggregate")
+    W = np.asarray(W_known, dtype=float)
+    b = level_intercept(kappa @ W, Q_ref, aggregate, float(kappa @ b_known))
+    return LogitBelief.prior(kappa, b, aggregate, n0, "prior:aggregate", W, Q_ref)
 
 
 def prior_from_price(
@@ -88,6 +90,6 @@ def prior_from_price(
     kappa = closeness_weights(np.log(max(usd, 1e-12)), np.log(np.clip(usd_known, 1e-12, None)),
                               floor=0.5)
     level = float(kappa @ np.asarray(agg_known, dtype=float))
-    w = kappa @ np.asarray(W_known, dtype=float)
-    b = level_intercept(w, Q_ref, level, float(kappa @ b_known))
-    return LogitBelief.prior(w, b, level, n, "prior:price")
+    W = np.asarray(W_known, dtype=float)
+    b = level_intercept(kappa @ W, Q_ref, level, float(kappa @ b_known))
+    return LogitBelief.prior(kappa, b, level, n, "prior:price", W, Q_ref)

@@ -10,7 +10,7 @@ Gaussian prior and a noisy judge), from k_i "good" verdicts out of c_i judgement
 
     θ̂ = argmin_θ  −Σ_i [k_i log P_i + (c_i − k_i) log(1 − P_i)] + ½ (θ − θ₀)ᵀ Σ₀⁻¹ (θ − θ₀)
 
-and its Laplace covariance Σ = (Σ₀⁻¹ + Σ_i c_i J_i x̃_i x̃_iᵀ)⁻¹ with the expected information
+and its Laplace covariance Σ = (Σ₀⁻¹ + Σ_i c_i J_i f̃_i f̃_iᵀ)⁻¹ with the expected information
 
     J_i = ((1 − 2ε) p_i (1 − p_i))² / (P_i (1 − P_i)),
 
@@ -23,6 +23,7 @@ Repeated verdicts on one prompt enter as their DARS aggregate (``judged_counts``
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -51,7 +52,7 @@ def refine(
     ok = c > 0
     if not ok.any():
         return belief
-    X = np.hstack([np.atleast_2d(np.asarray(Q, dtype=float))[ok], np.ones((ok.sum(), 1))])
+    X = belief.features(np.atleast_2d(np.asarray(Q, dtype=float))[ok])
     k, c = k[ok], c[ok]
     eps = float(np.clip(1.0 - accuracy, 0.0, 0.49))
     theta0 = belief.theta
@@ -76,8 +77,8 @@ def refine(
     cov = cho_solve(cf, np.eye(len(theta)))
     chol = np.linalg.cholesky(0.5 * (cov + cov.T))
     n = belief.n_outcomes + int(c.sum())
-    return LogitBelief(w=theta[:-1], b=float(theta[-1]), chol=chol, how=f"refined:{n}",
-                       n_outcomes=n, level=belief.level)  # fmt: skip
+    return replace(belief, coef=theta[:-1], b=float(theta[-1]), chol=chol,
+                   how=f"refined:{n}", n_outcomes=n)  # fmt: skip
 
 
 def judged_counts(

@@ -22,6 +22,8 @@ clipped to [N_MIN, N0_MAX]: as many outcomes as a prior placed this way is reall
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from router_core.promise.priors import prior_from_aggregate
@@ -62,16 +64,36 @@ def aggregate_prior_pseudo_count(
         W, b: (m, d), (m,) the trained experts' readouts; agg: (m,) their aggregate figures.
         Q_ref: prompts the prior's level is matched on; Q_val: prompts the gap is measured on.
     """
-    W, b, agg = np.asarray(W, float), np.asarray(b, float), np.asarray(agg, float)
+    agg = np.asarray(agg, float)
+    return placed_prior_pseudo_count(W, b, dict(enumerate(agg)), agg, Q_ref, Q_val)
+
+
+def placed_prior_pseudo_count(
+    W: np.ndarray,
+    b: np.ndarray,
+    placed: Mapping[int, float],
+    levels: np.ndarray,
+    Q_ref: np.ndarray,
+    Q_val: np.ndarray,
+) -> float:
+    """n₀ (module docstring) from placing each expert h of ``placed`` at the figure
+    ``placed[h]`` among all the other experts at their ``levels``.
+
+    Args:
+        W, b: (m, d), (m,) the trained experts' readouts; levels: (m,) their figures as
+            neighbours; placed: index of an expert to place → the figure it is placed from.
+        Q_ref: prompts the prior's level is matched on; Q_val: prompts the gap is measured on.
+    """
+    W, b, levels = np.asarray(W, float), np.asarray(b, float), np.asarray(levels, float)
     Qv = np.atleast_2d(np.asarray(Q_val, dtype=float))
     num, den = [], []
-    for m in range(len(agg)):
-        rest = np.arange(len(agg)) != m
+    for h, target in placed.items():
+        rest = np.arange(len(levels)) != h
         if rest.sum() < 1:
             continue
-        prior = prior_from_aggregate(agg[m], W[rest], b[rest], agg[rest], Q_ref, n0=N_MIN)
+        prior = prior_from_aggregate(target, W[rest], b[rest], levels[rest], Q_ref, n0=N_MIN)
         p_prior, _ = prior.estimate(Qv)
-        p_true = 1.0 / (1.0 + np.exp(-(Qv @ W[m] + b[m])))
+        p_true = 1.0 / (1.0 + np.exp(-(Qv @ W[h] + b[h])))
         num.append(np.mean(p_prior * (1 - p_prior)))
         den.append(np.mean((p_prior - p_true) ** 2))
     if not den:

@@ -35,7 +35,7 @@ def test_aggregate_prior_matches_the_aggregate_on_average():
         prior = prior_from_aggregate(target, W, b, agg, Q, n0=5)
         p, n = prior.estimate(Q)
         assert abs(p.mean() - target) < 1e-4
-        assert prior.how == "prior:aggregate" and np.all(n < 50)
+        assert prior.how == "prior:aggregate" and np.median(n) < 20
 
 
 def test_neighbours_weigh_by_closeness_of_their_figures():
@@ -50,7 +50,7 @@ def test_price_prior_is_barely_known():
     W, b, agg, Q = _known()
     prior = prior_from_price(0.5, W, b, agg, np.array([0.1, 0.3, 1, 3, 10]), Q)
     _, n = prior.estimate(Q)
-    assert prior.how == "prior:price" and np.all(n < 3)
+    assert prior.how == "prior:price" and np.median(n) < 5
 
 
 def test_refinement_tightens_bounds_and_moves_towards_the_truth():
