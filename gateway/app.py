@@ -32,7 +32,7 @@ from gateway.auth import (
     may_read_metrics,
 )
 from gateway.config import ConfigError, Settings
-from gateway.context import GatewayContext, call
+from gateway.context import GatewayContext
 from gateway.errors import GatewayError, as_gateway_error, model_not_found, unauthorized
 from gateway.learning import feedback
 from gateway.learning.loop import build_learning
@@ -126,7 +126,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
     ctx.failed_logins = FailedLogins()
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(
-        ctx, store_owns_writer=ctx.log_writer is getattr(ctx.store, "logs", None))
+        ctx, store_owns_writer=ctx.log_writer is ctx.store.logs)
     ctx.learning = build_learning(ctx)
     return ctx
 
@@ -171,14 +171,15 @@ def _lifespan(ctx: GatewayContext) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        own_writer = ctx.log_writer is not getattr(ctx.store, "logs", None)
-        await _maybe(ctx.store, "start")  # the store starts (and closes) its own writer
+        own_writer = ctx.log_writer is not ctx.store.logs
+        await ctx.store.start()  # the store starts (and closes) its own writer
         if own_writer:
-            await _maybe(ctx.log_writer, "start")
+            await ctx.log_writer.start()
         await ctx.embedder.encode_now(["warm up the encoder"])
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
-        await _maybe(ctx.learning, "start")
+        if ctx.learning is not None:
+            await ctx.learning.start()
         print(table_text(list(ctx.pool.current.known.values())),
               file=sys.stderr, flush=True)  # how each backend is known, once per start
         ctx.ready = True
@@ -186,10 +187,11 @@ def _lifespan(ctx: GatewayContext) -> Any:
             yield
         finally:
             ctx.ready = False
-            await _maybe(ctx.learning, "close")
+            if ctx.learning is not None:
+                await ctx.learning.close()
             if own_writer:
-                await _maybe(ctx.log_writer, "close")
-            await _maybe(ctx.store, "close")
+                await ctx.log_writer.close()
+            await ctx.store.close()
             await ctx.reliability.close()
             ctx.embedder.close()
 
@@ -245,12 +247,6 @@ def _limit_torch_threads(n: int) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(n)
-
-
-async def _maybe(obj: Any, method: str) -> None:
-    fn = getattr(obj, method, None)
-    if fn is not None:
-        await call(fn)
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -336,14 +332,12 @@ async def ready(request: Request) -> Response:
     ctx: GatewayContext = request.app.state.ctx
     checks: dict[str, Any] = {"started": ctx.ready, "router_version": ctx.pool.current.version}
     ok = ctx.ready
-    ping = getattr(ctx.store, "ping", None)
-    if ping is not None:
-        try:
-            db_ok = bool(await call(ping))
-        except Exception:  # noqa: BLE001 - any fault means "not ready", never a crash
-            db_ok = False
-        checks["database"] = db_ok
-        ok = ok and db_ok
+    try:
+        db_ok = bool(await ctx.store.ping())
+    except Exception:  # noqa: BLE001 - any fault means "not ready", never a crash
+        db_ok = False
+    checks["database"] = db_ok
+    ok = ok and db_ok
     return JSONResponse({"status": "ready" if ok else "not ready", **checks},
                         status_code=200 if ok else 503)
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from gateway.config import Settings
+from gateway.seams import LearningHooks, LogSink, Store
 
 if TYPE_CHECKING:  # the rooms that fill these fields import this module, not the reverse
     from gateway.pool import PoolHolder
@@ -41,14 +42,14 @@ class GatewayContext:
     once per request and swapped whole by the learning loop."""
 
     settings: Settings
-    store: Any  # gateway.store.Store: authenticate / reserve / settle
-    log_writer: Any  # gateway.store LogWriter: submit(row) (non-blocking)
+    store: Store  # authenticate / reserve / settle (gateway/seams.py)
+    log_writer: LogSink  # submit(row), non-blocking
     pool: PoolHolder
     encoder: Encoder
     metrics: GatewayMetrics
     embedder: EmbeddingBatcher  # Φ(x) of concurrent requests, batched on the encoder thread
     prior_share: PriorShare  # cold-start traffic caps per route (this process's counts)
     ready: bool = False
-    learning: Any = None  # gateway.learning.loop.Learning (feedback, hot swap, retraining)
+    learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address

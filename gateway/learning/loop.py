@@ -192,6 +192,6 @@ class Learning:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-def build_learning(ctx: GatewayContext) -> Learning | None:
-    """The learning loop for ``ctx``; None without a SQL store (nothing to learn into)."""
-    return Learning(ctx) if getattr(ctx.store, "engine", None) is not None else None
+def build_learning(ctx: GatewayContext) -> Learning:
+    """The learning loop for ``ctx`` (its store is SQL: observations, versions, leases)."""
+    return Learning(ctx)
