@@ -15,14 +15,7 @@ if TYPE_CHECKING:
 
     from gateway.store.logwriter import LogStats
     from gateway.store.policy import TenantPolicy
-    from gateway.store.records import (
-        KeyInfo,
-        NewKey,
-        Reservation,
-        SettleResult,
-        Tenant,
-        TenantInfo,
-    )
+    from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
     from gateway.store.sessions import Session
 
 

@@ -26,18 +26,10 @@ import numpy as np
 
 from bench.routing.encoder_runs import RUNS, Run, run_table
 from router_core.evaluation.metrics import bootstrap_delta_audc, bootstrap_delta_within_audc
+from router_core.evaluation.result import ROUTER_NAMES
 
-ROUTERS = (
-    "oracle",
-    "best_single",
-    "single_frontier",
-    "category",
-    "knn",
-    "mlp",
-    "umr",
-    "shared_trunk",
-    "tollgate",
-)
+# every router of ``tollgate eval`` but the trivial baselines and Tollgate's ablations
+ROUTERS = tuple(r for r in ROUTER_NAMES if r not in ("random", "cheapest", "vanilla", "no_caro"))
 LEARNED = ("knn", "mlp", "umr", "shared_trunk", "tollgate")
 ENCODERS = ("minilm", "activations", "both")
 

@@ -47,14 +47,7 @@ from gateway.store.errors import StoreUnavailable
 from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
 from gateway.store.policy import TenantPolicy
-from gateway.store.records import (
-    KeyInfo,
-    NewKey,
-    Reservation,
-    SettleResult,
-    Tenant,
-    TenantInfo,
-)
+from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
 
 if TYPE_CHECKING:
     from gateway.store.logwriter import LogWriter

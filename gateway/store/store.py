@@ -45,14 +45,7 @@ from gateway.store.logwriter import LogWriter
 from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
 from gateway.store.policy import TenantPolicy
-from gateway.store.records import (
-    KeyInfo,
-    NewKey,
-    Reservation,
-    SettleResult,
-    Tenant,
-    TenantInfo,
-)
+from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")

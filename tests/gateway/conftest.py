@@ -16,10 +16,10 @@ from typing import Any
 
 import httpx
 import openai
-import psycopg
 import pytest
 import sqlalchemy as sa
 
+from bench.serving.cluster import pg_database
 from gateway.app import create_app
 from gateway.config import Settings, settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
@@ -30,7 +30,6 @@ from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.router_fixture import PRICES, REPLIES, write_artifact
 
 ADMIN_KEY = "tg-admin-test-key"
-PG_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 # fake-mid is the usual routed choice; its short timeout keeps the "hang" tests quick.
 TIMEOUTS = {"fake-strong": 20.0, "fake-mid": 2.0, "fake-cheap": 20.0}
 
@@ -145,14 +144,9 @@ class Gateway:
 
 
 def _pg_database() -> Iterator[str]:
-    name = "tollgate_gw_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    """A fresh PostgreSQL database, dropped afterwards, for fixtures to ``yield from``."""
+    with pg_database("tollgate_gw_") as url:
+        yield url
 
 
 @pytest.fixture(
