@@ -123,10 +123,15 @@ def test_serve_routes_with_the_packaged_router(
         cands = row["candidates"]
         # k = 0: every backend of the route the router knows (priors up to explore_share)
         assert {c["backend"] for c in cands} <= backends and len(cands) >= 4
-        # the decision rule on record: a = p̂ − λ·c̃, the chosen one within δ of the best
-        for c in cands:
-            assert c["score"] == pytest.approx(c["quality"] - row["lam"] * c["cost"])
-        assert cands[0]["score"] >= max(c["score"] for c in cands) - meta.get("delta", 0.02)
+        # the promise on record: the chosen one is the reference, or confidently within the
+        # route's tolerance of it (score = −drop bound), every candidate's estimate beside it
+        rule = meta["config"]["promise"]["rules"]["0.01"]
+        assert row["reason"].startswith("promise: within 0.01 of ")
+        assert all({"p", "n", "drop_bound", "within", "known"} <= set(c["promise"])
+                   for c in cands)
+        first = cands[0]
+        assert first["promise"]["drop_bound"] == 0.0 or (
+            first["promise"]["within"] and -first["score"] <= rule["tolerance"] + 1e-9)
         assert row["chosen_model"] == resp.model and row["router_version"] == meta["version"]
         print(json.dumps({k: row[k] for k in ("route", "lam", "chosen_model", "reason")}))
 
