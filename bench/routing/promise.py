@@ -42,6 +42,7 @@ from router_core.data import load_dataset
 from router_core.encoders import DEFAULT_KIND, bulk_encoder
 from router_core.encoders.base import default_cache_dir
 from router_core.promise import (
+    JUDGE_ACCURACY,
     PROMISES,
     Case,
     TrainedBelief,
@@ -61,6 +62,7 @@ DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
 COUNTS = (0, 50, 200, 1000)
 REF_PROMPTS = 1000  # reference prompts a prior's level is matched on (train rows)
 MIRROR_JUDGES = 2  # independent judge draws per case of the rung below
+KNOWN = "known"  # the ceiling: the frontier's every train outcome, graded without noise
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -111,22 +113,25 @@ class Level:
         Q_ref = Q[rng.choice(tr, size=min(REF_PROMPTS, len(tr)), replace=False)]
         a_tr = np.array([agg[m] for m in trained])
         n0 = aggregate_prior_pseudo_count(W, b, a_tr, Q_ref, Q[va])
-        priors = {m: prior_from_aggregate(agg[m], W, b, a_tr, Q_ref, n0) for m in frontier}
+        # a readout is worth at most what the trained experts' are (their median)
+        cap = float(np.median(n_tr))
+        priors = {m: replace(prior_from_aggregate(agg[m], W, b, a_tr, Q_ref, n0), n_cap=cap)
+                  for m in frontier}  # fmt: skip
         beliefs = [TrainedBelief(W[j], b[j], n_tr[j]) for j in range(len(cols))]
         all_cols = [table.models.index(m) for m in frontier + trained]
         price = np.nanmean(table.cost[np.ix_(tr, all_cols)], axis=0)
         return cls(table, Q, trained, frontier, priors, beliefs, n0, price)
 
-    def refined(self, traffic: np.ndarray, rng) -> dict:
+    def refined(self, traffic: np.ndarray, rng, accuracy: float = JUDGE_ACCURACY) -> dict:
         """The frontier's priors after judged comparisons on the ``traffic`` rows."""
         if len(traffic) == 0:
             return dict(self.priors)
         t = self.table
         truth = {m: t.quality[traffic, t.models.index(m)] for m in self.frontier}
         verdicts = simulate_verdicts([str(r) for r in traffic], truth, self.frontier[0],
-                                     list(self.frontier[1:]), rng)  # fmt: skip
+                                     list(self.frontier[1:]), rng, accuracy)  # fmt: skip
         query_of = {str(r): self.Q[r] for r in np.unique(traffic)}
-        return refine_from_verdicts(self.priors, verdicts, query_of)
+        return refine_from_verdicts(self.priors, verdicts, query_of, accuracy)
 
     def case(self, priors: dict, rows: np.ndarray) -> Case:
         beliefs = [priors[m] for m in self.frontier] + self.trained_beliefs
@@ -180,11 +185,13 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -
               for f in subsets]  # fmt: skip
     traffic = np.random.default_rng(1000 + seed).choice(rows["train"], size=max(counts))
     out = {}
-    for n in counts:
-        seen = traffic[:n]
-        cases = [b.case(b.refined(seen, np.random.default_rng(seed + 100 * j)), rows["val"])
+    for n in (*counts, KNOWN):
+        # KNOWN: every train row of the frontier, graded exactly (the ceiling of learning)
+        seen = rows["train"] if n == KNOWN else traffic[:n]
+        acc = 1.0 if n == KNOWN else JUDGE_ACCURACY
+        cases = [b.case(b.refined(seen, np.random.default_rng(seed + 100 * j), acc), rows["val"])
                  for b in belows for j in range(MIRROR_JUDGES)]  # fmt: skip
-        priors = top.refined(seen, np.random.default_rng(seed + 7))
+        priors = top.refined(seen, np.random.default_rng(seed + 7), acc)
         own, test = top.case(priors, rows["val"]), top.case(priors, rows["test"])
         out[n] = {}
         for route, drop in PROMISES.items():
@@ -228,6 +235,12 @@ def report(results: dict, counts=COUNTS) -> str:
         )
         kept = all(worst[(route, n)] <= promise for n in counts)
         lines.append(f"  {route:<14} {pts}  promise {promise} {'kept' if kept else 'MISSED'}")
+    ceiling = "  ".join(
+        f"{route} {np.mean([np.mean([r[KNOWN][route][1] for r in ps]) for ps in results.values()]):.3f}"
+        f" ({max(np.mean([r[KNOWN][route][0] for r in ps]) for ps in results.values()):+.4f})"
+        for route in PROMISES
+    )
+    lines.append(f"ceiling, every train outcome of the frontier graded exactly: {ceiling}")
     last = counts[-1]
 
     def s(route, n):

@@ -40,6 +40,7 @@ class LogitBelief:
     how: str = "prior"  # "prior:aggregate", "prior:price", "refined:<n>"
     n_outcomes: int = 0
     level: float = 0.5  # p̄ the prior was placed at (its aggregate figure)
+    n_cap: float = np.inf  # what a fully trained expert is worth: no readout is known better
 
     @classmethod
     def prior(cls, coef: np.ndarray, b: float, level: float, n0: float, how: str,
@@ -89,10 +90,17 @@ class LogitBelief:
         return mean, var
 
     def estimate(self, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(p̂, n) per query: p̂ = σ(z̄), n from Var z (router_core.promise.belief)."""
+        """(p̂, n) per query: p̂ = σ(z̄), n from Var z (router_core.promise.belief), capped:
+
+            1/(n + 1) = 1/(n_Laplace + 1) + 1/(n_cap + 1)
+
+        the Laplace variance says how well the readout's parameters are known, not how
+        well the readout family fits the backend: a belief with unlimited outcomes is worth
+        what a trained expert is worth (``n_cap``), no more."""
         mean, var = self.logits(Q)
         p = 1.0 / (1.0 + np.exp(-mean))
-        return p, pseudo_count_from_logit_var(p, var)
+        n = pseudo_count_from_logit_var(p, var)
+        return p, 1.0 / (1.0 / (n + 1.0) + 1.0 / (self.n_cap + 1.0)) - 1.0
 
 
 @dataclass(frozen=True)

@@ -67,16 +67,19 @@ def explain(
     max_drop: float,
     z: float,
     how: Sequence[str] | None = None,
+    tolerance: float | None = None,
 ) -> dict:
     """The decision on one prompt as a log record: the reference with its p̂ and bounds,
     each candidate's p̂, n, lower bound, drop bound, cost and whether it is within the
-    promise, the choice and why (plain JSON types)."""
+    per-prompt tolerance τ (default: ``max_drop``, the route's promise), the choice and why
+    (plain JSON types)."""
+    tol = float(max_drop if tolerance is None else tolerance)
     p = np.asarray(p, dtype=float).reshape(1, -1)
     n = np.asarray(n, dtype=float).reshape(1, -1)
     cost = np.asarray(cost, dtype=float).reshape(-1)
     D = drop_bounds(p, n, ref, z)[0]
     sd = beta_sd(p, n)[0]
-    choice = int(promise_choice(p, n, cost, ref, max_drop, z)[0])
+    choice = int(promise_choice(p, n, cost, ref, tol, z)[0])
     zf = z if np.isfinite(z) else None
     cands = [
         {
@@ -87,7 +90,7 @@ def explain(
             "lower": None if zf is None else round(float(p[0, h] - zf * sd[h]), 4),
             "drop_bound": None if not np.isfinite(D[h]) else round(float(D[h]), 4),
             "cost": float(cost[h]),
-            "within": bool(D[h] <= max_drop),
+            "within": bool(D[h] <= tol),
         }
         for h in np.argsort(cost, kind="stable")
     ]
@@ -97,7 +100,8 @@ def explain(
                if not within else "the reference is the cheapest within the promise")
     else:
         why = (f"cheapest of {len(within) + 1} backends confidently within "
-               f"{max_drop:g} of the reference (drop bound {D[choice]:.4f})")
+               f"{tol:.3g} of the reference on this prompt (drop bound {D[choice]:.4f}; "
+               f"the route promises {max_drop:g} on average)")
     return {
         "reference": {
             "backend": names[ref],
@@ -106,6 +110,7 @@ def explain(
             "upper": None if zf is None else round(float(min(1.0, p[0, ref] + zf * sd[ref])), 4),
         },
         "max_drop": float(max_drop),
+        "tolerance": tol,
         "z": zf,
         "chosen": names[choice],
         "why": why,
