@@ -44,8 +44,8 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     ref = (int(np.argmax([pool.qualities[e].level for e in experts])) if stand_in
            else experts.index(ref_expert))
     names = [by_rm[e] for e in experts]
-    record = explain(names, P[0], N[0], cost, ref, promise.tolerance, promise.z,
-                     how=[pool.qualities[e].how for e in experts])
+    record = explain(names, P[0], N[0], cost, ref, promise.max_drop, promise.z,
+                     how=[pool.qualities[e].how for e in experts], tolerance=promise.tolerance)
     D = drop_bounds(P, N, ref, promise.z)[0]
     h = names.index(record["chosen"])
     within = [i for i in np.argsort(cost, kind="stable") if D[i] <= promise.tolerance]
