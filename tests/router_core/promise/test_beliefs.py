@@ -88,3 +88,15 @@ def test_aggregate_prior_pseudo_count_is_small_and_finite():
     W, b, agg, Q = _known()
     n0 = aggregate_prior_pseudo_count(W, b, agg, Q, _queries(300, seed=9))
     assert 1 <= n0 <= 100
+
+
+def test_refined_pseudo_count_never_exceeds_the_cap():
+    from dataclasses import replace
+
+    rng = np.random.default_rng(6)
+    Q = _queries(2000, seed=7)
+    prior = replace(LogitBelief.prior(np.zeros(D), 0.0, 0.5, n0=3, how="prior:aggregate"),
+                    n_cap=40.0)
+    post = refine(prior, Q, (rng.random(2000) < 0.5).astype(float), np.ones(2000))
+    _, n = post.estimate(Q)
+    assert np.all(n <= 40.0 + 1e-9) and n.mean() > 20

@@ -49,3 +49,13 @@ def test_quick_run_prints_the_last_line(tmp_path, monkeypatch, capsys):
     assert keys == ["auto_drop", "auto_saving", "balanced_drop", "cheap_drop", "cheap_saving",
                     "auto_drop_after_1000", "auto_saving_after_1000"]
     assert all(np.isfinite(float(kv.split("=")[1])) for kv in last.split())
+
+
+def test_rung_below_keeps_the_reference_lead():
+    from bench.routing.promise import rung_below
+
+    agg = {"a": 0.80, "b": 0.78, "c": 0.75, "d": 0.70, "e": 0.60, "f": 0.55}
+    pseudo, rest = rung_below(tuple(agg), agg, lead=0.1, k=2)
+    assert pseudo == ("a", "b") and rest == ("d", "e", "f")  # 0.80 − 0.1 = 0.70 or below
+    pseudo, rest = rung_below(tuple(agg), agg, lead=0.5, k=2)
+    assert rest == ("e", "f")  # the lead leaves none: the two weakest
