@@ -20,7 +20,9 @@ K, and each alone as the reference; two judge draws each), scored on validation 
 against their known outcomes.
 Test prompts never enter a choice.
 
-Training: ``TrainConfig(seed=seed)`` unchanged (``--quick``: 30 epochs, for a smoke test);
+Training: ``TrainConfig(seed=seed)`` unchanged (``--quick``: one seed, a seeded sample of at
+most 1500 prompts, 30 epochs, for a smoke test); tables too small for 192 probes take a
+quarter of their training prompts as probes;
 routers are cached per (dataset, seed, models) under $TOLLGATE_CACHE_DIR/promise.
 
     python -m bench.routing.promise                       # RouterBench, MMLU-Pro, LLMRouter
@@ -62,6 +64,7 @@ DATASETS = ("routerbench", "mmlu-pro", "llmrouter")
 COUNTS = (0, 50, 200, 1000)
 REF_PROMPTS = 1000  # reference prompts a prior's level is matched on (train rows)
 MIRROR_JUDGES = 2  # independent judge draws per case of the rung below
+QUICK_ROWS = 1500
 KNOWN = "known"  # the ceiling: the frontier's every train outcome, graded without noise
 
 
@@ -262,7 +265,7 @@ def main(argv=None, encoder=None) -> None:
     ap.add_argument("--dataset", type=Path, help="a long-format table (replaces --datasets)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--hold-out", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="one seed, 30 epochs: a smoke test")
+    ap.add_argument("--quick", action="store_true", help=f"one seed, at most {QUICK_ROWS} prompts, 30 epochs: a smoke test")
     ap.add_argument("--encoder", default=DEFAULT_KIND)
     args = ap.parse_args(argv)
     names = [str(args.dataset)] if args.dataset else args.datasets
@@ -276,6 +279,9 @@ def main(argv=None, encoder=None) -> None:
         results[Path(name).stem if args.dataset else name] = per_seed = []
         for seed in seeds:
             table = load_dataset(name, "standard", seed=seed)
+            if args.quick and len(table) > QUICK_ROWS:  # fewer prompts, every split kept
+                keep = np.random.default_rng(seed).permutation(len(table))[:QUICK_ROWS]
+                table = table.rows(np.sort(keep))
             n_train = int((np.asarray(table.split) == "train").sum())
             # tiny tables: at most a quarter of the training prompts as probes
             cfg_t = replace(cfg, n_probes=min(cfg.n_probes, max(8, n_train // 4)))
