@@ -12,8 +12,9 @@ of the backend it chose minus the reference's, and its saving 1 − Σ cost / Σ
 traffic drawn from train rows (the reference beside another held-out model, a judge right
 80% of the time per comparison; router_core.promise.judge), which refine the priors.
 
-The rule's confidence z is chosen per route and per number of judged outcomes on the same
-experiment one level down (router_core.promise.confidence): a second router trained without
+The rule's confidence z is chosen once per route, to hold at every stage of learning, on the
+same experiment one level down (router_core.promise.confidence); its per-prompt tolerance τ
+follows the pool's own bounds at each stage: a second router trained without
 the frontier, the K next strongest models and those within the reference's lead of them (so
 the pseudo-reference leads its pool as the reference leads the real one); the K on priors (all
 K, and each alone as the reference; two judge draws each), scored on validation prompts
@@ -49,13 +50,14 @@ from router_core.promise import (
     Case,
     TrainedBelief,
     aggregate_prior_pseudo_count,
-    choose_rule,
+    choose_confidence,
     prior_from_aggregate,
     realized,
     refine_from_verdicts,
     router_weights,
     simulate_verdicts,
     stack_estimates,
+    tolerance_for,
     trained_pseudo_count,
 )
 from router_core.training import TrainConfig, train_router
@@ -118,8 +120,11 @@ class Level:
         n0 = aggregate_prior_pseudo_count(W, b, a_tr, Q_ref, Q[va])
         # a readout is worth at most what the trained experts' are (their median)
         cap = float(np.median(n_tr))
-        priors = {m: replace(prior_from_aggregate(agg[m], W, b, a_tr, Q_ref, n0), n_cap=cap)
-                  for m in frontier}  # fmt: skip
+        # the figure's precision: the train outcomes its mean was taken over
+        n_agg = {m: int(np.isfinite(table.quality[tr, table.models.index(m)]).sum())
+                 for m in frontier}  # fmt: skip
+        priors = {m: replace(prior_from_aggregate(agg[m], W, b, a_tr, Q_ref, n0, n_agg[m]),
+                             n_cap=cap) for m in frontier}  # fmt: skip
         beliefs = [TrainedBelief(W[j], b[j], n_tr[j]) for j in range(len(cols))]
         all_cols = [table.models.index(m) for m in frontier + trained]
         price = np.nanmean(table.cost[np.ix_(tr, all_cols)], axis=0)
@@ -187,20 +192,26 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -
     belows = [Level.build(table, X, below_router, rest, f, agg, rows, np.random.default_rng(seed))
               for f in subsets]  # fmt: skip
     traffic = np.random.default_rng(1000 + seed).choice(rows["train"], size=max(counts))
-    out = {}
+    stages = {}  # n -> (groups of the rung below, own val case, test case)
     for n in (*counts, KNOWN):
         # KNOWN: every train row of the frontier, graded exactly (the ceiling of learning)
         seen = rows["train"] if n == KNOWN else traffic[:n]
         acc = 1.0 if n == KNOWN else JUDGE_ACCURACY
-        cases = [b.case(b.refined(seen, np.random.default_rng(seed + 100 * j), acc), rows["val"])
-                 for b in belows for j in range(MIRROR_JUDGES)]  # fmt: skip
+        groups = [[b.case(b.refined(seen, np.random.default_rng(seed + 100 * j), acc),
+                          rows["val"]) for j in range(MIRROR_JUDGES)] for b in belows]
         priors = top.refined(seen, np.random.default_rng(seed + 7), acc)
-        own, test = top.case(priors, rows["val"]), top.case(priors, rows["test"])
-        out[n] = {}
-        for route, drop in PROMISES.items():
-            rule = choose_rule(cases, own, drop)
-            d, _, s = realized(test, rule.tolerance, rule.z)
-            out[n][route] = (d, s, rule.z, rule.tolerance)
+        stages[n] = (groups, top.case(priors, rows["val"]), top.case(priors, rows["test"]))
+    out = {n: {} for n in stages}
+    for route, drop in PROMISES.items():
+        # one z for the route's life: kept at every stage of learning (the ceiling apart)
+        z = choose_confidence([g for n in counts for g in stages[n][0]],
+                              [stages[n][1] for n in counts], drop)
+        z_known = choose_confidence(stages[KNOWN][0], [stages[KNOWN][1]], drop)
+        for n, (_, own, test) in stages.items():
+            zn = z_known if n == KNOWN else z
+            tau = tolerance_for(own.P, own.N, own.cost, own.ref, drop, zn)
+            d, _, s = realized(test, tau, zn)
+            out[n][route] = (d, s, zn, tau)
     out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,
                    "n_test": len(rows["test"]), "n_val": len(rows["val"])}  # fmt: skip
     return out

@@ -16,6 +16,7 @@ from router_core.promise.belief import beta_sd, bounds
 from router_core.promise.confidence import (
     Case,
     RuleParams,
+    choose_confidence,
     choose_rule,
     realized,
     tolerance_for,
@@ -28,7 +29,7 @@ from router_core.promise.logit_belief import (
     stack_estimates,
 )
 from router_core.promise.priors import prior_from_aggregate, prior_from_price
-from router_core.promise.refine import judged_counts, refine
+from router_core.promise.refine import judged_counts, refine, validated_refine
 from router_core.promise.rule import PROMISES, drop_bounds, explain, promise_choice
 from router_core.promise.trained import aggregate_prior_pseudo_count, trained_pseudo_count
 
@@ -42,6 +43,7 @@ __all__ = [
     "aggregate_prior_pseudo_count",
     "beta_sd",
     "bounds",
+    "choose_confidence",
     "choose_rule",
     "drop_bounds",
     "explain",
@@ -57,4 +59,5 @@ __all__ = [
     "stack_estimates",
     "tolerance_for",
     "trained_pseudo_count",
+    "validated_refine",
 ]

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from router_core.promise.logit_belief import LogitBelief
-from router_core.promise.refine import judged_counts, refine
+from router_core.promise.refine import judged_counts, validated_refine
 
 JUDGE_ACCURACY = 0.8
 
@@ -39,8 +39,9 @@ def simulate_verdicts(
         reference: the route's reference; partners: backends still on a prior.
     """
     rows = []
-    agree = rng.random(len(keys)) < accuracy
-    pick = rng.integers(0, max(len(partners), 1), size=len(keys))
+    u = rng.random((len(keys), 2))  # one row per comparison: n's verdicts extend n' < n's
+    agree = u[:, 0] < accuracy
+    pick = np.minimum((u[:, 1] * max(len(partners), 1)).astype(int), max(len(partners) - 1, 0))
     for i, key in enumerate(keys):
         pair = [reference] + ([partners[pick[i]]] if partners else [])
         for m in pair:
@@ -58,12 +59,13 @@ def refine_from_verdicts(
     query_of: Mapping[str, np.ndarray],
     accuracy: float = JUDGE_ACCURACY,
 ) -> dict[str, LogitBelief]:
-    """Every belief refined by its DARS-aggregated verdicts (router_core.promise.refine);
-    ``query_of``: prompt key -> its query vector q. Backends without verdicts stay."""
+    """Every belief refined by its DARS-aggregated verdicts, as far as held-out verdicts
+    confirm (router_core.promise.refine.validated_refine); ``query_of``: prompt key -> its
+    query vector q. Backends without verdicts stay."""
     out = dict(beliefs)
     for name, belief in beliefs.items():
         keys, k, c = judged_counts(verdicts, name)
         if len(keys):
             Q = np.stack([query_of[str(key)] for key in keys])
-            out[name] = refine(belief, Q, k, c, accuracy)
+            out[name] = validated_refine(belief, Q, k, c, accuracy)
     return out

@@ -14,6 +14,9 @@ reference prompts at the prior's level p̄:
 
     s² = 1 / (p̄(1 − p̄) · (n₀ + 1) · mean_x ‖f̃(x)‖²)
 
+except along its level, which the aggregate figure pins (``LogitBelief.prior``'s
+``level_count``).
+
 Refinement (router_core.promise.refine) is the Laplace posterior: the MAP readout with θ₀ as
 its mean and Σ = (Σ₀⁻¹ + Σ_i J_i f̃_i f̃_iᵀ)⁻¹, so n(x) grows where outcomes were observed and
 stays at the prior's where they were not. At serving time p̂ is the usual σ(w·q + b) and
@@ -44,17 +47,49 @@ class LogitBelief:
 
     @classmethod
     def prior(cls, coef: np.ndarray, b: float, level: float, n0: float, how: str,
-              basis: np.ndarray | None = None, Q_ref: np.ndarray | None = None) -> LogitBelief:
-        """Isotropic prior worth n₀ outcomes at its level p̄ on average over ``Q_ref``
-        (module docstring; without Q_ref, unit queries in the head's coordinates)."""
+              basis: np.ndarray | None = None, Q_ref: np.ndarray | None = None,
+              level_count: float | None = None) -> LogitBelief:
+        """Prior worth n₀ outcomes per prompt at its level p̄ on average over ``Q_ref``
+        (module docstring; without Q_ref, unit queries in the head's coordinates).
+
+        ``level_count``: how many outcomes the aggregate figure was measured on (N_A). Its
+        mean is then known far better than any prompt: the mean logit over the reference
+        prompts, f̄·θ, gets the precision of N_A outcomes,
+
+            Σ₀⁻¹ = I/s² + N_A p̄(1 − p̄) · f̄ f̄ᵀ,   f̄ = mean_x f̃(x),
+
+        with s² re-solved so that mean_x Var z(x) still matches n₀. Refinement then reshapes
+        the prior across prompts but hardly moves its level, which a few hundred noisy
+        verdicts know worse than the published figure does."""
         coef = np.asarray(coef, dtype=float)
-        if basis is not None and Q_ref is not None:
-            F = np.atleast_2d(np.asarray(Q_ref, dtype=float)) @ np.asarray(basis, float).T
-            norm2 = float(np.mean(np.sum(F**2, axis=1))) + 1.0
-        else:
-            norm2 = 2.0
-        s2 = logit_var_for_count(level, n0) / norm2
-        chol = np.sqrt(s2) * np.eye(len(coef) + 1)
+        k1 = len(coef) + 1
+        target = logit_var_for_count(level, n0)
+        if Q_ref is None:
+            s2 = target / 2.0
+            return cls(coef=coef, b=float(b), chol=np.sqrt(s2) * np.eye(k1), basis=basis,
+                       how=how, level=float(level))  # fmt: skip
+        Q_ref = np.atleast_2d(np.asarray(Q_ref, dtype=float))
+        F = Q_ref if basis is None else Q_ref @ np.asarray(basis, float).T
+        F = np.hstack([F, np.ones((len(F), 1))])
+        if not level_count:
+            s2 = target / float(np.mean(np.sum(F**2, axis=1)))
+            return cls(coef=coef, b=float(b), chol=np.sqrt(s2) * np.eye(k1), basis=basis,
+                       how=how, level=float(level))  # fmt: skip
+        fbar = F.mean(axis=0)
+        tight = float(level_count) * max(level * (1.0 - level), 1e-6) * np.outer(fbar, fbar)
+
+        def cov(log_s2: float) -> np.ndarray:
+            return np.linalg.inv(np.eye(k1) / np.exp(log_s2) + tight)
+
+        lo, hi = np.log(target) - 20.0, np.log(target) + 20.0
+        for _ in range(60):  # mean Var z is increasing in s²: bisection on log s²
+            mid = 0.5 * (lo + hi)
+            if float(np.mean(np.sum((F @ cov(mid)) * F, axis=1))) < target:
+                lo = mid
+            else:
+                hi = mid
+        S = cov(0.5 * (lo + hi))
+        chol = np.linalg.cholesky(0.5 * (S + S.T))
         return cls(coef=coef, b=float(b), chol=chol, basis=basis, how=how, level=float(level))
 
     @property

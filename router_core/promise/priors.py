@@ -62,6 +62,7 @@ def prior_from_aggregate(
     agg_known: np.ndarray,
     Q_ref: np.ndarray,
     n0: float,
+    n_aggregate: float | None = None,
 ) -> LogitBelief:
     """The prior of a backend with aggregate figure ``aggregate`` (module docstring).
 
@@ -70,11 +71,13 @@ def prior_from_aggregate(
         agg_known: (m,) their own aggregate figures, on the same scale as ``aggregate``.
         Q_ref: (n, d) query vectors of reference prompts the level is matched on.
         n0: the prior's pseudo-count.
+        n_aggregate: how many outcomes the figure was measured on (a benchmark's size): its
+            level is then held with that precision (``LogitBelief.prior``); None: not held.
     """
     kappa = closeness_weights(aggregate, agg_known)
     W = np.asarray(W_known, dtype=float)
     b = level_intercept(kappa @ W, Q_ref, aggregate, float(kappa @ b_known))
-    return LogitBelief.prior(kappa, b, aggregate, n0, "prior:aggregate", W, Q_ref)
+    return LogitBelief.prior(kappa, b, aggregate, n0, "prior:aggregate", W, Q_ref, n_aggregate)
 
 
 def prior_from_price(

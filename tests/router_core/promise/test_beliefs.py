@@ -100,3 +100,30 @@ def test_refined_pseudo_count_never_exceeds_the_cap():
     post = refine(prior, Q, (rng.random(2000) < 0.5).astype(float), np.ones(2000))
     _, n = post.estimate(Q)
     assert np.all(n <= 40.0 + 1e-9) and n.mean() > 20
+
+
+def test_a_pinned_level_is_hardly_moved_by_noisy_verdicts():
+    W, b, agg, Q = _known()
+    free = prior_from_aggregate(0.6, W, b, agg, Q, n0=5)
+    pinned = prior_from_aggregate(0.6, W, b, agg, Q, n0=5, n_aggregate=5000)
+    assert np.median(pinned.estimate(Q)[1]) < 3 * np.median(free.estimate(Q)[1])
+    rng = np.random.default_rng(8)
+    judged = (rng.random(300) < 0.45).astype(float)  # verdicts that say the level is lower
+    moved = [abs(refine(p, Q[:300], judged, np.ones(300), 0.8).estimate(Q)[0].mean() - 0.6)
+             for p in (free, pinned)]
+    assert moved[1] < 0.5 * moved[0]
+
+
+def test_refinement_is_kept_only_where_held_out_verdicts_confirm_it():
+    from router_core.promise import validated_refine
+
+    rng = np.random.default_rng(9)
+    Q = _queries(600, seed=10)
+    prior = LogitBelief.prior(np.zeros(D), 0.0, 0.5, n0=3, how="prior:aggregate")
+    noise = (rng.random(600) < 0.5).astype(float)  # verdicts unrelated to the prompt
+    kept = validated_refine(prior, Q, noise, np.ones(600), accuracy=0.8)
+    assert np.allclose(kept.theta, prior.theta) and kept.n_outcomes == 600
+    w_true = rng.normal(size=D) * 4
+    y = (rng.random(600) < 1 / (1 + np.exp(-(Q @ w_true)))).astype(float)
+    moved = validated_refine(prior, Q, y, np.ones(600), accuracy=1.0)
+    assert moved.how == "refined:600"
