@@ -25,8 +25,10 @@ from gateway.learning import tables as ldb
 from gateway.pool import Pool
 from gateway.pool.known import COLD_START_KEY, LEARNED_KIND, PRIOR_KIND, outcomes_of
 from gateway.pool.priors import TYPICAL_TOKENS, prior_for
+from gateway.pool.promise import BELIEFS_KEY, belief_record
 from gateway.pricing import Price
 from router_core.cold_start.placement import refine
+from router_core.promise import JUDGE_ACCURACY, LogitBelief, refine_from_verdicts
 from router_core.router import Router
 
 MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/routing/cold_start.py)
@@ -49,8 +51,11 @@ def refine_backend(
     prices: Mapping[str, Price],
     name: str,
     min_outcomes: int = MIN_OUTCOMES,
+    prior: LogitBelief | None = None,
 ) -> tuple[Router, int]:
-    """``router`` with backend ``name``'s cold-start expert refined by its outcomes, and n."""
+    """``router`` with backend ``name``'s cold-start expert refined by its outcomes, and n;
+    with the pool's ``prior`` belief, the promise's belief is refined from the same outcomes
+    too (``promise_belief``) and travels in the version's config."""
     b = settings.backend(name)
     if b is None or name not in prices:
         raise ValueError(f"no priced backend {name!r}")
@@ -66,7 +71,29 @@ def refine_backend(
     stamp = f"{time.strftime('%Y%m%d%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:4]}"
     version = f"{router.version.split('@', 1)[0]}@learn-{name}-{placed.n_outcomes}-{stamp}"
     config = {**dict(out.config or {}), COLD_START_KEY: counts}
+    if prior is not None:
+        refined = promise_belief(engine, router, name, prior)
+        if refined is not None:
+            beliefs = {**dict(config.get(BELIEFS_KEY) or {}), name: belief_record(refined)}
+            config[BELIEFS_KEY] = beliefs
     return replace(out, config=config, version=version), placed.n_outcomes
+
+
+def promise_belief(engine: Any, router: Router, expert: str,
+                   prior: LogitBelief) -> LogitBelief | None:
+    """``prior`` refined by every outcome recorded for ``expert`` (router_core.promise:
+    repeated judgements of one prompt aggregated DARS-style, a judge right 80% of the time,
+    kept only as far as held-out verdicts confirm it). Always from the prior, never from an
+    earlier refinement, so no outcome counts twice."""
+    obs = ldb.load_observations(engine)
+    obs = obs[obs["model"] == expert]
+    if obs.empty:
+        return None
+    keys = list(dict.fromkeys(obs["prompt_key"]))
+    _, phi = ldb.load_prompts(engine, keys)
+    query_of = dict(zip(keys, router.project(phi)))
+    verdicts = obs[["prompt_key", "model", "quality"]].to_dict("records")
+    return refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY)[expert]
 
 
 def cold_start_backends(router: Router, settings: Settings) -> list[str]:
@@ -76,11 +103,12 @@ def cold_start_backends(router: Router, settings: Settings) -> list[str]:
 
 
 def publish_refinement(
-    engine: Any, router: Router, settings: Settings, prices: Mapping[str, Price], name: str
+    engine: Any, router: Router, settings: Settings, prices: Mapping[str, Price], name: str,
+    prior: LogitBelief | None = None,
 ) -> tuple[Router, int]:
     """Refine backend ``name`` and record the result as the active router version, so every
     replica hot-swaps to it (gateway/learning/hotswap.py)."""
-    new, n = refine_backend(engine, router, settings, prices, name)
+    new, n = refine_backend(engine, router, settings, prices, name, prior=prior)
     row = router_versions.active_version(engine) or {}
     router_versions.record_version(
         engine, new, status="learned", parent=router.version,
@@ -101,6 +129,8 @@ def refine_due(engine: Any, pool: Pool) -> list[str]:
             continue
         _, u = observed(engine, router, name)
         if len(u) > outcomes_of(router).get(name, 0):
-            router, _ = publish_refinement(engine, router, settings, prices, name)
+            quality = pool.qualities.get(name)
+            router, _ = publish_refinement(engine, router, settings, prices, name,
+                                           quality.prior if quality is not None else None)
             done.append(name)
     return done

@@ -56,6 +56,14 @@ DEFAULT_RUBRIC = (
 )
 
 
+PAIR_RUBRIC = (
+    "You compare two AI assistants' answers to one question. Judge correctness first, then "
+    "completeness and clarity. Reply with two lines, 'Score 1: N' and 'Score 2: N', N an "
+    "integer from 0 (wrong or useless) to 10 (fully correct and complete).\n\n[Question]\n"
+    "{prompt}\n\n[Answer 1]\n{first}\n\n[Answer 2]\n{second}"
+)
+
+
 class Judge(Protocol):
     """Scores one answer in [0, 1] (None = cannot judge); ``cost_usd`` is its own spend."""
 
@@ -113,6 +121,41 @@ class LLMJudge:
             int(getattr(usage, "completion_tokens", 0) or 0),
         )
         return parse_score(resp.choices[0].message.content or ""), cost
+
+
+async def compare(judge: LLMJudge, prompt: str, a: str, b: str
+                  ) -> tuple[float | None, float | None, float]:
+    """Answers ``a`` and ``b`` graded side by side, once in each order, averaged, so the
+    judge's preference for a position cancels: (q_a, q_b, judge USD)."""
+    scores: list[tuple[float | None, float | None]] = []
+    spent = 0.0
+    for first, second in ((a, b), (b, a)):
+        text = PAIR_RUBRIC.format(prompt=prompt, first=first, second=second)
+        resp = await complete(judge.backend, [{"role": "user", "content": text}],
+                              {"max_tokens": 2 * judge.max_tokens, "temperature": 0})
+        usage = getattr(resp, "usage", None)  # litellm's response object
+        spent += judge.price.cost(int(getattr(usage, "prompt_tokens", 0) or 0),
+                                  int(getattr(usage, "completion_tokens", 0) or 0))
+        one, two = parse_pair(resp.choices[0].message.content or "")
+        scores.append((one, two) if first is a else (two, one))
+    qa = [s[0] for s in scores if s[0] is not None]
+    qb = [s[1] for s in scores if s[1] is not None]
+    return (sum(qa) / len(qa) if qa else None, sum(qb) / len(qb) if qb else None, spent)
+
+
+def compare_worst_usd(judge: LLMJudge, prompt: str, a: str, b: str) -> float:
+    """The worst case of ``compare``: two calls on the longer order's prompt."""
+    text = PAIR_RUBRIC.format(prompt=prompt, first=a, second=b)
+    n = count_prompt_tokens(judge.backend, [{"role": "user", "content": text}])
+    return 2 * judge.price.cost(n, 2 * judge.max_tokens)
+
+
+def parse_pair(text: str) -> tuple[float | None, float | None]:
+    """'Score 1: 7 / Score 2: 4' → (0.7, 0.4); a score not found is None."""
+    found = {int(k): float(v) for k, v in re.findall(
+        r"score\s*([12])\s*[:=]?\s*(\d+(?:\.\d+)?)", text, re.IGNORECASE)}
+    return tuple(None if k not in found else min(max(found[k] / 10.0, 0.0), 1.0)
+                 for k in (1, 2))  # type: ignore[return-value]
 
 
 def parse_score(text: str) -> float | None:
@@ -242,13 +285,15 @@ class Explorer:
             stored.append({"backend": backend, "quality": quality, "cost_usd": cost,
                            "source": source})
 
-        if self.judge_served:
+        paired = await self._beside_reference(served, prompt, store)
+        if self.judge_served and paired is None:
             q = await self._judge(prompt, served.router_model, served.answer_text)
             if q is not None:
                 await store(served.backend, served.router_model, q,
                             float(served.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
-        for name in self._pick(list(served.pool), served.backend, observed):
+        others = [b for b in served.pool if b != paired]
+        for name in self._pick(others, served.backend, observed):
             booked, text, actual = await self._shadow_call(name, messages)
             if not booked:
                 break
@@ -260,6 +305,39 @@ class Explorer:
                 await store(name, router_model, q, actual, "shadow")
         log.info("explored request %s: %s", served.request_id, stored)
         return stored
+
+    async def _beside_reference(self, served: Served, prompt: str, store: Any) -> str | None:
+        """On a route with a promise whose answer did not come from its reference: the
+        reference answers too and the judge compares the two answers, both orders averaged
+        (``compare``); both grades are stored (source ``paired``), the outcomes that refine
+        the priors of the frontier (gateway/learning/refine_priors.py). Returns the
+        reference when it was asked, else None (no promise, no LLM judge, or it served)."""
+        promise = self.pools.current.promises.get(served.route or "")
+        ref = promise.reference if promise is not None else None
+        if ref is None or ref == served.backend or not isinstance(self.judge, LLMJudge):
+            return None
+        booked, text, actual = await self._shadow_call(ref, served.messages)
+        if not booked or text is None:
+            return ref if booked else None
+        worst = compare_worst_usd(self.judge, prompt, served.answer_text, text)
+        start = await self._book(worst)
+        if start is None:
+            return ref
+        q_served = q_ref = None
+        cost = 0.0
+        try:
+            q_served, q_ref, cost = await compare(self.judge, prompt, served.answer_text, text)
+        except UpstreamFailure as e:
+            log.warning("paired judge call failed: %s", e)
+        finally:
+            await self._settle(start, worst, cost)
+        ref_model = self.pools.current.backends[ref].router_model
+        if q_served is not None:
+            await store(served.backend, served.router_model, q_served,
+                        float(served.cost_usd or 0.0), "paired")
+        if q_ref is not None:
+            await store(ref, ref_model, q_ref, actual, "paired")
+        return ref
 
     async def _shadow_call(self, name: str, messages: Any) -> tuple[bool, str | None, float]:
         """One shadow call to backend ``name``, its worst case booked first and settled at its

@@ -59,6 +59,26 @@ class Quality:
     belief: TrainedBelief | LogitBelief
     how: str
     level: float
+    prior: LogitBelief | None = None  # a cold-start expert's belief before any outcome
+
+BELIEFS_KEY = "promise_beliefs"  # router.config[...]: expert -> its refined belief's record
+
+
+def belief_record(b: LogitBelief) -> dict[str, Any]:
+    """A refined belief as plain JSON, to travel in the router version it was published in."""
+    return {"coef": b.coef.tolist(), "b": b.b, "chol": b.chol.tolist(),
+            "basis": None if b.basis is None else b.basis.tolist(), "how": b.how,
+            "n_outcomes": b.n_outcomes, "level": b.level,
+            "n_cap": None if not np.isfinite(b.n_cap) else b.n_cap}
+
+
+def belief_from_record(r: Mapping[str, Any]) -> LogitBelief:
+    return LogitBelief(coef=np.asarray(r["coef"], float), b=float(r["b"]),
+                       chol=np.asarray(r["chol"], float),
+                       basis=None if r.get("basis") is None else np.asarray(r["basis"], float),
+                       how=str(r.get("how", "refined")), n_outcomes=int(r.get("n_outcomes", 0)),
+                       level=float(r.get("level", 0.5)),
+                       n_cap=np.inf if r.get("n_cap") is None else float(r["n_cap"]))
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,7 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
     index = {name: i for i, name in enumerate(router.model_names)}
     kinds = {e.name: e.kind for e in router.experts}
     counts = outcomes_of(router)
+    refined = dict((router.config or {}).get(BELIEFS_KEY) or {})
     out: dict[str, Quality] = {}
     for name in router.model_names:
         if kinds[name] != PRIOR_KIND and name not in counts:
@@ -159,20 +180,21 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
     for k in known.values():
         if k.expert is None or k.expert in out or k.backend not in prices:
             continue
-        n_seen = int(counts.get(k.expert, 0))
         backend = settings.backend(k.backend)
         fig = published_figure(backend)
         if fig is not None:
             target = _placed_level(fig[0], with_fig, figures, levels, alpha)
-            belief = prior_from_aggregate(target, Wk, bk, pk, Q_ref, n0 + n_seen)
+            prior = prior_from_aggregate(target, Wk, bk, pk, Q_ref, n0)
             how = f"prior from published results: {fig[1]}"
         else:
             usd = prices[k.backend].cost(*TYPICAL_TOKENS)
-            belief = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, 1.0 + n_seen)
+            prior = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, 1.0)
             how = "prior from price only"
-        if n_seen:
-            how += f", refined by {n_seen} outcomes"
-        out[k.expert] = Quality(belief, how, float(belief.estimate(Q_ref)[0].mean()))
+        belief = prior
+        if k.expert in refined:  # published by the learning loop (learning/refine_priors.py)
+            belief = belief_from_record(refined[k.expert])
+            how += f", refined by {belief.n_outcomes} outcomes"
+        out[k.expert] = Quality(belief, how, float(belief.estimate(Q_ref)[0].mean()), prior)
     return out
 
 

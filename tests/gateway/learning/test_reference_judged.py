@@ -1,0 +1,99 @@
+"""The frontier is learned from traffic: on a route with a promise, a sampled request that did
+not go to the reference is also answered by the reference, a judge compares the two answers in
+both orders, and the grades refine the reference's prior into the published router version.
+
+Real parts: uvicorn, the OpenAI SDK, SQLite with the gateway's migrations, the fake upstream
+(the judge is a fake backend whose fixed reply grades answer 1 a 4 and answer 2 a 9, so only
+the averaging over both orders can give each answer 0.65).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+
+from gateway.config import settings_from_dict
+from gateway.learning import router_versions
+from gateway.learning import tables as ldb
+from gateway.learning.refine_priors import refine_due
+from gateway.pool import build_pool
+from gateway.pool.promise import BELIEFS_KEY
+from router_core.router import Router
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
+from tests.gateway.learning.conftest import learning_config
+from tests.gateway.router_fixture import PRICES, REPLIES
+
+FRONTIER = "fake-frontier"
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[FakeUpstream]:
+    backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
+                            output_per_m=PRICES[n][1]) for n in PRICES]
+    backends += [FakeBackend(FRONTIER, reply="frontier answer", input_per_m=30.0,
+                             output_per_m=60.0),
+                 FakeBackend("fake-judge", reply="Score 1: 4\nScore 2: 9", input_per_m=1.0,
+                             output_per_m=2.0)]
+    with FakeUpstream(backends) as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
+       encoder) -> Iterator[Gateway]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('paired') / 'tollgate.db'}"
+    cfg = learning_config(up, database_url=url)
+    cfg["model_list"] = [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES]
+    cfg["model_list"] += [up.model_entry(FRONTIER), up.model_entry("fake-judge")]
+    cfg["routes"] = {"promised": {"max_drop": 0.01, "reference": FRONTIER}}
+    cfg["retraining"] = {"refine_priors_s": None, "exploration": {
+        "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
+        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}}
+    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+
+
+def _paired(engine: sa.Engine) -> list[dict]:
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(ldb.observations_t)
+                            .where(ldb.observations_t.c.source == "paired")).mappings().all()
+    return [dict(r) for r in rows]
+
+
+def test_the_reference_answers_beside_the_served_backend_and_refines_its_prior(
+    gw: Gateway, up: FakeUpstream
+) -> None:
+    ctx = gw.app.state.ctx
+    pool = ctx.pool.current
+    assert pool.promises["promised"].reference == FRONTIER
+    assert pool.how_known(FRONTIER) == "prior from price only"
+    key, _ = gw.tenant()
+    client = gw.client(key)
+    served = set()
+    for i in range(3):  # routed by λ on request (a cheap backend answers), the route keeps
+        resp = client.chat.completions.create(  # its promise and so its reference
+            model="promised", messages=[{"role": "user", "content": f"Explain topic {i}."}],
+            extra_body={"tollgate": {"cost_weight": 50.0}})
+        served.add(resp.model)
+    assert FRONTIER not in served
+    deadline = time.monotonic() + 60
+    while len(_paired(gw.engine)) < 6 or ctx.learning._tasks:
+        assert time.monotonic() < deadline, "the reference was never judged beside the answer"
+        time.sleep(0.1)
+    rows = _paired(gw.engine)
+    assert {r["model"] for r in rows} == {FRONTIER} | served
+    assert all(r["quality"] == pytest.approx(0.65) for r in rows)  # 4 and 9, both orders
+    assert len(up.requests_for(FRONTIER)) == 3
+    judged = up.requests_for("fake-judge")
+    assert len(judged) == 6  # two orders per request
+    assert all("[Answer 2]" in r["messages"][0]["content"] for r in judged)
+
+    assert refine_due(gw.engine, pool) == [FRONTIER]
+    live = router_versions.load_version(gw.engine,
+                                        router_versions.active_version(gw.engine)["version"])
+    assert live.config[BELIEFS_KEY][FRONTIER]["n_outcomes"] == 3
+    again = build_pool(pool.settings, pool.prices, live)
+    assert again.how_known(FRONTIER) == "prior from price only, refined by 3 outcomes"
