@@ -27,7 +27,7 @@ embedded once at startup (``phi_ref``), else the experts' own directions.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -177,6 +177,8 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
     bk = np.array([b[index[m]] for m in trained])
     pk = np.array([levels[m] for m in trained])
     usd_k = np.array([max(e.cost_usd, 1e-12) for e in router.experts if e.name in levels])
+    # no readout is known better than a trained expert: a refined prior's n stops there
+    n_cap = float(np.median([out[m].belief.n for m in trained]))
     for k in known.values():
         if k.expert is None or k.expert in out or k.backend not in prices:
             continue
@@ -190,6 +192,7 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
             usd = prices[k.backend].cost(*TYPICAL_TOKENS)
             prior = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, 1.0)
             how = "prior from price only"
+        prior = replace(prior, n_cap=n_cap)
         belief = prior
         if k.expert in refined:  # published by the learning loop (learning/refine_priors.py)
             belief = belief_from_record(refined[k.expert])
