@@ -36,9 +36,11 @@ def learn_command(
     t = targets(config, router)
     settings = load_settings(t.config if t.config.exists() else resolve_config_path(config))
     prices = resolve_prices(settings, strict=False)
-    current = build_pool(settings, prices, live_router(t.read_router, engine)).router
+    pool = build_pool(settings, prices, live_router(t.read_router, engine))
+    current, quality = pool.router, pool.qualities.get(name)
     try:
-        new, n = refine_backend(engine, current, settings, prices, name)
+        new, n = refine_backend(engine, current, settings, prices, name,
+                                prior=quality.prior if quality is not None else None)
     except ValueError as e:
         raise click.ClickException(str(e)) from e
     publish(new, t, engine, current.version, "learned")

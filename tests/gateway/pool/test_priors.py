@@ -130,6 +130,8 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
     assert out.exit_code == 0, out.output
     assert "refined from 120 outcomes" in out.output
     assert load_router(art).version == router_versions.active_version(engine)["version"]
+    # the promise's estimate of gpt-4o is refined from the same 120 outcomes, from its prior
+    assert load_router(art).config["promise_beliefs"]["gpt-4o"]["n_outcomes"] == 120
     bad = CliRunner().invoke(main, ["models", "learn", "big-llama", "--config", str(cfg),
                                     "--router", str(art), "--database-url", url])  # fmt: skip
     assert bad.exit_code != 0 and "not on a cold-start prior" in bad.output
