@@ -7,10 +7,13 @@ SQLAlchemy Core on the store's engine (callers on the event loop run them in a t
 Feedback lives in the learning loop's ``observations`` table (rows with
 ``source = 'feedback'``, quality in [0, 1], one row per feedback event). It is read by
 reflection when that table exists, so the review side works before and after it lands.
+``judged_outcomes`` reads the outcomes of that table (paired, judge, shadow, feedback) for the
+prompts of a window's requests: what the dashboard's measured quality change rests on.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -227,6 +230,65 @@ def fetch_log(engine: Engine, request_id: str) -> dict[str, Any] | None:
         row["feedback"] = FeedbackSource(engine).for_requests(conn, [request_id]).get(
             request_id, [])
     return row
+
+
+OUTCOME_SOURCES = ("paired", "judge", "shadow", "feedback")
+
+
+def judged_outcomes(engine: Engine, rows: Sequence[dict[str, Any]]
+                    ) -> dict[str, dict[str, float]]:
+    """request id -> router model -> mean observed quality on that request's prompt.
+
+    A request's prompt is its ``learning_requests.prompt_key``, else the sha256 of its logged
+    ``prompt_text`` (the same key the learning loop gives it). Every judge, shadow, feedback
+    and paired observation on that prompt counts (the reference is often judged on another
+    request with the same prompt), and so does any on the request itself; where the judge
+    compared the request's answer with the reference's side by side (source ``paired``, on
+    two models or more), only that comparison counts. Empty without the learning tables."""
+    names = set(sa.inspect(engine).get_table_names())
+    if "observations" not in names or not rows:
+        return {}
+    md = sa.MetaData()
+    obs = sa.Table("observations", md, autoload_with=engine)
+    ids = [r["id"] for r in rows]
+    key_of: dict[str, str] = {r["id"]: hashlib.sha256(
+        r["prompt_text"].encode("utf-8", "surrogatepass")).hexdigest()
+        for r in rows if r.get("prompt_text")}
+    # rid -> obs id -> (model, quality, paired on this very request)
+    found: dict[str, dict[int, tuple[str, float, bool]]] = {}
+    with engine.connect() as conn:
+        if "learning_requests" in names:
+            lr = sa.Table("learning_requests", md, autoload_with=engine)
+            for i in range(0, len(ids), 500):
+                q = sa.select(lr.c.request_id, lr.c.prompt_key).where(
+                    lr.c.request_id.in_(ids[i:i + 500]))
+                key_of.update({rid: key for rid, key in conn.execute(q)})
+        rids_of: dict[str, list[str]] = {}
+        for rid, key in key_of.items():
+            rids_of.setdefault(key, []).append(rid)
+        cols = (obs.c.id, obs.c.request_id, obs.c.prompt_key, obs.c.model, obs.c.quality,
+                obs.c.source)
+        mine = obs.c.source.in_(OUTCOME_SOURCES)
+        keys = list(rids_of)
+        for i in range(0, len(keys), 500):
+            q = sa.select(*cols).where(obs.c.prompt_key.in_(keys[i:i + 500]), mine)
+            for oid, orid, key, model, quality, source in conn.execute(q):
+                for rid in rids_of[key]:
+                    found.setdefault(rid, {})[oid] = (
+                        model, float(quality), source == "paired" and orid == rid)
+        for i in range(0, len(ids), 500):
+            q = sa.select(*cols).where(obs.c.request_id.in_(ids[i:i + 500]), mine)
+            for oid, rid, _, model, quality, source in conn.execute(q):
+                found.setdefault(rid, {})[oid] = (model, float(quality), source == "paired")
+    out: dict[str, dict[str, float]] = {}
+    for rid, by_id in found.items():
+        paired = [o for o in by_id.values() if o[2]]
+        use = paired if len({o[0] for o in paired}) >= 2 else list(by_id.values())
+        per: dict[str, list[float]] = {}
+        for model, quality, _ in use:
+            per.setdefault(model, []).append(quality)
+        out[rid] = {m: sum(v) / len(v) for m, v in per.items()}
+    return out
 
 
 def tenant_names(engine: Engine, ids: Iterable[str] | None = None) -> dict[str, str]:

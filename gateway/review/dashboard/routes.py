@@ -35,6 +35,7 @@ from gateway.review.dashboard.access import (
 from gateway.review.dashboard.queries import (
     LogFilter,
     flat,
+    judged_outcomes,
     parse_duration,
     select_logs,
     tenant_names,
@@ -232,8 +233,13 @@ def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: dat
                                          newest_first=False))
     tenants = [t for t in list_tenants(engine, now) if scope is None or t.id in scope]
     names = {t.id: t.name for t in tenants}
-    data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=ctx.pool.current.prices,
-                     names=names)
+    pool = ctx.pool.current
+    answered = [r for r in rows if r.get("status") == 200]
+    promises = {name: {"reference": p.reference, "max_drop": p.max_drop}
+                for name, p in pool.promises.items()}
+    data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=pool.prices,
+                     names=names, outcomes=judged_outcomes(engine, answered),
+                     promises=promises, routes=list(pool.routes))
     data["truncated"] = len(rows) >= MAX_ROWS
     data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
     return data

@@ -9,7 +9,9 @@ into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a mon
 - Estimated saving against always using the strongest backend s (the dearest in the pool by
   p_in + p_out): for each answered request, ĉ_s = n_prompt·p_in,s + n_completion·p_out,s with
   the request's own token counts (an estimate: s would have answered at its own length);
-  saving = Σ ĉ_s − Σ c, share = 1 − Σ c / Σ ĉ_s.
+  saving = Σ ĉ_s − Σ c, share = 1 − Σ c / Σ ĉ_s. Never alone: beside it the quality change
+  against s, and per route (``route_savings``) the saving against the route's reference
+  beside its estimated and measured quality change (savings.py).
 - Latency percentiles: p50, p90, p95, p99 of total latency and of time to first token
   (streams), linear interpolation between order statistics (numpy's default).
 - Budget bars (per tenant with a budget): percent used = 100 · spent / budget in the current
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gateway.review.dashboard.savings import overall_saving, route_savings
 from gateway.store.periods import period_end
 
 TARGET_BUCKETS = 30
@@ -112,17 +115,24 @@ def summarise(
     tenants: Sequence[Any],
     prices: Mapping[str, Any],
     names: Mapping[str, str],
+    outcomes: Mapping[str, Mapping[str, float]] | None = None,
+    promises: Mapping[str, Mapping[str, Any]] | None = None,
+    routes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Every chart and card of the dashboard as JSON-ready lists.
 
     ``tenants``: TenantInfo-like records (id, name, budget_usd, spent_usd, period_start);
-    ``prices``: backend -> Price (input_per_token, output_per_token)."""
+    ``prices``: backend -> Price (input_per_token, output_per_token); ``outcomes``: request
+    id -> router model -> mean observed quality on its prompt (queries.judged_outcomes);
+    ``promises``: route -> {reference, max_drop}; ``routes``: the configured routes."""
     df = frame(rows)
     bk = _buckets(df, now, window_start)
     idx = ((df["created_at"] - bk.origin).dt.total_seconds() // bk.width).astype(int) if len(
         df) else pd.Series([], dtype=int)
     df = df.assign(bucket=idx)
     answered = df[df["status"] == 200]
+    answered_rows = [r for r in rows if r.get("status") == 200]
+    outcomes = outcomes or {}
     mix = _model_mix(answered, bk.n)
     latency, rates = _latency_and_rates(df, bk.n)
     return {
@@ -134,7 +144,9 @@ def summarise(
         "spend": _spend(df, tenants, bk),
         "budgets": budget_bars(tenants, now),
         "model_mix": mix,
-        "saving": _saving(answered, prices, bk.n),
+        "saving": overall_saving(answered, answered_rows, prices, outcomes, bk.n),
+        "route_savings": route_savings(answered_rows, prices, outcomes, promises or {},
+                                       routes),
         "latency": latency,
         "rates": rates,
         "feedback": _feedback(answered, mix["models"]),
@@ -169,33 +181,6 @@ def _model_mix(answered: pd.DataFrame, n_buckets: int) -> dict[str, Any]:
     totals = answered["chosen_model"].value_counts()
     return {"models": models, "series": mix,
             "totals": {m: int(totals.get(m, 0)) for m in models}}
-
-
-def _saving(answered: pd.DataFrame, prices: Mapping[str, Any], n_buckets: int
-            ) -> dict[str, Any]:
-    """The estimated saving against always using the strongest backend."""
-    strongest = max(prices, key=lambda n: prices[n].input_per_token + prices[n].output_per_token,
-                    default=None)
-    saving: dict[str, Any] = {"strongest": strongest}
-    if strongest is None:
-        return saving
-    ps = prices[strongest]
-    est = (answered["prompt_tokens"] * ps.input_per_token
-           + answered["completion_tokens"] * ps.output_per_token)
-    actual_b = answered.groupby("bucket")["cost_usd"].sum()
-    est_b = est.groupby(answered["bucket"]).sum()
-    saving.update({
-        "actual_usd": float(answered["cost_usd"].sum()),
-        "strongest_usd": float(est.sum()),
-        "cumulative_actual": np.cumsum(
-            [float(actual_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
-        "cumulative_strongest": np.cumsum(
-            [float(est_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
-    })
-    saving["saving_usd"] = saving["strongest_usd"] - saving["actual_usd"]
-    saving["saving_share"] = (saving["saving_usd"] / saving["strongest_usd"]
-                              if saving["strongest_usd"] > 0 else None)
-    return saving
 
 
 def _latency_and_rates(df: pd.DataFrame, n_buckets: int) -> tuple[dict, dict]:

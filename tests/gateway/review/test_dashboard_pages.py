@@ -1,5 +1,6 @@
 """The dashboard's request table pages through the log, and its summary carries each
-tenant's budget bar and the split of errors (client 4xx against upstream 5xx)."""
+tenant's budget bar, the split of errors (client 4xx against upstream 5xx) and the saving
+per route beside its quality change."""
 
 from __future__ import annotations
 
@@ -47,3 +48,11 @@ def test_requests_are_paged_and_budgets_are_bars(gateway: Gateway,
     assert bar["percent_used"] == pytest.approx(bar["spent_usd"] * 100) and bar["period_end"]
     o = s["rates"]["overall"]
     assert (o["upstream_errors"], o["client_errors"]) == (1, 0)
+    # the saving is never alone: passthrough answers log no p̂, so their quality change
+    # against the strongest is unknown and says so; every configured route has its row
+    by = {r["route"]: r for r in s["route_savings"]}
+    assert set(gateway.settings.routes) | {"passthrough"} == set(by)
+    assert by["passthrough"]["requests"] == 5 and by["passthrough"]["saving_usd"] > 0
+    assert by["passthrough"]["quality_change"] == "quality change unknown"
+    assert (s["saving"]["saving_usd"], s["saving"]["quality_change"]) == (
+        pytest.approx(by["passthrough"]["saving_usd"]), "quality change unknown")

@@ -23,6 +23,28 @@ function usd(x, digits = 6) { return x == null ? "–" : "$" + Number(x).toFixed
 function pct(x) { return x == null ? "–" : (100 * x).toFixed(1) + "%"; }
 function ms(x) { return x == null ? "–" : Math.round(x) + " ms"; }
 function num(x, d = 3) { return x == null ? "–" : Number(x).toFixed(d); }
+function signed(x) { return (x >= 0 ? "+" : "") + Number(x).toFixed(3); }
+
+// A saving is never shown without its quality change (estimated, and measured where judged).
+function estimatedChange(q) {
+  if (!q.quality_change_known) return "quality change unknown";
+  return q.estimated_quality_change == null ? "unknown"
+    : `${signed(q.estimated_quality_change)}` +
+      (q.estimated_n < q.compared ? ` (on ${q.estimated_n} of ${q.compared})` : "");
+}
+function measuredChange(q) {
+  if (q.measured_quality_change == null) return "n/a";
+  if (q.measured_n === 0) {
+    const on = q.against === "strongest" || q.against === undefined ? "the strongest"
+                                                                    : "the reference";
+    return `${signed(q.measured_quality_change)} (every request on ${on})`;
+  }
+  return `${signed(q.measured_quality_change)} (n=${q.measured_n})`;
+}
+function qualityLine(q) {
+  if (!q.quality_change_known) return "quality change unknown";
+  return `quality change: estimated ${estimatedChange(q)}, measured ${measuredChange(q)}`;
+}
 
 function label(iso, bucketSeconds) {
   const d = new Date(iso);
@@ -67,7 +89,8 @@ function renderCards(s) {
     card("requests", String(o.requests), `${s.window} window`),
     card("spend this period", usd(spent), `${s.spend.length} tenant(s)`),
     card("estimated saving", sv.saving_share == null ? "–" : pct(sv.saving_share),
-         `${usd(sv.saving_usd)} vs always ${sv.strongest || "–"}`),
+         `${usd(sv.saving_usd)} vs always ${sv.strongest || "–"}; ` +
+         qualityLine(sv)),
     card("latency p50 / p95", `${ms(lat.p50)}`, `p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)}`),
     card("client errors (4xx)", pct(o.client_error_rate),
          `${o.client_errors} request(s): key, input, budget or rate limit`),
@@ -102,7 +125,8 @@ function renderCharts(s) {
 
   const sv = s.saving;
   document.getElementById("saving-caption").textContent =
-    `Cumulative cost: routed vs always ${sv.strongest || "the strongest model"} (estimate)`;
+    `Cumulative cost: routed vs always ${sv.strongest || "the strongest model"} (estimate); ` +
+    qualityLine(sv);
   draw("chart-saving", { type: "line", data: { labels, datasets: [
       { label: "routed (actual)", data: sv.cumulative_actual || [], borderColor: PALETTE[2],
         backgroundColor: PALETTE[2], pointRadius: 2 },
@@ -142,6 +166,23 @@ function renderCharts(s) {
   const t = document.getElementById("latency-table");
   t.replaceChildren(...rows.map((r, i) =>
     el("tr", {}, ...r.map((c) => el(i === 0 ? "th" : "td", {}, c)))));
+}
+
+function renderRouteSavings(s) {
+  const rows = (s.route_savings || []).map((r) => [
+    r.route,
+    r.reference ? (r.against === "reference" ? r.reference : `${r.reference} (strongest)`)
+                : "–",
+    r.promise == null ? (r.against === "reference" ? "promise" : "none (strongest model)")
+                      : `within ${r.promise}`,
+    r.saving_share == null ? "–" : `${pct(r.saving_share)} (${usd(r.saving_usd)})`,
+    r.compared ? estimatedChange(r) : "no requests compared",
+    r.compared ? measuredChange(r) : "n/a",
+    r.compared === r.requests ? String(r.requests) : `${r.compared} of ${r.requests}`,
+  ]);
+  table("route-savings", ["route", "reference", "promise", "saving",
+    "estimated quality change", "measured quality change (n)", "requests"], rows,
+    (i) => ({ "data-route": s.route_savings[i].route }));
 }
 
 function renderBudgets(s) {
@@ -260,6 +301,7 @@ async function refresh() {
     for (const t of s.tenants) sel.append(el("option", { value: t.id }, t.name));
   }
   renderCards(s);
+  renderRouteSavings(s);
   renderBudgets(s);
   renderCharts(s);
   await Promise.all([renderRequests(), renderVersions()]);
