@@ -41,7 +41,6 @@ from gateway.serving import request_json
 from router_core.litellm_env import litellm
 
 litellm.suppress_debug_info = True
-request_json.install()  # request bodies serialised with orjson (gateway/serving/request_json.py)
 log = logging.getLogger(__name__)
 
 
@@ -180,6 +179,9 @@ def _kwargs(backend: Backend, deployment: dict[str, Any], messages: list[dict],
     call["timeout"] = attempt_timeout(backend, deployment)
     call["num_retries"] = 0  # fallback across backends is ours; no hidden retries
     call["max_retries"] = 0
+    client = request_json.sdk_client(call)  # bodies serialised with orjson (request_json.py)
+    if client is not None:
+        call["client"] = client
     return call
 
 
