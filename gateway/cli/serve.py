@@ -28,8 +28,14 @@ import click
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
               help="Worker processes on one port; they share the database (SQLite in WAL mode "
                    "or PostgreSQL), each loads its own router and encoder.")
+@click.option("--forwarded-allow-ips", default=None, metavar="IPS",
+              help="Comma-separated proxy addresses or CIDRs ('*' for any) whose "
+                   "X-Forwarded-For/-Proto set the client address and scheme; default: "
+                   "reliability.forwarded_allow_ips, $TOLLGATE_FORWARDED_ALLOW_IPS, else none "
+                   "(the connection's peer is the client).")
 def serve_command(config_path: Path | None, host: str, port: int, log_level: str,
-                  log_format: str | None, workers: int) -> None:
+                  log_format: str | None, workers: int,
+                  forwarded_allow_ips: str | None) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
     from gateway.cli.log_setup import configure_logging
     from gateway.config import ConfigError, load_settings, resolve_config_path
@@ -49,6 +55,8 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     from gateway.cli.startup import summary
     from gateway.reliability.shutdown import run, run_workers
 
+    trusted = None if forwarded_allow_ips is None else [
+        ip.strip() for ip in forwarded_allow_ips.split(",") if ip.strip()]
     ctx = app.state.ctx
     lines = summary(path, settings, ctx.pool.current, f"http://{host}:{port}")
     if (log_format or os.environ.get("TOLLGATE_LOG_FORMAT")) == "json":
@@ -56,7 +64,8 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     else:
         click.echo("\n".join(lines), err=True)
     if workers == 1:
-        run(app, host, port, log_level=log_level, log_config=None, access_log=False)
+        run(app, host, port, forwarded_allow_ips=trusted, log_level=log_level,
+            log_config=None, access_log=False)
         return
     # each worker builds its own app (worker_app); this one only checked the config
     os.environ["TOLLGATE_CONFIG"] = str(path.resolve())
@@ -64,7 +73,8 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     os.environ["TOLLGATE_LOG_FORMAT"] = log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text")
     del app, ctx
     run_workers("gateway.cli.serve:worker_app", settings, host, port, workers,
-                log_level=log_level, log_config=None, access_log=False)
+                forwarded_allow_ips=trusted, log_level=log_level, log_config=None,
+                access_log=False)
 
 
 def worker_app() -> Any:

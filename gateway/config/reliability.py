@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class RateLimitSettings(BaseModel):
@@ -39,12 +39,30 @@ class ReliabilitySettings(BaseModel):
     max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
     log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
+    # The edge (gateway.reliability.edge). Peers whose X-Forwarded-For / -Proto are believed:
+    # addresses or CIDRs, "*" for any; none by default (the socket's peer is the client).
+    forwarded_allow_ips: list[str] = Field(default_factory=list)
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line + headers; 431
+    header_timeout_s: float = Field(default=10.0, gt=0)  # to receive a request's whole head
+
+    @field_validator("forwarded_allow_ips", mode="before")
+    @classmethod
+    def _split_ips(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [ip.strip() for ip in value.split(",") if ip.strip()]
+        return value
 
     def resolved(self) -> ReliabilitySettings:
-        """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR."""
+        """With the environment applied: TOLLGATE_REDIS_URL, TOLLGATE_SPOOL_DIR,
+        TOLLGATE_FORWARDED_ALLOW_IPS (comma-separated)."""
         changes: dict[str, Any] = {}
         if os.environ.get("TOLLGATE_REDIS_URL"):
             changes["redis_url"] = os.environ["TOLLGATE_REDIS_URL"]
         if os.environ.get("TOLLGATE_SPOOL_DIR"):
             changes["spool_dir"] = os.environ["TOLLGATE_SPOOL_DIR"]
+        if os.environ.get("TOLLGATE_FORWARDED_ALLOW_IPS") is not None:
+            changes["forwarded_allow_ips"] = self._split_ips(
+                os.environ["TOLLGATE_FORWARDED_ALLOW_IPS"])
         return self.model_copy(update=changes)

@@ -18,11 +18,14 @@ The sequence, on uvicorn's own machinery:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
+
+from gateway.reliability import edge
 
 if TYPE_CHECKING:
     from gateway.config import Settings
@@ -53,25 +56,30 @@ def _context(app: Any) -> GatewayContext | None:
 
 
 def server(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | None = None,
-           **config: Any) -> GracefulServer:
-    """A uvicorn server for ``app`` with the graceful-shutdown bound from its settings."""
+           forwarded_allow_ips: list[str] | None = None, **config: Any) -> GracefulServer:
+    """A uvicorn server for ``app`` with the graceful-shutdown bound and the edge
+    (``gateway.reliability.edge``: trusted proxies, head size and deadline) from its
+    settings; ``forwarded_allow_ips`` replaces the settings' list when given."""
+    ctx = _context(app)
+    reliability = ctx.settings.reliability.resolved() if ctx is not None else None
     if grace_s is None:
-        ctx = _context(app)
-        grace_s = ctx.settings.reliability.shutdown_grace_s if ctx is not None else 30.0
+        grace_s = reliability.shutdown_grace_s if reliability is not None else 30.0
     config.setdefault("log_level", "info")
+    for name, value in edge.uvicorn_options(reliability, forwarded_allow_ips).items():
+        config.setdefault(name, value)
     cfg = uvicorn.Config(app, host=host, port=port, lifespan="on",
                          timeout_graceful_shutdown=grace_s, **config)
-    return GracefulServer(cfg, app)
+    return GracefulServer(edge.configure(cfg, reliability), app)
 
 
 def run(app: Any, host: str = "127.0.0.1", port: int = 4000, grace_s: float | None = None,
-        **config: Any) -> None:
+        forwarded_allow_ips: list[str] | None = None, **config: Any) -> None:
     """Serve until SIGTERM/SIGINT, then shut down as the module docstring describes."""
-    server(app, host, port, grace_s, **config).run()
+    server(app, host, port, grace_s, forwarded_allow_ips, **config).run()
 
 
 def run_workers(app_factory: str, settings: Settings, host: str, port: int, workers: int,
-                **config: Any) -> None:
+                forwarded_allow_ips: list[str] | None = None, **config: Any) -> None:
     """``workers`` processes behind one port, each serving ``app_factory()`` (an import string
     "module:function"); uvicorn's supervisor restarts a worker that dies.
 
@@ -80,10 +88,18 @@ def run_workers(app_factory: str, settings: Settings, host: str, port: int, work
     Steps 2-4 above hold in every worker; step 1's early "not ready" is uvicorn's own there
     (the listening socket closes first).
     """
+    from uvicorn.supervisors import Multiprocess
+
     from gateway.store import migrate
 
     migrate.upgrade(settings.database_url)
+    reliability = settings.reliability.resolved()
     config.setdefault("log_level", "info")
-    uvicorn.run(app_factory, factory=True, host=host, port=port, workers=workers,
-                lifespan="on", timeout_graceful_shutdown=settings.reliability.shutdown_grace_s,
-                **config)
+    for name, value in edge.uvicorn_options(reliability, forwarded_allow_ips).items():
+        config.setdefault(name, value)
+    # uvicorn.run(workers=N) with the edge's limits on the Config it pickles to each worker
+    cfg = edge.configure(uvicorn.Config(
+        app_factory, factory=True, host=host, port=port, workers=workers, lifespan="on",
+        timeout_graceful_shutdown=reliability.shutdown_grace_s, **config), reliability)
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(cfg, sockets=[cfg.bind_socket()]).run()
