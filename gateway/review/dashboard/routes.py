@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import anyio.to_thread
 from fastapi import APIRouter, Request
@@ -48,6 +48,8 @@ STATIC = HERE / "static"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".md": "text/markdown"}
 WINDOWS = ("15m", "1h", "6h", "24h", "7d", "30d")
 MAX_ROWS = 50_000
+MAX_OFFSET = 1_000_000_000  # beyond any log, and far inside a 64-bit OFFSET
+DEFAULT_PORTS = {"http": 80, "https": 443}
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 
@@ -63,6 +65,29 @@ def _html(env: Environment, name: str, status: int = 200,
     return HTMLResponse(body, status_code=status, headers={
         "content-security-policy": CSP, "x-content-type-options": "nosniff",
         "referrer-policy": "no-referrer", "cache-control": "no-store", **(headers or {})})
+
+
+def same_origin(request: Request) -> bool:
+    """Whether a state-changing POST comes from a page of this gateway: its ``Origin`` (else
+    ``Referer``) names the host of the request's ``Host`` header, and its port when ``Host``
+    carries one. A request with neither header is not from a browser form and passes; a
+    browser always sends ``Origin`` on a cross-origin POST (``null`` from sandboxed or
+    privacy-stripped contexts, refused). The scheme is not compared: behind a TLS proxy that
+    is not in ``forwarded_allow_ips`` the gateway sees http while the page is https."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    if source is None:
+        return True
+    host = request.headers.get("host", "")
+    try:
+        src = urlsplit(source)
+        own = urlsplit(f"//{host}")
+        if not src.hostname or src.scheme not in DEFAULT_PORTS or not own.hostname:
+            return False
+        if src.hostname.lower() != own.hostname.lower():
+            return False
+        return own.port is None or (src.port or DEFAULT_PORTS[src.scheme]) == own.port
+    except ValueError:  # a malformed port or address
+        return False
 
 
 def _scope(who: Principal, tenant: str | None) -> tuple[str, ...] | None:
@@ -108,6 +133,9 @@ class _Pages:
 
     async def login(self, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
+        if not same_origin(request):  # a form on another site posting here (login CSRF)
+            return _html(self.env, "login.html", status=403,
+                         error="Log in from the dashboard's own page.")
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         key = (form.get("key") or [""])[0].strip()
         try:
@@ -127,6 +155,9 @@ class _Pages:
 async def logout(request: Request) -> Response:
     """End the session server-side (a copied cookie dies with it), then drop the cookie."""
     ctx: GatewayContext = request.app.state.ctx
+    if not same_origin(request):
+        raise GatewayError(403, "Cross-origin request refused.", "permission_error",
+                           code="cross_origin")
     cookie = request.cookies.get(COOKIE)
     if cookie:
         await ctx.store.close_session(cookie)
@@ -165,7 +196,9 @@ async def requests(request: Request, window: str | None = None, tenant: str | No
     ctx: GatewayContext = request.app.state.ctx
     who = await dashboard_principal(request)
     start = utcnow() - parse_duration(_window(window))
-    limit, offset = max(1, min(limit, 500)), max(0, offset)
+    if not 0 <= offset <= MAX_OFFSET:
+        raise invalid(f"offset must be between 0 and {MAX_OFFSET}", param="offset")
+    limit = max(1, min(limit, 500))
     try:
         f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route, model=model,
                       status=status, feedback=feedback, limit=limit + 1, offset=offset)

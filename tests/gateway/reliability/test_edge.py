@@ -134,3 +134,22 @@ def test_huge_header_is_refused_and_slow_headers_are_cut(
         got, took = _send_head(base, b"")
         assert got.startswith(b"HTTP/1.1 408") and took < 5.0
         assert httpx.get(base + "/health").status_code == 200
+
+
+def test_dashboard_cookie_is_secure_behind_a_trusted_https_proxy(
+    upstream: FakeUpstream, test_router: Router, encoder: Encoder, tmp_path: Path
+) -> None:
+    from tests.gateway.conftest import ADMIN_KEY
+
+    def login(base: str) -> str:
+        r = httpx.post(base + "/dashboard/login", data={"key": ADMIN_KEY}, timeout=30,
+                       headers={"x-forwarded-proto": "https", "x-forwarded-for": "10.1.2.3",
+                                "origin": base.replace("http://", "https://")})
+        assert r.status_code == 303, r.text
+        return r.headers["set-cookie"].lower()
+
+    with served(upstream, test_router, encoder, tmp_path,
+                reliability={"forwarded_allow_ips": ["127.0.0.1"]}) as base:
+        assert "; secure" in login(base)  # the proxy says the browser used https
+    with served(upstream, test_router, encoder, tmp_path) as base:
+        assert "; secure" not in login(base)  # an untrusted peer's header is ignored
