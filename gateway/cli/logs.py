@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, TextIO
 
 import click
@@ -177,9 +178,10 @@ def _names(engine: Any) -> dict[str, str]:
 @click.option("--explain", "explain_id", default=None, metavar="REQUEST_ID",
               help="Print one request's routing explanation (JSON) instead of rows.")
 @click.option("--database-url", default=None,
-              help="Database URL (default: TOLLGATE_DATABASE_URL or sqlite:///./tollgate.db).")
+              help="Database URL (default: the database of the config `serve` reads).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="config.yaml whose database_url to use.")
+              help="config.yaml whose database_url to use (default: as `serve`: "
+                   "$TOLLGATE_CONFIG, ./config.yaml, ...; TOLLGATE_DATABASE_URL wins).")
 def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
                  status: str | None, since: str | None, until: str | None,
                  feedback: str | None, limit: int, fmt: str, output: TextIO, follow: bool,
@@ -192,6 +194,7 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
     from gateway.store.engine import make_engine
 
     url = resolve_database_url(database_url, config_path)
+    _require_existing_sqlite(url)  # reading never creates an empty database file
     engine = make_engine(url)
     try:
         if "request_logs" not in sa.inspect(engine).get_table_names():
@@ -227,6 +230,21 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
         pass
     finally:
         engine.dispose()
+
+
+def _require_existing_sqlite(url: str) -> None:
+    """A SQLite file that is not there is an error, not an empty database left behind."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:"):
+        return
+    if u.database.startswith("file:") or Path(u.database).is_file():
+        return
+    raise click.ClickException(
+        f"no database at {Path(u.database).resolve()}: the gateway creates it when it first "
+        "starts there; to read another, pass --config (the config `serve` uses) or "
+        "--database-url")
 
 
 def follow_rows(engine: Any, f: LogFilter, printer: Printer, names: dict[str, str],

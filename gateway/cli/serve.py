@@ -8,12 +8,16 @@ Embedded defaults of `serve`: the database is `TOLLGATE_DATABASE_URL` or the SQL
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import click
+
+from gateway.cli import outage_log
 
 
 @click.command("serve")
@@ -45,9 +49,11 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
         settings = load_settings(path)  # a bad config fails here, before any heavy import
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
+    check_port_free(host, port)  # before the seconds of startup work, not after them
     # weights load once at startup: a progress bar in a server log is noise
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
+    outage_log.install()  # a database outage: one line per message a minute, no tracebacks
     try:
         app = _build_app(settings)
     except ConfigError as e:  # e.g. a backend with no price anywhere
@@ -86,7 +92,28 @@ def worker_app() -> Any:
 
     configure_logging(os.environ.get("TOLLGATE_LOG_LEVEL", "info"),
                       os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
+    outage_log.install()
     return _build_app(load_settings(resolve_config_path(None)))
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind HOST:PORT once, as uvicorn will (SO_REUSEADDR), and let go: a port another
+    process listens on is one error line now rather than after the startup work."""
+    if port == 0:
+        return
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(address)
+        except OSError as e:
+            what = ("already in use: another process listens there (stop it or pass "
+                    "--port)" if e.errno == errno.EADDRINUSE else e.strerror or str(e))
+            raise click.ClickException(f"cannot listen on {host}:{port}: {what}") from None
 
 
 def _build_app(settings: Any) -> Any:

@@ -12,7 +12,7 @@ import yaml
 from pydantic import ValidationError
 
 from gateway.config.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings
-from gateway.litellm_sections import resolve_env, translate
+from gateway.litellm_sections import ENV_PREFIX, resolve_env, translate
 from gateway.store.engine import DEFAULT_DATABASE_URL, database_url_from_env
 
 
@@ -31,6 +31,19 @@ def _one_line(e: ValidationError, sources: dict[str, str]) -> str:
         msg = f"{loc}: {msg}"
     more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
     return msg + more
+
+
+def _from_env(value: Any, key: str, sources: dict[str, str], source: str) -> Any:
+    """``os.environ/NAME`` read now; an unset NAME is a config error naming it (not a type
+    error on the None it would become)."""
+    if isinstance(value, str) and value.startswith(ENV_PREFIX):
+        resolved = resolve_env(value)
+        if resolved is None:
+            where = f"{key} (from {sources[key]})" if key in sources else key
+            raise ConfigError(f"{source}: {where}: {value} is not set "
+                              f"(export {value[len(ENV_PREFIX):]}=...)")
+        return resolved
+    return value
 
 
 def load_settings(
@@ -67,11 +80,11 @@ def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
         raw["database_url"] = os.environ["TOLLGATE_DATABASE_URL"]
     if os.environ.get("TOLLGATE_ADMIN_KEY"):
         raw["admin_key"] = os.environ["TOLLGATE_ADMIN_KEY"]
-    raw["database_url"] = resolve_env(raw.get("database_url") or DEFAULT_DATABASE_URL)
-    raw["admin_key"] = resolve_env(raw.get("admin_key"))
     if os.environ.get("TOLLGATE_METRICS_TOKEN"):
         raw["metrics_token"] = os.environ["TOLLGATE_METRICS_TOKEN"]
-    raw["metrics_token"] = resolve_env(raw.get("metrics_token"))
+    raw["database_url"] = raw.get("database_url") or DEFAULT_DATABASE_URL
+    for key in ("database_url", "admin_key", "metrics_token"):
+        raw[key] = _from_env(raw.get(key), key, translated.sources, source)
     try:
         settings = Settings.model_validate(raw)
     except ValidationError as e:
@@ -100,11 +113,13 @@ def resolve_config_path(given: Path | None) -> Path:
     return DEFAULT_CONFIG_PATH
 
 
-def resolve_database_url(database_url: str | None, config_path: str | None) -> str:
-    """What a CLI command uses: its --database-url, else the --config file's database_url,
-    else `TOLLGATE_DATABASE_URL` or the default."""
+def resolve_database_url(database_url: str | None, config_path: str | Path | None) -> str:
+    """What a CLI command uses: its --database-url, else the database of the config `serve`
+    would read (--config, $TOLLGATE_CONFIG, ./config.yaml, ...; see resolve_config_path),
+    where `TOLLGATE_DATABASE_URL` wins over the file."""
     if database_url:
         return database_url
-    if config_path:
-        return load_settings(config_path).database_url
-    return database_url_from_env()
+    path = resolve_config_path(Path(config_path) if config_path else None)
+    if config_path is None and not path.is_file():
+        return database_url_from_env()  # no config anywhere (an install without the repo)
+    return load_settings(path).database_url

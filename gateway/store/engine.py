@@ -134,3 +134,28 @@ def _install_idle_pre_ping(engine: Engine, ping_after_idle_s: float) -> None:
             dbapi_conn.autocommit = autocommit
         except Exception as exc:
             raise DisconnectionError(f"pre-ping failed: {type(exc).__name__}") from exc
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line saying why the database could not be used: the driver's own first line
+    (e.g. ``database "x" does not exist``), not the SQLAlchemy wrapper or a traceback."""
+    seen: set[int] = set()
+    err: BaseException | None = exc
+    while err is not None and id(err) not in seen:  # the innermost driver error says most
+        seen.add(id(err))
+        orig = getattr(err, "orig", None)
+        if orig is not None:
+            err = orig
+            break
+        if err.__cause__ is None:
+            break
+        err = err.__cause__
+    text = str(err or exc).strip().splitlines()
+    line = " ".join(text[0].split()) if text else type(err or exc).__name__
+    return line.removeprefix("connection failed: ")
+
+
+def display_url(url: str | URL) -> str:
+    """The URL with its password hidden, for messages."""
+    u = make_url(url) if isinstance(url, str) else url
+    return u.render_as_string(hide_password=True)

@@ -39,7 +39,13 @@ import gateway.store.migrate as migratelib
 import gateway.store.sessions as sessionlib
 import gateway.store.tenants as admin
 from gateway.store.dberrors import is_unavailable
-from gateway.store.engine import database_url_from_env, make_engine, pool_capacity
+from gateway.store.engine import (
+    database_url_from_env,
+    describe_error,
+    display_url,
+    make_engine,
+    pool_capacity,
+)
 from gateway.store.errors import StoreUnavailable
 from gateway.store.logwriter import LogWriter
 from gateway.store.money import usd_to_nusd
@@ -62,6 +68,14 @@ class _AuthEntry:
     tenant: Tenant | None
     expires: float  # time.monotonic()
     fetched: float
+
+
+def _hint(exc: BaseException, name: str | None) -> str:
+    """What to do about the commonest cause a new install meets: a database not created."""
+    text = describe_error(exc)
+    if name and f'database "{name}" does not exist' in text:
+        return f" (create it: `createdb {name}`; the gateway makes the schema)"
+    return ""
 
 
 class Store:
@@ -112,8 +126,10 @@ class Store:
         self._limiter = anyio.CapacityLimiter(pool_capacity(self.engine))
         try:
             await self._prepare()
-        except StoreUnavailable as exc:
-            log.error("database unavailable at start, retrying in the background: %s", exc)
+        except StoreUnavailable as exc:  # one line with the driver's cause, no traceback
+            log.error("database %s unavailable at start: %s%s; serving anyway (503 where it "
+                      "is needed) and retrying in the background", display_url(self.engine.url),
+                      describe_error(exc), _hint(exc, self.engine.url.database))
         await self.logs.start(self._limiter)
         self._maintenance = asyncio.get_running_loop().create_task(
             self._maintain(), name="store-maintenance")
