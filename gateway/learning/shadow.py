@@ -10,7 +10,10 @@ Money: every shadow or judge call first books its worst-case cost (prompt tokens
 price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) in the
 exploration ledger, a budget in USD per period separate from every tenant's, with one
 conditional UPDATE; a call that does not fit is skipped. So the budget is never exceeded,
-whatever the concurrency or number of replicas. Disabled by default.
+whatever the concurrency or number of replicas. On a route with a promise, the reference's
+answer and the judge's comparison of both answers (``Explorer._beside_reference``) are also
+booked, the same way, on that route's cap per UTC day (``reference_budget_usd``), and their
+spend is logged. Disabled by default.
 
 Config (``retraining.exploration`` in config.yaml)::
 
@@ -20,6 +23,8 @@ Config (``retraining.exploration`` in config.yaml)::
       candidates: 1             # other backends per explored request
       budget_usd: 5.0           # per period, separate from tenants' budgets
       period: daily             # daily | weekly | monthly | total
+      reference_budget_usd: 1.0 # per route and UTC day on shadowing the route's reference
+                                # (or per route: {auto: 1.0}; default: only budget_usd)
       max_tokens: 512           # cap on each shadow answer (bounds its cost)
       judge: {kind: llm, model: gpt-4o-mini, rubric: "..."}   # or kind: reference
 """
@@ -48,6 +53,8 @@ from gateway.serving.upstream import UpstreamFailure, complete
 from gateway.store.periods import period_start_s, utcnow
 
 log = logging.getLogger(__name__)
+
+Holds = list[tuple[str, int]]  # (ledger scope, period start) of one booking
 
 DEFAULT_RUBRIC = (
     "You grade an AI assistant's answer. Judge correctness first, then completeness and "
@@ -201,6 +208,7 @@ class Explorer:
         self.clock = clock
         self.judge_served = True  # False when clients' feedback scores the served answers
         self.skipped_budget = 0
+        self.skipped_reference_cap = 0  # reference shadowing refused by a route's daily cap
         self.calls = 0
 
     def wants(self, route: str | None) -> bool:
@@ -212,19 +220,42 @@ class Explorer:
     def _period(self) -> int:
         return period_start_s(self.cfg.period, self.clock())
 
-    async def _book(self, usd: float) -> int | None:
+    async def _book(self, usd: float, route: str | None = None) -> Holds | None:
+        """Book ``usd`` on the global budget and, for ``route``'s reference shadowing when
+        the route has a cap (``reference_budget_usd``), on the route's daily cap too: each
+        refusal releases what was booked first. The holds to settle, or None if refused."""
+        cap = None if route is None else self.cfg.reference_budget_for(route)
+        holds: Holds = []
+        if cap is not None:
+            scope = exploration_ledger.reference_scope(route or "")
+            day = period_start_s(exploration_ledger.REFERENCE_PERIOD, self.clock())
+            ok = await anyio.to_thread.run_sync(
+                exploration_ledger.reserve, self.engine, day, cap, usd, scope)
+            if not ok:
+                self.skipped_reference_cap += 1
+                log.info("reference shadowing on route %s skipped: %.6f USD does not fit its "
+                         "daily cap of %.4f USD", route, usd, cap)
+                return None
+            holds.append((scope, day))
         start = self._period()
         ok = await anyio.to_thread.run_sync(
             exploration_ledger.reserve, self.engine, start, self.cfg.budget_usd, usd
         )
         if not ok:
+            await self._settle(holds, usd, 0.0)  # release the route's booking
             self.skipped_budget += 1
             log.info("exploration skipped: %.6f USD does not fit the budget", usd)
             return None
-        return start
+        return [(exploration_ledger.GLOBAL, start), *holds]
 
-    async def _settle(self, start: int, held: float, actual: float) -> None:
-        await anyio.to_thread.run_sync(exploration_ledger.settle, self.engine, start, held, actual)
+    async def _settle(self, holds: Holds, held: float, actual: float) -> None:
+        for scope, start in holds:
+            await anyio.to_thread.run_sync(
+                exploration_ledger.settle, self.engine, start, held, actual, scope)
+            if scope.startswith(exploration_ledger.REFERENCE) and held > 0:
+                log.info("reference shadowing on route %s: %.6f USD spent (%.6f held), "
+                         "on the operator's exploration budget",
+                         scope[len(exploration_ledger.REFERENCE):], min(actual, held), held)
 
     def _pick(self, pool: list[str], served: str, observed: set[str]) -> list[str]:
         backends = self.pools.current.backends
@@ -246,7 +277,7 @@ class Explorer:
         """Judge one answer; its worst-case cost is booked first (None if it does not fit)."""
         assert self.judge is not None
         worst = self.judge.worst_case_usd(prompt, answer)
-        start = await self._book(worst) if worst > 0 else self._period()
+        start = await self._book(worst) if worst > 0 else []
         if start is None:
             return None
         cost = 0.0
@@ -316,11 +347,13 @@ class Explorer:
         ref = promise.reference if promise is not None else None
         if ref is None or ref == served.backend or not isinstance(self.judge, LLMJudge):
             return None
-        booked, text, actual = await self._shadow_call(ref, served.messages)
+        route = served.route or ""  # the reference's answer and the judge's comparisons are
+        # booked on the global budget and on the route's daily cap (reference_budget_usd)
+        booked, text, actual = await self._shadow_call(ref, served.messages, route=route)
         if not booked or text is None:
             return ref if booked else None
         worst = compare_worst_usd(self.judge, prompt, served.answer_text, text)
-        start = await self._book(worst)
+        start = await self._book(worst, route=route)
         if start is None:
             return ref
         q_served = q_ref = None
@@ -339,14 +372,16 @@ class Explorer:
             await store(ref, ref_model, q_ref, actual, "paired")
         return ref
 
-    async def _shadow_call(self, name: str, messages: Any) -> tuple[bool, str | None, float]:
-        """One shadow call to backend ``name``, its worst case booked first and settled at its
-        actual cost: (booked, the answer or None if the call failed, actual USD)."""
+    async def _shadow_call(self, name: str, messages: Any, route: str | None = None
+                           ) -> tuple[bool, str | None, float]:
+        """One shadow call to backend ``name``, its worst case booked first (``route``: also
+        on that route's reference cap) and settled at its actual cost: (booked, the answer or
+        None if the call failed, actual USD)."""
         pool = self.pools.current
         backend, price = pool.backends[name], pool.prices[name]
         n_prompt = count_prompt_tokens(backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)
-        start = await self._book(worst)
+        start = await self._book(worst, route=route)
         if start is None:
             return False, None, 0.0
         self.calls += 1

@@ -11,12 +11,14 @@ queried from router_versions.py, leases.py and exploration_ledger.py.
   so concurrent feedbacks cannot both insert); other sources add rows.
 - ``router_versions``: every trained router with its metrics, status and artifact (a zip of
   the artifact directory, so replicas need no shared disk); ``active`` marks the live one.
-- ``exploration_ledger``: the exploration budget per period (separate from tenants' budgets),
-  booked with one conditional UPDATE like the tenants' ledger.
+- ``exploration_ledger``: the exploration budget per period and scope (separate from tenants'
+  budgets), booked with one conditional UPDATE like the tenants' ledger: scope ``''`` is the
+  global budget, ``reference:<route>`` a route's daily cap on shadowing its reference.
 - ``learning_leases``: named leases (``retrain``) so one replica at a time retrains.
 
 Money is integer nano-dollars as in the tenants' ledger. The schema is created only by the
-Alembic revision ``0002_learning``; these models mirror it.
+Alembic revisions ``0002_learning`` (and ``0005_exploration_scope`` for the ledger's scope);
+these models mirror it.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class ExplorationLedgerRow(Base):
     __tablename__ = "exploration_ledger"
 
     period_start_s: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    scope: Mapped[str] = mapped_column(String(200), primary_key=True, default="")
     budget_nusd: Mapped[int] = mapped_column(BigInteger)
     spent_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     reserved_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
