@@ -129,19 +129,23 @@ def _build_app(settings: Any) -> Any:
               help="λ of the `auto` route (default: the demo config's).")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Benchmark data folder (default: $TOLLGATE_DATA_DIR or ../shared/data).")
+              help="Folder holding RouterBench's routerbench_subset/ (default: "
+                   "$TOLLGATE_DATA_DIR or ../shared/data); without it the demo sends its own "
+                   "prompts and reports decisions and spend, not quality.")
 @click.option("--router", "router_path", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Router artifact (default: the packaged one).")
 def demo_command(n_prompts: int, cost_weight: float | None, seed: int, data_dir: Path | None,
                  router_path: Path | None) -> None:
     """Route RouterBench prompts through a local gateway, no provider keys needed."""
     from gateway.cli.log_setup import configure_logging
-    from gateway.sandbox.demo import run_demo
+    from gateway.sandbox.demo import DemoDataMissing, run_demo
 
     configure_logging("warning")  # the demo's table is the output; libraries only warn
-
-    run_demo(n_prompts=n_prompts, cost_weight=cost_weight, seed=seed, data_dir=data_dir,
-             router_path=router_path, echo=click.echo)
+    try:
+        run_demo(n_prompts=n_prompts, cost_weight=cost_weight, seed=seed, data_dir=data_dir,
+                 router_path=router_path, echo=click.echo)
+    except DemoDataMissing as e:
+        raise click.ClickException(str(e)) from None
 
 
 def register(group: click.Group) -> None:

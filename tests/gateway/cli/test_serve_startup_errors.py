@@ -27,7 +27,7 @@ from tests.fakes.upstream import FakeBackend, FakeUpstream
 
 
 def test_a_port_in_use_is_reported_before_startup(monkeypatch: pytest.MonkeyPatch) -> None:
-    import gateway.cli.serve as serve
+    from gateway.cli import serve
 
     def no_startup(settings: object) -> None:
         raise AssertionError("the app was built although the port is taken")
