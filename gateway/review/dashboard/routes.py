@@ -22,8 +22,10 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gateway.auth import Principal
+from gateway.config import ExplorationSettings
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
+from gateway.learning.exploration_ledger import current_spending
 from gateway.review.dashboard import versions as versions_mod
 from gateway.review.dashboard.access import (
     COOKIE,
@@ -275,4 +277,7 @@ def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: dat
                      promises=promises, routes=list(pool.routes))
     data["truncated"] = len(rows) >= MAX_ROWS
     data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
+    if scope is None:  # the operator's own spend: the admin view only
+        period = ExplorationSettings.from_settings(ctx.settings).period
+        data["exploration"] = current_spending(engine, period, now)
     return data

@@ -56,3 +56,19 @@ def test_requests_are_paged_and_budgets_are_bars(gateway: Gateway,
     assert by["passthrough"]["quality_change"] == "quality change unknown"
     assert (s["saving"]["saving_usd"], s["saving"]["quality_change"]) == (
         pytest.approx(by["passthrough"]["saving_usd"]), "quality change unknown")
+
+
+def test_the_operator_sees_the_exploration_spend_and_a_tenant_does_not(gateway: Gateway) -> None:
+    from tests.gateway.conftest import ADMIN_KEY
+
+    from gateway.learning import exploration_ledger as xl
+    from gateway.store.periods import period_start_s, utcnow
+
+    today = period_start_s(xl.REFERENCE_PERIOD, utcnow())
+    scope = xl.reference_scope("auto")
+    assert xl.reserve(gateway.engine, today, 0.5, 0.125, scope=scope)
+    xl.settle(gateway.engine, today, 0.125, 0.1, scope=scope)
+    key, _ = gateway.tenant()
+    assert "exploration" not in _get(gateway, key, "summary")  # the operator's spend only
+    spend = _get(gateway, ADMIN_KEY, "summary")["exploration"][scope]
+    assert spend["spent_usd"] == pytest.approx(0.1) and spend["budget_usd"] == 0.5

@@ -185,6 +185,19 @@ function renderRouteSavings(s) {
     (i) => ({ "data-route": s.route_savings[i].route }));
 }
 
+function renderExploration(s) {
+  const section = document.getElementById("exploration-section");
+  const spend = s.exploration || {};
+  const scopes = Object.keys(spend);
+  section.hidden = scopes.length === 0;
+  const rows = scopes.map((scope) => [
+    scope === "" ? "all exploration (budget per period)" : scope.replace("reference:",
+      "reference beside route ") + " (today)",
+    usd(spend[scope].spent_usd), usd(spend[scope].reserved_usd), usd(spend[scope].budget_usd),
+  ]);
+  table("exploration-spend", ["scope", "spent", "reserved", "budget"], rows);
+}
+
 function renderBudgets(s) {
   const box = document.getElementById("budgets");
   if (!s.budgets.length) {
@@ -302,6 +315,7 @@ async function refresh() {
   }
   renderCards(s);
   renderRouteSavings(s);
+  renderExploration(s);
   renderBudgets(s);
   renderCharts(s);
   await Promise.all([renderRequests(), renderVersions()]);
