@@ -9,6 +9,7 @@ the encoder (so the first request does not pay for loading MiniLM) and stops the
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,7 +64,9 @@ def build_store(settings: Settings) -> tuple[Any, Any]:
     """The database side for ``settings.database_url``: (Store, LogWriter)."""
     from gateway.store import open_store
 
-    return open_store(settings.database_url, log_prompts=settings.log_prompts)
+    return open_store(settings.database_url, log_prompts=settings.log_prompts,
+                      reservation_ttl_s=settings.budget_reservation_ttl_s,
+                      replica_id=settings.replica_id or os.environ.get("TOLLGATE_REPLICA_ID"))
 
 
 def create_app(

@@ -52,4 +52,5 @@ class GatewayContext:
     ready: bool = False
     learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
+    budget_gate: Any = None  # gateway.serving.budget_gate.BudgetGate: tenants' lines (made on use)
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address

@@ -95,5 +95,12 @@ def budget_exceeded(message: str) -> GatewayError:
                         headers={"x-should-retry": "false"})
 
 
+def budget_busy(message: str, retry_after_s: int = 1) -> GatewayError:
+    """429 that a retry may fix: the budget pays for the request once the tenant's requests
+    in flight settle. ``Retry-After`` and no ``x-should-retry: false``: SDKs retry it."""
+    return GatewayError(429, message, "rate_limit_error", code="budget_busy",
+                        headers={"retry-after": str(max(1, retry_after_s))})
+
+
 def store_unavailable(message: str = "The gateway's database is unavailable.") -> GatewayError:
     return GatewayError(503, message, "service_unavailable", code="store_unavailable")

@@ -170,6 +170,18 @@ class Settings(BaseModel):
     # does not fit, cap the upstream max_tokens to what the remaining budget pays, but refuse
     # rather than cap below this many tokens.
     min_output_tokens: int = Field(default=16, gt=0)
+    # Budget admission (gateway/serving/budget_gate.py): how long a request may wait in its
+    # tenant's line for in-flight reservations to settle when only they stop it fitting
+    # (0: refuse at once, as a retryable 429); the overrun exposure a tenant's in-flight
+    # requests may carry, as a share of its budget, per replica (None: unbounded).
+    budget_wait_s: float = Field(default=5.0, ge=0.0, le=600.0)
+    budget_overrun_exposure: float | None = Field(default=1.0, ge=0.0)
+    # An open reservation older than this is abandoned (its process died) and released
+    # (gateway/store/ledger.py, expire_reservations); and this replica's name (or
+    # TOLLGATE_REPLICA_ID), unique among live replicas and stable across its restarts: on
+    # start it releases the reservations its previous run left open.
+    budget_reservation_ttl_s: float = Field(default=3600.0, gt=0.0)
+    replica_id: str | None = None
     # The query encoder Φ kind (router_core.encoders: minilm, activations, both, ...). The
     # gateway always embeds as its router was trained (the artifact records the encoder);
     # naming a kind here makes a router trained on another one a startup error.

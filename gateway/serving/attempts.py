@@ -14,14 +14,18 @@ Budget rule (the hard budget is never exceeded by design, not by luck):
   remaining budget pays unless that is below ``min_output_tokens``; then h does not fit.
 - The candidates are tried in order, one loop for streamed and non-streamed requests; one that
   does not fit is skipped (an attempt with status 429), one whose circuit is open too (503).
-  429 ``budget_exceeded`` when no candidate fits.
+  When no candidate fits: a retryable 429 ``budget_busy`` (``Retry-After``) if the settled
+  spend still pays for the smallest request this one could be (it waited ``budget_wait_s``
+  for the tenant's in-flight reservations, gateway/serving/budget_gate.py), else 429
+  ``budget_exceeded`` (``x-should-retry: false``).
 - A fallback to a dearer backend tops up the reservation; settlement charges the actual cost
   across the reservations and releases the rest.
-- An attempt that timed out after its request was sent may be billed by the provider (it has
-  the prompt): it costs the tenant the prompt's input cost on that backend, N̂·p_in with N̂
-  the tokenizer's count (at most the bound N_prompt), whether or not another backend then
-  answers; later attempts are held on top of it (gateway/serving/budget_hold.py), so the
-  total stays within the hold. Logged as the attempt's ``charged_usd``, counted in
+- An attempt that timed out after its request was sent is billed by the provider: not
+  streamed, the provider generates and bills the answer, so it costs the tenant the attempt's
+  whole reservation ĉ_h; streamed, closing the stream stops generation, so it costs the
+  prompt's input cost N̂·p_in (N̂ the tokenizer's count, at most N_prompt); whether or not
+  another backend then answers. Later attempts are held on top of it
+  (gateway/serving/budget_hold.py), so the total stays within the hold. Logged as the attempt's ``charged_usd``, counted in
   ``tollgate_timeout_charges`` / ``tollgate_timeout_charged_usd``.
 """
 
@@ -36,10 +40,11 @@ from fastapi.responses import JSONResponse, Response
 from starlette.background import BackgroundTask
 
 from gateway.config import Backend
-from gateway.errors import GatewayError, budget_exceeded, error_body
+from gateway.errors import GatewayError, budget_busy, budget_exceeded, error_body
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
+from gateway.serving.budget_hold import budget_gate
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
 from gateway.serving.upstream import (
@@ -78,7 +83,9 @@ class Attempts:
                 continue
             self._upstream_result(b, None, started)
             self.out.answered = b
-            return self._stream(b, reply) if plan.request.stream else self._complete(b, reply)
+            if plan.request.stream:
+                return self._stream(b, reply)
+            return await self._complete(b, reply)
         raise self._final_error(last)
 
     async def _attempts(self, plan: Plan) -> AsyncIterator[tuple[Backend, dict[str, Any]]]:
@@ -99,7 +106,9 @@ class Attempts:
                 continue
             cap = await self.out.hold.fit(
                 pool.prices[name], plan.prompt_bound(b), plan.output_cap(b), plan.n,
-                shrink=plan.request.max_tokens is None, min_tokens=settings.min_output_tokens)
+                shrink=plan.request.max_tokens is None, min_tokens=settings.min_output_tokens,
+                worst_tokens=None if budget_gate(self.ctx).trusted(name)
+                else b.model_info.max_output_tokens)
             if cap is None:
                 circuits.release(name)
                 self._record(b, 429, "budget: does not fit the remaining budget", started)
@@ -108,6 +117,7 @@ class Attempts:
                 self.ctx.metrics.overhead.labels(plan.route or "passthrough").observe(
                     time.perf_counter() - self.out.t0)
             forwarded += 1
+            self.out.bounds[name] = (plan.prompt_bound(b), cap * plan.n)
             params = dict(plan.request.params)
             for field in plan.request.output_fields or ("max_tokens",):
                 params[field] = cap
@@ -115,12 +125,16 @@ class Attempts:
 
     def _billed(self, b: Backend, plan: Plan) -> Billed:
         """The hook an attempt on ``b`` reports billable timeouts to: the request owes the
-        prompt's input cost on ``b`` (module docstring); another deployment of ``b`` may be
-        tried only if the hold covers it on top."""
+        attempt's whole reservation (non-streamed) or the prompt's input cost on ``b``
+        (streamed) (module docstring); another deployment of ``b`` may be tried only if the
+        hold covers it on top."""
 
         async def billed(failure: UpstreamFailure, another: bool) -> bool:
-            tokens = min(plan.prompt_tokens or 0, plan.prompt_bound(b))
-            usd = self.out.hold.owe(plan.pool.prices[b.model_name].cost(tokens, 0))
+            if plan.request.stream:
+                tokens = min(plan.prompt_tokens or 0, plan.prompt_bound(b))
+                usd = self.out.hold.owe(plan.pool.prices[b.model_name].cost(tokens, 0))
+            else:
+                usd = self.out.hold.owe(self.out.hold.attempt_usd)
             self.out.timeout_charges.append((b.model_name, usd))
             return another and await self.out.hold.fits_again()
 
@@ -150,6 +164,14 @@ class Attempts:
             if e is not None and e.overrun_usd:
                 detail += (f"; a provider charged ${e.overrun_usd:.6f} more than was reserved, "
                            "so this tenant is refused until an operator reviews its budget")
+            hold = self.out.hold
+            if e is not None and hold.retryable:  # fits the settled spend: later, it may
+                wait = self.ctx.settings.budget_wait_s
+                return budget_busy(
+                    "This request's predicted cost does not fit the budget while the tenant's "
+                    f"other requests hold their reservations{detail}; waited "
+                    f"{hold.waited_s:.1f}s of budget_wait_s={wait:g}s. Retry shortly.",
+                    retry_after_s=1)
             return budget_exceeded(
                 f"This request's predicted cost does not fit the remaining budget{detail}.")
         if not last.retryable:
@@ -166,12 +188,13 @@ class Attempts:
         )
 
     # the answer -------------------------------------------------------------------------
-    def _complete(self, b: Backend, resp: Any) -> Response:
+    async def _complete(self, b: Backend, resp: Any) -> Response:
         body, usage, self.out.answer_text = completion_body(resp, b.model_name)
         self.out.take_usage(usage)
-        self.out.cost_usd = self.out.actual_cost()
+        # settle before the body is sent (a client's next request must not meet this one's
+        # hold: one settle round trip on the latency); log after it is sent
+        await self.out.settle()
         headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
-        # settle and log after the response is sent: off the client's latency
         return JSONResponse(body, headers=headers,
                             background=BackgroundTask(self.out.finish, 200, None))
 
@@ -200,6 +223,9 @@ class Attempts:
                 self.out.answer_text += text
                 if data is not None:
                     yield sse(data)
+            with anyio.CancelScope(shield=True):  # settled before the client has [DONE]
+                await self._count_streamed(b)
+                await self.out.settle()
             yield DONE
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
             f = classify(e)
@@ -214,7 +240,11 @@ class Attempts:
         finally:
             with anyio.CancelScope(shield=True):
                 await opened.close()  # an abandoned stream stops upstream, too
-                if self.out.completion_tokens is None:  # no usage chunk: count what was streamed
-                    self.out.completion_tokens = await anyio.to_thread.run_sync(
-                        count_text_tokens, b, self.out.answer_text)
+                await self._count_streamed(b)
                 await self.out.finish(status, error)
+
+    async def _count_streamed(self, b: Backend) -> None:
+        """No usage chunk: count what was streamed."""
+        if self.out.completion_tokens is None:
+            self.out.completion_tokens = await anyio.to_thread.run_sync(
+                count_text_tokens, b, self.out.answer_text)

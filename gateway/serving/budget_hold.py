@@ -7,20 +7,47 @@ the hold up; settling charges the actual cost across the reservations and releas
 A provider reporting more than was held anyway is an overrun (gateway/store/ledger.py): the
 ledger holds it apart and refuses the tenant; it is counted in ``tollgate_budget_overruns``.
 
-An attempt that timed out after its request was sent may be billed by the provider, which
-has the prompt: the request then *owes* the prompt's input cost on that backend (``owe``, at
-most what is held beyond earlier debts), and every later attempt must fit on top of what is
-owed (``fit`` holds owed + ĉ), so the settled total (owed + the answer's cost) stays within
-the hold and the hard budget holds.
+Admission (gateway/serving/budget_gate.py): a reservation refused only because other
+requests' reservations are in flight (settled spend + what this request would hold ≤ budget)
+waits in the tenant's FIFO line, at most ``budget_wait_s`` for the whole request, instead of
+being refused; a refusal that could succeed later (``retryable``) is a 429 with
+``Retry-After``, and ``budget_exceeded`` (``x-should-retry: false``) is left for a settled
+spend that leaves less than the smallest request this one could be. Requests whose
+provider could bill past their reservation (a client output cap below the backend's
+``max_output_tokens``) are admitted only while the tenant's exposure fits
+``budget_overrun_exposure`` × budget.
+
+An attempt that timed out after its request was sent may be billed by the provider: the
+request then *owes* that attempt's cost (``owe``, at most what is held beyond earlier debts;
+gateway/serving/attempts.py says how much), and every later attempt must fit on top of what
+is owed (``fit`` holds owed + ĉ), so the settled total (owed + the answer's cost) stays
+within the hold and the hard budget holds.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
 from gateway.context import GatewayContext, call
 from gateway.errors import store_unavailable
 from gateway.pricing import Price
+from gateway.serving.budget_gate import BudgetGate
 from gateway.store.errors import BudgetExceeded, StoreUnavailable
 from gateway.store.records import Reservation, Tenant
+
+_EPS = 1e-12
+_FIRST_POLL_S, _LAST_POLL_S = 0.01, 0.25
+
+
+def budget_gate(ctx: GatewayContext) -> BudgetGate:
+    """The process's gate (made on first use)."""
+    gate = getattr(ctx, "budget_gate", None)
+    if gate is None:
+        gate = BudgetGate()
+        ctx.budget_gate = gate
+    return gate
 
 
 class BudgetHold:
@@ -33,10 +60,105 @@ class BudgetHold:
         self.refusal: BudgetExceeded | None = None  # the last refusal, with the ledger's numbers
         self.owed = 0.0  # charged for attempts that timed out after sending (module docstring)
         self.attempt_usd = 0.0  # ĉ of the attempt in flight (the last ``fit``)
+        self.smallest_usd: float | None = None  # the least this request could have held
+        self.exposure_usd = 0.0  # what a provider could bill past the hold (budget_gate.py)
+        self.waited_s = 0.0
         self.settled = False
+        # set by the handler: whether the client has gone (ends a wait)
+        self.client_gone: Callable[[], Awaitable[bool]] | None = None
+        self._deadline: float | None = None
+        self._exposed = False
 
-    async def ensure(self, usd: float) -> bool:
-        """Hold at least ``usd`` in total; False (and ``refusal`` set) when it does not fit."""
+    # -- admission --------------------------------------------------------------------------
+    @property
+    def _gate(self) -> BudgetGate:
+        return budget_gate(self._ctx)
+
+    def _wait_s(self) -> float:
+        return float(getattr(self._ctx.settings, "budget_wait_s", 0.0) or 0.0)
+
+    def _exposure_limit(self) -> float | None:
+        share = getattr(self._ctx.settings, "budget_overrun_exposure", None)
+        if share is None or self._tenant.budget_usd is None:
+            return None
+        return share * self._tenant.budget_usd
+
+    def _may_wait(self, e: BudgetExceeded, usd: float) -> bool:
+        """The refusal is only about others' reservations: this request fits settled spend."""
+        if e.overrun_usd or e.budget_usd <= 0:
+            return False
+        others = e.reserved_usd - self.held
+        return others > _EPS and e.spent_usd + usd <= e.budget_usd + _EPS
+
+    def _time_left(self) -> float:
+        if self._deadline is None:
+            self._deadline = time.monotonic() + self._wait_s()
+        return self._deadline - time.monotonic()
+
+    async def ensure(self, usd: float, exposure_usd: float = 0.0) -> bool:
+        """Hold at least ``usd`` in total; False (and ``refusal`` set) when it does not fit.
+        Waits in the tenant's line while it could fit once others settle (module docstring)."""
+        if usd <= self.held and exposure_usd <= self.exposure_usd:
+            return True
+        tid, gate = self._tenant.id, self._gate
+        limit = self._exposure_limit()
+        extra = max(0.0, exposure_usd - self.exposure_usd)
+        turn = None
+        if gate.queued(tid):  # others wait already: behind them, not before
+            turn = gate.join(tid)
+        try:
+            poll = _FIRST_POLL_S
+            while True:
+                if turn is not None and not turn.done() and not await self._wait_turn(turn):
+                    return False
+                if gate.exposure_fits(tid, extra, limit):
+                    got = await self._reserve(usd)
+                    if got is not False:
+                        self._expose(extra)
+                        return True
+                    if self.refusal is None or not self._may_wait(self.refusal, usd):
+                        return False
+                elif self.refusal is None:  # a refusal to report: the exposure bound
+                    self.refusal = BudgetExceeded(self._tenant.budget_usd or 0.0, 0.0, 0.0, usd)
+                left = self._time_left()
+                if left <= 0 or await self._gone():
+                    return False
+                if turn is None:
+                    turn = gate.join(tid)
+                    continue
+                started = time.monotonic()
+                await gate.pause(tid, min(poll, left))
+                self.waited_s += time.monotonic() - started
+                poll = min(poll * 2, _LAST_POLL_S)
+        finally:
+            if turn is not None:
+                gate.leave(tid, turn)
+
+    async def _wait_turn(self, turn: asyncio.Future[None]) -> bool:
+        """Wait to be the head of the line; False when the time is up or the client left."""
+        started = time.monotonic()
+        try:
+            while not turn.done():
+                left = self._time_left()
+                if left <= 0 or await self._gone():
+                    return False
+                try:
+                    await asyncio.wait_for(asyncio.shield(turn), timeout=min(0.25, left))
+                except TimeoutError:
+                    pass
+        finally:
+            self.waited_s += time.monotonic() - started
+        return True
+
+    async def _gone(self) -> bool:
+        if self.client_gone is None:
+            return False
+        try:
+            return bool(await self.client_gone())
+        except Exception:  # noqa: BLE001 - no way to tell: keep waiting until the deadline
+            return False
+
+    async def _reserve(self, usd: float) -> bool | None:
         if usd <= self.held:
             return True
         try:
@@ -45,6 +167,7 @@ class BudgetHold:
             self.refusal = e
             return False
         except ValueError:  # an amount past what the ledger can book: it cannot fit
+            self.refusal = None
             return False
         except StoreUnavailable as e:
             raise store_unavailable() from e
@@ -52,11 +175,30 @@ class BudgetHold:
         self.held = usd
         return True
 
+    def _expose(self, extra: float) -> None:
+        if extra <= 0:
+            return
+        self._gate.expose(self._tenant.id, extra, first=not self._exposed)
+        self._exposed = True
+        self.exposure_usd += extra
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the last refusal could succeed later: the settled spend leaves room for the
+        smallest request this one could be, and no overrun awaits an operator."""
+        e = self.refusal
+        if e is None or e.overrun_usd or self.smallest_usd is None:
+            return False
+        return e.spent_usd + self.smallest_usd <= e.budget_usd + _EPS
+
     def room_usd(self) -> float:
-        """What this request could hold in total, from the last refusal's ledger numbers."""
+        """What this request could hold in total, from the last refusal's ledger numbers:
+        the settled spend's room when it may wait for others, else what is free now."""
         e = self.refusal
         if e is None:
             return self.held
+        if self._wait_s() > 0 and not e.overrun_usd:
+            return max(self.held, e.budget_usd - e.spent_usd)
         return self.held + max(0.0, e.budget_usd - e.spent_usd - e.reserved_usd)
 
     def owe(self, usd: float) -> float:
@@ -68,17 +210,22 @@ class BudgetHold:
     async def fits_again(self) -> bool:
         """Whether the attempt in flight can be made once more on top of what is owed (the
         next deployment of a group after a billable timeout)."""
-        return await self.ensure(self.owed + self.attempt_usd)
+        return await self.ensure(self.owed + self.attempt_usd, self.exposure_usd)
 
     async def fit(self, price: Price, prompt_tokens: int, want: int, n: int, *,
-                  shrink: bool, min_tokens: int) -> int | None:
+                  shrink: bool, min_tokens: int, worst_tokens: int | None = None) -> int | None:
         """Hold enough for a prompt of ``prompt_tokens`` (the bound) and ``n`` answers of
         ``want`` tokens, on top of what is owed; the output cap to send, or None.
 
         With ``shrink`` (the client set no max_tokens) a budget too small for ``want`` lowers
         the cap to what the room left pays, unless that is below ``min_tokens``.
+        ``worst_tokens``: the most the backend can answer (its max_output_tokens), for the
+        request's overrun exposure.
         """
-        if await self._fits(price.cost(prompt_tokens, want * n)):
+        least = price.cost(prompt_tokens, (min(min_tokens, want) if shrink else want) * n)
+        self.smallest_usd = least if self.smallest_usd is None else min(self.smallest_usd, least)
+        worst = price.cost(prompt_tokens, max(worst_tokens or 0, want) * n)
+        if await self._fits(price.cost(prompt_tokens, want * n), worst):
             return want
         if not shrink:
             return None
@@ -86,29 +233,41 @@ class BudgetHold:
         cap = min(want, price.affordable_output_tokens(room, prompt_tokens) // n)
         if cap < min_tokens:
             return None
-        if await self._fits(price.cost(prompt_tokens, cap * n)):
+        if await self._fits(price.cost(prompt_tokens, cap * n), worst):
             return cap
         return None
 
-    async def _fits(self, attempt_usd: float) -> bool:
-        if await self.ensure(self.owed + attempt_usd):
+    async def _fits(self, attempt_usd: float, worst_usd: float) -> bool:
+        exposure = max(0.0, worst_usd - attempt_usd)
+        if await self.ensure(self.owed + attempt_usd, exposure):
             self.attempt_usd = attempt_usd
             return True
         return False
 
-    async def settle(self, actual_usd: float) -> None:
-        """Charge ``actual_usd`` across the reservations (in order), release the rest."""
+    # -- settling ---------------------------------------------------------------------------
+    async def settle(self, actual_usd: float) -> float:
+        """Charge ``actual_usd`` across the reservations (in order), release the rest; the
+        overrun the ledger booked (USD)."""
         if self.settled:
-            return
+            return 0.0
         self.settled = True
         left = max(0.0, actual_usd)
-        for i, r in enumerate(self.reservations):
-            amount = r.amount_usd
-            last = i == len(self.reservations) - 1
-            part = left if last else min(left, amount)
-            left -= part
-            result = await call(self._ctx.store.settle, r, part)
-            overrun = result.overrun_usd
-            if overrun > 0:
-                self._ctx.metrics.overruns.inc()
-                self._ctx.metrics.overrun_usd.inc(overrun)
+        overrun = 0.0
+        try:
+            for i, r in enumerate(self.reservations):
+                amount = r.amount_usd
+                last = i == len(self.reservations) - 1
+                part = left if last else min(left, amount)
+                left -= part
+                result = await call(self._ctx.store.settle, r, part)
+                if result.overrun_usd > 0:
+                    overrun += result.overrun_usd
+                    self._ctx.metrics.overruns.inc()
+                    self._ctx.metrics.overrun_usd.inc(result.overrun_usd)
+        finally:
+            if self._exposed:
+                self._gate.release(self._tenant.id, self.exposure_usd)
+                self._exposed = False
+            if self.reservations or self._tenant.budget_usd is not None:
+                self._gate.settled(self._tenant.id)
+        return overrun

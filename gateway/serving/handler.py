@@ -43,6 +43,7 @@ async def chat_completions(request: Request) -> Response:
                     "latency_ms": (time.perf_counter() - t0) * 1000}, None)
         return e.response({"x-tollgate-request-id": rid})
     out = Outcome(ctx, tenant, rid, t0)
+    out.hold.client_gone = request.is_disconnected  # ends a wait for the budget
     try:
         # 429 + Retry-After over the rate limit; the x-ratelimit-* headers of the response
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))

@@ -9,16 +9,38 @@ read from it (gateway/serving/log_row.py).
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import UTC, datetime
+from typing import Any
+
+import anyio
 
 from gateway.config import Backend
 from gateway.context import GatewayContext
+from gateway.pricing import count_text_tokens
 from gateway.serving.access_log import log_access
-from gateway.serving.budget_hold import BudgetHold
+from gateway.serving.budget_hold import BudgetHold, budget_gate
 from gateway.serving.log_row import log_row, served
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
 from gateway.store.records import Tenant
+
+log = logging.getLogger(__name__)
+
+# Reported usage past this many times its bound is not believed as a bill (it is "absurd":
+# an upstream's bug, not a price); what lies between the bound and it is an overrun.
+ABSURD_FACTOR = 100
+
+
+def _tokens(value: Any) -> int | None:
+    """A reported token count, or None when it is not one (missing, negative, not a number)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return n if n >= 0 else None
 
 
 class Outcome:
@@ -37,6 +59,10 @@ class Outcome:
         self.ttft_ms: float | None = None
         self.answer_text = ""  # what the client received, for the learning loop
         self.timeout_charges: list[tuple[str, float]] = []  # (backend, USD) owed for timeouts
+        # per backend attempted: (prompt-token bound, output tokens sent as the cap × n)
+        self.bounds: dict[str, tuple[int, int]] = {}
+        self.excess_tokens = (0, 0)  # reported past the bounds (prompt, completion): overrun
+        self.settle_error: str | None = None
         self.finished = False
 
     @property
@@ -51,8 +77,31 @@ class Outcome:
         return (self.plan and self.plan.route) or "passthrough"
 
     def take_usage(self, usage: dict) -> None:
-        self.usage_prompt_tokens = int(usage.get("prompt_tokens") or self.prompt_tokens or 0)
-        self.completion_tokens = int(usage.get("completion_tokens") or 0)
+        """The upstream's usage, clamped: a count that is negative or not a number is not
+        believed (the prompt is then our count; the completion what was answered, counted
+        at settling); a count past the attempt's bound is clamped to it, the rest kept apart
+        as an overrun (``excess_tokens``, at most ``ABSURD_FACTOR`` × the bound)."""
+        prompt, completion = _tokens(usage.get("prompt_tokens")), _tokens(
+            usage.get("completion_tokens"))
+        if prompt is None or prompt == 0:
+            prompt = (self.plan.prompt_tokens if self.plan else None) or 0
+        bound = self.bounds.get(self.answered.model_name) if self.answered else None
+        excess = [0, 0]
+        if bound is not None:
+            if prompt > bound[0]:
+                excess[0] = min(prompt, ABSURD_FACTOR * max(bound[0], 1)) - bound[0]
+                prompt = bound[0]
+            if completion is not None and completion > bound[1]:
+                excess[1] = min(completion, ABSURD_FACTOR * max(bound[1], 1)) - bound[1]
+                completion = bound[1]
+        if excess != [0, 0]:
+            log.warning("request %s: %s reported usage past the reserved bound (%s tokens "
+                        "more than prompt %d / completion %d): clamped, the excess booked as "
+                        "an overrun", self.rid, self.answered.model_name if self.answered
+                        else "?", excess, *(bound or (0, 0)))
+        self.usage_prompt_tokens = prompt
+        self.completion_tokens = completion
+        self.excess_tokens = (excess[0], excess[1])
 
     def headers(self) -> dict[str, str]:
         version = self.plan.router_version if self.plan else PASSTHROUGH_VERSION
@@ -68,20 +117,49 @@ class Outcome:
         price = self.plan.pool.prices[self.answered.model_name]
         return price.cost(self.prompt_tokens, self.completion_tokens or 0)
 
+    def overrun_cost(self) -> float:
+        """What the upstream reported past the answer's bounds, at its prices."""
+        if self.answered is None or self.plan is None or self.excess_tokens == (0, 0):
+            return 0.0
+        return self.plan.pool.prices[self.answered.model_name].cost(*self.excess_tokens)
+
     def actual_cost(self) -> float:
-        """c = the answer's cost + what timed-out attempts owe (gateway/serving/attempts.py)."""
-        return self.answer_cost() + self.hold.owed
+        """c = the answer's cost + what timed-out attempts owe (gateway/serving/attempts.py)
+        + what the upstream reported past the bounds (an overrun, gateway/store/ledger.py)."""
+        return self.answer_cost() + self.hold.owed + self.overrun_cost()
+
+    async def settle(self) -> None:
+        """Settle the held money with the actual cost (once); never raises: a fault is kept
+        for the log row (``settle_error``)."""
+        if self.hold.settled:
+            return
+        try:
+            if self.answered is not None and self.completion_tokens is None:
+                b = self.answered  # no believable count: what was answered, counted
+                self.completion_tokens = await anyio.to_thread.run_sync(
+                    count_text_tokens, b, self.answer_text)
+            self.cost_usd = self.actual_cost()
+            overran = self.excess_tokens != (0, 0)
+            if self.answered is not None:  # the backend's trust (gateway/serving/budget_gate.py)
+                budget_gate(self.ctx).answered(self.answered.model_name, overran=overran)
+            if overran:
+                log.error("request %s: backend %s billed past its reservation bound; its "
+                          "requests carry their overrun exposure from now on", self.rid,
+                          self.answered.model_name if self.answered else "?")
+            await self.hold.settle(self.cost_usd)
+        except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
+            self.settle_error = f"settlement failed: {type(e).__name__}: {e}"
 
     async def finish(self, status: int, error: str | None) -> None:
         """Settle the held money with the actual cost, count, and queue the log row (once)."""
         if self.finished:
             return
         self.finished = True
-        self.cost_usd = self.actual_cost()
-        try:
-            await self.hold.settle(self.cost_usd)
-        except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
-            error = f"{error + '; ' if error else ''}settlement failed: {type(e).__name__}: {e}"
+        await self.settle()
+        if self.cost_usd is None:
+            self.cost_usd = self.actual_cost()
+        if self.settle_error:
+            error = f"{error + '; ' if error else ''}{self.settle_error}"
         self._count(status)
         row = log_row(self, status, error)
         self.ctx.log_writer.submit(row)

@@ -24,16 +24,25 @@ reset change), which moves the overrun into `spent` (it was really spent) and cl
 The HTTP side counts each overrun in a metric (``tollgate_budget_overruns``).
 
 What a request is charged (gateway/serving/outcome.py computes it, `settle` books it): the
-answering backend's reported usage at its prices, plus, for each attempt that timed out after
-its request was sent (the provider has the prompt and may bill it), that prompt's input cost
-on that backend (the tokenizer's count × input price; counted in ``tollgate_timeout_charges``),
-whether or not another backend then answered. Later attempts are reserved on top of it, so the
-total is within what the request reserved. Other failed attempts (refused, 5xx, reset, never
-sent) cost nothing.
+answering backend's reported usage at its prices (clamped to the attempt's bounds; reported
+tokens past them are the overrun), plus, for each attempt that timed out after its request was
+sent (the provider has the prompt and bills what it generates), that attempt's whole
+reservation when it was not streamed, or its prompt's input cost (tokenizer count × input
+price) when it was streamed (closing the stream stops the generation); counted in
+``tollgate_timeout_charges``, whether or not another backend then answered. Later attempts are
+reserved on top of it, so the total is within what the request reserved. Other failed
+attempts (refused, 5xx, reset, never sent) cost nothing.
+
+Abandoned reservations (their process died before settling) are released when older than the
+store's ``reservation_ttl_s`` (config ``budget_reservation_ttl_s``) or, for a replica with a
+name (``replica_id``), when it starts again (``reclaim_replica``). They are charged what is
+provably owed: the cost in the request's log row if it was written (only its settlement was
+lost), else nothing, since nothing shows the upstream was called (see ``_reclaim``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from datetime import datetime
@@ -60,7 +69,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from gateway.store.errors import BudgetExceeded, NotFound
-from gateway.store.models import outage_charges, reservations, tenants
+from gateway.store.models import outage_charges, request_logs, reservations, tenants
 from gateway.store.money import nusd_to_usd
 from gateway.store.periods import period_start_s, validate_period
 from gateway.store.records import Reservation, SettleResult
@@ -188,11 +197,13 @@ SETTLING_PG = _settling_pg()
 
 
 def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | None,
-            now: datetime) -> Reservation:
-    """Book `amount_nusd` against the tenant's budget or raise `BudgetExceeded`."""
+            now: datetime, id_prefix: str = "") -> Reservation:
+    """Book `amount_nusd` against the tenant's budget or raise `BudgetExceeded`. The
+    reservation's id starts with ``id_prefix`` (the replica's tag, ``replica_tag``)."""
     if amount_nusd < 0:
         raise ValueError("a reservation cannot be negative")
-    res = Reservation(id=uuid.uuid4().hex, tenant_id=tenant_id, request_id=request_id,
+    rid = id_prefix + uuid.uuid4().hex[:RESERVATION_ID_LEN - len(id_prefix)]
+    res = Reservation(id=rid, tenant_id=tenant_id, request_id=request_id,
                       amount_nusd=amount_nusd, created_at_s=int(now.timestamp()))
     if _book(engine, res, {**_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
         return res
@@ -287,25 +298,63 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
     return True
 
 
+RESERVATION_ID_LEN = 36  # budget_reservations.id is String(36)
+REPLICA_TAG_LEN = 8
+
+
+def replica_tag(replica_id: str) -> str:
+    """The prefix of the reservation ids a replica books: 8 hex digits of its name, then
+    ``-`` (a plain id is 32 hex digits, so it never has one)."""
+    return hashlib.sha256(replica_id.encode()).hexdigest()[:REPLICA_TAG_LEN] + "-"
+
+
 def expire_reservations(engine: Engine, older_than_s: int, now: datetime,
                         limit: int = 500) -> int:
-    """Settle reservations left open since before `older_than_s` at their full amount.
+    """Release reservations left open since before `older_than_s` (abandoned: the process
+    that booked them died before settling), charging what they provably owe (``_reclaim``).
+    Safe to run on every replica at once."""
+    n = _reclaim(engine, reservations.c.created_at_s < older_than_s, now, limit)
+    if n:
+        log.warning("released %d budget reservations older than the reservation TTL", n)
+    return n
 
-    They belong to requests whose process died before settling; the upstream may have
-    charged for them, so the conservative charge is the whole reservation (which fitted the
-    budget when it was made). Safe to run on every replica at once.
-    """
+
+def reclaim_replica(engine: Engine, tag: str, started_s: int, now: datetime,
+                    limit: int = 5000) -> int:
+    """Release the reservations a replica's earlier run left open: ids starting with its
+    ``tag`` booked before this run started at ``started_s`` (a replica's name is unique among
+    the live ones, so their process is gone), charging what they provably owe."""
+    n = _reclaim(engine, and_(reservations.c.id.startswith(tag, autoescape=True),
+                              reservations.c.created_at_s < started_s), now, limit)
+    if n:
+        log.warning("released %d budget reservations this replica's previous run left open", n)
+    return n
+
+
+def _reclaim(engine: Engine, where: ColumnElement[bool], now: datetime, limit: int) -> int:
+    """Settle the open reservations matching ``where`` at what is provably owed: the cost in
+    the request's log row when it was written (the request finished, its settlement was
+    lost), spread over its reservations in booking order; nothing otherwise (nothing shows
+    that the upstream was ever called: the operator, not the tenant, carries that risk)."""
     with engine.connect() as conn:
-        stale = conn.execute(
-            select(reservations.c.id, reservations.c.amount_nusd)
-            .where(reservations.c.created_at_s < older_than_s).limit(limit)
+        rows = conn.execute(
+            select(reservations.c.id, reservations.c.amount_nusd, reservations.c.request_id,
+                   request_logs.c.cost_usd)
+            .select_from(reservations.outerjoin(
+                request_logs, request_logs.c.id == reservations.c.request_id))
+            .where(where)
+            .order_by(reservations.c.created_at_s, reservations.c.id).limit(limit)
         ).all()
+    owed: dict[str, int] = {}
     done = 0
-    for rid, amount in stale:
-        if settle(engine, rid, amount, amount, now).applied:
+    for rid, amount, request_id, cost in rows:
+        key = request_id or rid
+        if key not in owed:
+            owed[key] = max(0, round((cost or 0.0) * 1e9))
+        charge = min(amount, owed[key])
+        owed[key] -= charge
+        if settle(engine, rid, amount, charge, now).applied:
             done += 1
-    if done:
-        log.warning("expired %d stale budget reservations (charged in full)", done)
     return done
 
 

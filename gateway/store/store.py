@@ -85,7 +85,8 @@ class Store:
                  auto_upgrade: bool = True, auth_ttl_s: float = 5.0,
                  auth_stale_s: float = 600.0, auth_cache_size: int = 10_000,
                  reservation_ttl_s: float = 3600.0, maintenance_interval_s: float = 30.0,
-                 log_prompts: bool = False, log_options: dict[str, Any] | None = None) -> None:
+                 log_prompts: bool = False, log_options: dict[str, Any] | None = None,
+                 replica_id: str | None = None) -> None:
         self.engine = engine
         self._clock = clock
         self._auto_upgrade = auto_upgrade
@@ -98,6 +99,10 @@ class Store:
         self._auth_unknown: OrderedDict[str, float] = OrderedDict()  # digest -> expiry
         self._auth_inflight: dict[str, asyncio.Future[Tenant | None]] = {}
         self._reservation_ttl_s = reservation_ttl_s
+        # a named replica tags its reservations and, on start, releases those its previous
+        # run left open (gateway/store/ledger.py, reclaim_replica)
+        self._replica_tag = ledgerlib.replica_tag(replica_id) if replica_id else ""
+        self._started_s = int(clock().timestamp())
         self._maintenance_interval_s = maintenance_interval_s
         self._pending_settles: dict[str, tuple[Reservation, int]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -166,7 +171,11 @@ class Store:
         def prepare() -> bytes:
             if self._auto_upgrade:
                 migratelib.upgrade_engine(self.engine)
-            return keylib.load_or_create_secret(self.engine)
+            secret = keylib.load_or_create_secret(self.engine)
+            if self._replica_tag:
+                ledgerlib.reclaim_replica(self.engine, self._replica_tag, self._started_s,
+                                          self._clock())
+            return secret
 
         self._secret = await self._run(prepare)
 
@@ -282,7 +291,7 @@ class Store:
         tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
         self._require_secret()
         task = self._spawn(self._run(ledgerlib.reserve, self.engine, tenant_id, usd_to_nusd(usd),
-                                     request_id, self._clock()))
+                                     request_id, self._clock(), self._replica_tag))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -331,7 +340,8 @@ class Store:
             self._pending_settles.pop(rid, None)
 
     async def expire_stale(self) -> int:
-        """Charge and close reservations older than `reservation_ttl_s` (dead requests)."""
+        """Release reservations older than `reservation_ttl_s` (dead requests), charging
+        what they provably owe (gateway/store/ledger.py)."""
         cutoff = int(self._clock().timestamp() - self._reservation_ttl_s)
         return await self._run(ledgerlib.expire_reservations, self.engine, cutoff, self._clock())
 

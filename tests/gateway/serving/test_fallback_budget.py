@@ -180,11 +180,13 @@ def quick_cheap_timeout(gateway: Gateway) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_a_timed_out_attempt_costs_the_prompts_input(
+def test_a_timed_out_attempt_costs_what_the_provider_bills(
     gateway: Gateway, upstream: FakeUpstream, stream: bool
 ) -> None:
-    """fake-mid hangs past its 2 s timeout after receiving the prompt, which its provider
-    may bill: the tenant pays that prompt's input cost on fake-mid plus fake-cheap's answer."""
+    """fake-mid hangs past its 2 s timeout after receiving the prompt. Not streamed, its
+    provider generates and bills the answer: the tenant pays that attempt's whole
+    reservation (before: only the prompt); streamed, closing the stream stops generation:
+    the prompt's input cost. Plus fake-cheap's answer."""
     key, tid = gateway.tenant(budget_usd=1.0)
     before = _timeout_charges(gateway, "fake-mid")
     upstream.set_mode("fake-mid", "hang", times=1)
@@ -197,6 +199,12 @@ def test_a_timed_out_attempt_costs_the_prompts_input(
         ("fake-mid", 504), ("fake-cheap", 200)]
     estimate = count_prompt_tokens(gateway.settings.backend("fake-mid"), MSG)
     owed = estimate * PRICES["fake-mid"][0] / 1e6
+    if not stream:  # the reservation: the prompt bound and fake-mid's 4096 output tokens
+        max_out = gateway.settings.backend("fake-mid").model_info.max_output_tokens
+        owed = row["attempts"][0]["charged_usd"]
+        assert owed >= estimate * PRICES["fake-mid"][0] / 1e6 + (
+            max_out * PRICES["fake-mid"][1] / 1e6)
+        assert row["reserved_usd"] >= owed
     assert row["attempts"][0]["charged_usd"] == pytest.approx(owed)
     assert "charged_usd" not in row["attempts"][1]
     answer = PRICES["fake-cheap"][0] / 1e6 * row["prompt_tokens"] + (
@@ -219,9 +227,9 @@ def test_a_timeout_charge_keeps_the_budget_hard(
     probe = gateway.client(probe_key).chat.completions.with_raw_response.create(
         model="cheap", messages=MSG, max_tokens=100)
     held_for_mid = gateway.log_row(probe.headers["x-tollgate-request-id"])["reserved_usd"]
-    owed = count_prompt_tokens(gateway.settings.backend("fake-cheap"), MSG) * (
+    prompt_in = count_prompt_tokens(gateway.settings.backend("fake-cheap"), MSG) * (
         PRICES["fake-cheap"][0] / 1e6)
-    budget = held_for_mid + owed / 2
+    budget = held_for_mid + prompt_in / 2
 
     key, tid = gateway.tenant(budget_usd=budget)
     upstream.set_mode("fake-cheap", "hang", times=1)
@@ -232,7 +240,9 @@ def test_a_timeout_charge_keeps_the_budget_hard(
     row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
     assert [(a["model"], a["status"]) for a in row["attempts"]] == [
         ("fake-cheap", 504), ("fake-mid", 429), ("fake-strong", 429)]
-    assert row["attempts"][0]["charged_usd"] == pytest.approx(owed)
+    # not streamed: fake-cheap's whole reservation (its prompt bound and 100 output tokens)
+    owed = row["attempts"][0]["charged_usd"]
+    assert owed >= prompt_in + 100 * PRICES["fake-cheap"][1] / 1e6
     assert row["cost_usd"] == pytest.approx(owed)
     info = gateway.settled(tid)
     assert info["reserved_usd"] == 0

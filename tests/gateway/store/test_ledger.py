@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from gateway.store import BudgetExceeded, Store, StoreUnavailable, Tenant
-from gateway.store.models import reservations
+from gateway.store.models import request_logs, reservations
 from gateway.store.periods import period_start
 from tests.gateway.store._workers import hammer
 from tests.gateway.store.conftest import FakeClock, set_allow_connections, started
@@ -269,25 +269,54 @@ async def test_monthly_rollover(db_url: str, clock: FakeClock) -> None:
         await store.reserve(t, 0.01, "feb")
 
 
-async def test_stale_reservations_expire_charged_in_full(db_url: str, clock: FakeClock
-                                                         ) -> None:
+async def test_stale_reservations_expire_charged_what_is_provably_owed(
+        db_url: str, clock: FakeClock) -> None:
+    """Past the TTL a reservation is released: charged the cost its request's log row
+    records when the row was written (only the settlement was lost), else nothing."""
     async with started(db_url, clock=clock, reservation_ttl_s=3600) as store:
         t = await _tenant(store)
         orphan = await store.reserve(t, 0.004, "crashed")  # its process "died"
         live = await store.reserve(t, 0.001, "live")
+        logged = await store.reserve(t, 0.003, "tg-logged")  # finished, settlement lost
+        with store.engine.begin() as conn:
+            conn.execute(request_logs.insert().values(
+                id="tg-logged", tenant_id=t.id, created_at=clock(), status=200,
+                cost_usd=0.0012))
         clock.now += timedelta(minutes=30)
         assert await store.expire_stale() == 0
         clock.now += timedelta(minutes=31)
         fresh = await store.reserve(t, 0.001, "fresh")
-        assert await store.expire_stale() == 2  # orphan and live are both past the TTL
+        assert await store.expire_stale() == 3  # all but fresh are past the TTL
         info = await store.get_tenant(t.id)
-        assert info.spent_usd == pytest.approx(0.005)
+        assert info.spent_usd == pytest.approx(0.0012)  # not 0.008: the reservations in full
         assert info.reserved_usd == pytest.approx(0.001)
+        assert logged.amount_usd == pytest.approx(0.003)
         late = await store.settle(orphan, 0.0)  # a late settlement changes nothing
         assert not late.applied
         await store.settle(fresh, 0.0005)
         assert (await store.get_tenant(t.id)).reserved_usd == 0.0
         assert live.amount_usd == pytest.approx(0.001)
+
+
+async def test_a_restarted_replica_releases_what_its_previous_run_left_open(
+        db_url: str, clock: FakeClock) -> None:
+    """A named replica killed mid-request: on its restart, well before the TTL, its open
+    reservations are released (charged what is provably owed: nothing here); another
+    replica's are left alone."""
+    async with started(db_url, clock=clock, replica_id="gw-a",
+                       reservation_ttl_s=3600) as a, started(
+            db_url, clock=clock, replica_id="gw-b", auto_upgrade=False) as b:
+        t = await _tenant(a)
+        await a.reserve(t, 0.004, "killed-with-a")  # never settled: replica a "dies"
+        other = await b.reserve(t, 0.001, "live-on-b")
+        assert (await a.get_tenant(t.id)).reserved_usd == pytest.approx(0.005)
+        clock.now += timedelta(seconds=5)
+        async with started(db_url, clock=clock, replica_id="gw-a",
+                           auto_upgrade=False) as again:
+            info = await again.get_tenant(t.id)
+            assert info.reserved_usd == pytest.approx(0.001)  # b's stays held
+            assert info.spent_usd == 0.0
+            assert (await b.settle(other, 0.0005)).applied
 
 
 async def test_negative_and_absurd_amounts_are_refused(sqlite_url: str) -> None:
