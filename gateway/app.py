@@ -48,6 +48,7 @@ from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.serving.embedding import EmbeddingBatcher
+from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
@@ -208,6 +209,8 @@ def build_router() -> APIRouter:
                     openapi_extra=CHAT_COMPLETIONS_OPENAPI)
     r.add_api_route("/chat/completions", chat_completions, methods=["POST"],
                     include_in_schema=False)
+    r.add_api_route("/v1/embeddings", embeddings, methods=["POST"])
+    r.add_api_route("/embeddings", embeddings, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/models", list_models, methods=["GET"])
     r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
     r.add_api_route("/health", health, methods=["GET"])

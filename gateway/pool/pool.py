@@ -27,6 +27,7 @@ import numpy as np
 from gateway.config import Backend, ExplorationSettings, Route, Settings
 from gateway.pool.adopt import adopted_pool
 from gateway.pool.known import PRIOR_KIND, Known, know_backends
+from gateway.pool.modes import CHAT, backend_mode
 from gateway.pool.priors import with_priors
 from gateway.pool.promise import (
     Quality,
@@ -54,6 +55,7 @@ class Pool:
     qualities: Mapping[str, Quality] = field(repr=False, default_factory=dict)  # per expert
     promises: Mapping[str, RoutePromise] = field(default_factory=dict)  # per promising route
     phi_ref: np.ndarray | None = field(repr=False, default=None)  # Φ of reference prompts
+    modes: Mapping[str, str] = field(default_factory=dict)  # backend -> chat, embedding, ...
 
     @property
     def version(self) -> str:
@@ -97,8 +99,13 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
     """The pool of ``settings`` priced by ``prices`` on ``router`` (priors added); ``phi_ref``:
     Φ(x) of the prompts estimates are levelled on (gateway/pool/promise.py)."""
     judge = ExplorationSettings.from_settings(settings).judge_backend
-    router = with_priors(router, settings, prices, exclude={judge} if judge else ())
+    modes = {b.model_name: backend_mode(b) for b in settings.model_list}
+    not_routed = {name for name, mode in modes.items() if mode != CHAT} | ({judge} - {None})
+    router = with_priors(router, settings, prices, exclude=not_routed)
     known = {k.backend: k for k in know_backends(settings, router, prices)}
+    for name, mode in modes.items():  # another mode is reached by name, never routed
+        if mode != CHAT:
+            known[name] = Known(name, None, f"{mode} (reached by name)")
     routed = {
         name: tuple((known[b.model_name].expert, b.model_name)
                     for b in settings.route_backends(name)
@@ -119,6 +126,7 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
         promises=MappingProxyType(route_promises(settings, known, qualities, prices,
                                                  router.config or {})),
         phi_ref=phi_ref,
+        modes=MappingProxyType(modes),
     )
 
 

@@ -135,6 +135,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
+        if self.path.rstrip("/") == "/v1/embeddings":
+            self._embeddings(raw)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(404, f"no route {self.path}", "invalid_request_error")
             return
@@ -154,6 +157,33 @@ class _Handler(BaseHTTPRequestHandler):
         stream = bool(body.get("stream"))
         if not self._fail(mode, b, stream):
             self._stream(body, b, mode) if stream else self._complete(body, b)
+
+    def _embeddings(self, raw: bytes) -> None:
+        """OpenAI's embeddings answer: a deterministic 8-dimensional vector per input, usage
+        counted in words (token ids: one each), failure modes as for chat."""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._error(400, "body is not JSON", "invalid_request_error")
+            return
+        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
+        b = self.up.backends.get(body.get("model"))
+        if b is None:
+            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
+            return
+        if self._fail(self.up._take_mode(b.name), b, False):
+            return
+        items = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
+        if items and all(isinstance(t, int) for t in items):
+            items = [items]
+        data, used = [], 0
+        for i, x in enumerate(items):
+            used += len(x) if isinstance(x, list) else len(str(x).split())
+            seed = sum(map(ord, str(x))) % 97
+            data.append({"object": "embedding", "index": i,
+                         "embedding": [((seed + j) % 10) / 10 for j in range(8)]})
+        send_json(self, 200, {"object": "list", "data": data, "model": b.name,
+                              "usage": {"prompt_tokens": used, "total_tokens": used}})
 
     def _fail(self, mode: str, b: FakeBackend, stream: bool) -> bool:
         """Answer as failure ``mode`` says; False when the request is to be answered."""

@@ -25,6 +25,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pool import Pool
 from gateway.pool.explore_share import PriorShare, cap_priors
+from gateway.pool.modes import CHAT
 from gateway.pricing import PromptSize, count_prompt_tokens, prompt_size
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
@@ -175,6 +176,11 @@ def passthrough_backend(plan: Plan) -> Backend:
     policy_allowed = plan.policy.allowed_models
     if backend is None or (policy_allowed is not None and model not in policy_allowed):
         raise model_not_found(model)
+    mode = plan.pool.modes.get(model, CHAT)
+    if mode != CHAT:
+        raise invalid(f"{model!r} is a model of mode {mode!r}, not a chat model (an "
+                      "embedding model answers /v1/embeddings)", param="model",
+                      code="model_not_supported")
     return backend
 
 

@@ -217,6 +217,22 @@ async def complete(backend: Backend, messages: list[dict], params: dict[str, Any
     raise AssertionError("a backend has at least one deployment")
 
 
+async def embed(backend: Backend, inputs: str | list, params: dict[str, Any]) -> Any:
+    """One embeddings call (``litellm.aembedding``) over the backend's deployments, in the
+    same order and with the same failure rules as ``complete``; raises UpstreamFailure."""
+    order = deployment_order(backend)
+    for i, deployment in enumerate(order):
+        call = {**backend.call_params(deployment), **params, "input": inputs,
+                "timeout": attempt_timeout(backend, deployment)}
+        try:
+            return await litellm.aembedding(**call)
+        except Exception as e:  # every provider error is classified, none escapes raw
+            failure = classify(e)
+            if not await _may_go_on(backend, failure, len(order) - i - 1, None):
+                raise failure from e
+    raise AssertionError("a backend has at least one deployment")
+
+
 @dataclass
 class OpenStream:
     """A stream whose first chunk has arrived (so nothing reached the client yet before)."""

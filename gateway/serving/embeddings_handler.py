@@ -1,0 +1,182 @@
+"""POST /v1/embeddings: authenticate → admit → parse → reserve → embed → settle → log.
+
+A passthrough to the named backend (a group's deployments tried as for chat), which must be an
+embedding backend (``model_info.mode``, else litellm's model map: gateway/pool/modes.py) the
+tenant's policy allows. Money as on chat completions: the reservation is the input's token
+bound (UTF-8 bytes, one per token id: gateway/serving/embeddings_request.py) × the input
+price, settled at the reported usage before the response is sent; an attempt that timed out
+after sending may be billed by the provider, so it is charged what was held. Rate limits,
+circuit breakers, the request log and the access line are the chat endpoint's.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.auth import authenticate
+from gateway.config import Backend
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError, budget_exceeded, invalid, model_not_found
+from gateway.pool import Pool
+from gateway.reliability.guards import circuit_open_error
+from gateway.serving.access_log import log_access
+from gateway.serving.budget_hold import BudgetHold
+from gateway.serving.embeddings_request import EmbeddingsRequest, parse_embeddings_request
+from gateway.serving.handler import new_request_id
+from gateway.serving.response_headers import RATELIMIT_STATE
+from gateway.serving.upstream import UpstreamFailure, embed
+from gateway.serving.validation import json_body
+from gateway.store.records import Tenant
+
+ROUTE = "embeddings"  # the route label of the metrics and the log row's reason
+
+
+def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Backend:
+    """The named backend: known and allowed (404), of embedding mode (400), priced (503)."""
+    allowed = tenant.policy.allowed_models
+    backend = pool.backend(req.model)
+    if backend is None or (allowed is not None and req.model not in allowed):
+        raise model_not_found(req.model)
+    mode = pool.modes.get(req.model)
+    if mode != "embedding":
+        raise invalid(f"{req.model!r} is a model of mode {mode!r}, not an embedding model",
+                      param="model", code="model_not_supported")
+    if req.model not in pool.prices:
+        raise GatewayError(503, f"backend {req.model!r} has no price: set its "
+                           "input_cost_per_million", "service_unavailable",
+                           code="backend_unpriced")
+    return backend
+
+
+def upstream_error(f: UpstreamFailure) -> GatewayError:
+    """The client's error for a failed attempt, as the chat endpoint maps it: the upstream's
+    400 about the request as it is, a timeout 504, a rate limit 503, anything else 502."""
+    if not f.retryable:
+        return GatewayError(f.status, f"upstream refused the request: {f.message}",
+                            "invalid_request_error", code="upstream_bad_request")
+    status = {504: 504, 429: 503}.get(f.status, 502)
+    return GatewayError(status, f"the upstream attempt failed: {f.kind}: {f.message}",
+                        "upstream_error", code={504: "upstream_timeout",
+                                                503: "upstream_unavailable"}.get(status,
+                                                                                 "bad_gateway"))
+
+
+class EmbeddingsCall:
+    """One embeddings request's record, from authentication to its log row."""
+
+    def __init__(self, ctx: GatewayContext, tenant: Tenant, rid: str, t0: float) -> None:
+        self.ctx, self.tenant, self.rid, self.t0 = ctx, tenant, rid, t0
+        self.created_at = datetime.now(UTC)
+        self.hold = BudgetHold(ctx, tenant, rid)
+        self.backend: str | None = None
+        self.answered = False
+        self.prompt_tokens: int | None = None
+        self.cost_usd = 0.0
+        self.attempts: list[dict] = []
+
+    async def respond(self, request: Request) -> Response:
+        ctx = self.ctx
+        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(self.tenant))
+        req = parse_embeddings_request(await json_body(request))
+        pool = ctx.pool.current  # one pool for the whole request
+        backend = embedding_backend(pool, self.tenant, req)
+        self.backend, price = backend.model_name, pool.prices[backend.model_name]
+        bound = req.token_bound()
+        if not await self.hold.ensure(price.cost(bound, 0)):
+            raise budget_exceeded("The predicted cost of these embeddings does not fit the "
+                                  "remaining budget.")
+        if not ctx.reliability.circuits.allow(self.backend):
+            raise circuit_open_error(ctx.reliability, [self.backend])
+        started = time.perf_counter()
+        try:
+            resp = await embed(backend, req.input, req.params)
+        except UpstreamFailure as f:
+            self._attempt(f.status, str(f), started, f)
+            if f.billable:  # the provider has the input and may bill it
+                self.cost_usd = self.hold.held
+            raise upstream_error(f) from f
+        self._attempt(200, None, started, None)
+        usage = getattr(resp, "usage", None)  # litellm's EmbeddingResponse
+        reported = int(getattr(usage, "prompt_tokens", 0) or 0)
+        self.prompt_tokens = max(0, reported) or bound  # no usage reported: the bound
+        self.cost_usd, self.answered = price.cost(self.prompt_tokens, 0), True
+        await self.finish(200, None)  # settled before the client has the answer
+        body: dict[str, Any] = resp.model_dump()
+        body["model"] = self.backend
+        return JSONResponse(body, headers={**self.headers(),
+                                           "x-tollgate-cost-usd": f"{self.cost_usd:.10f}"})
+
+    def _attempt(self, status: int, error: str | None, started: float,
+                 failure: UpstreamFailure | None) -> None:
+        self.ctx.reliability.upstream_result(self.backend, failure)
+        self.attempts.append({"model": self.backend, "status": status, "error": error,
+                              "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
+        self.ctx.metrics.attempts.labels(self.backend, str(status)).inc()
+
+    def headers(self) -> dict[str, str]:
+        h = {"x-tollgate-request-id": self.rid, "x-tollgate-router-version": "passthrough"}
+        if self.answered and self.backend:
+            h["x-tollgate-model"] = self.backend
+        return h
+
+    async def finish(self, status: int, error: str | None) -> None:
+        """Settle, count and log once (a second call is a no-op)."""
+        if self.hold.settled:
+            return
+        try:
+            await self.hold.settle(self.cost_usd)
+        except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
+            error = f"{error + '; ' if error else ''}settlement failed: {type(e).__name__}: {e}"
+        m, model = self.ctx.metrics, self.backend if self.answered else "none"
+        m.requests.labels(ROUTE, model or "none", str(status), "false").inc()
+        m.latency.labels(ROUTE, "false").observe(time.perf_counter() - self.t0)
+        if self.cost_usd and self.backend:
+            m.cost.labels(self.backend).inc(self.cost_usd)
+        if self.answered and self.backend:
+            m.tokens.labels(self.backend, "prompt").inc(self.prompt_tokens or 0)
+            await self.ctx.reliability.used_tokens(self.tenant, self.prompt_tokens or 0)
+        row = self.row(status, error)
+        self.ctx.log_writer.submit(row)
+        log_access(row, self.tenant)
+
+    def row(self, status: int, error: str | None) -> dict[str, Any]:
+        """The request-log row, with the chat rows' keys (docs/architecture.md)."""
+        return {
+            "id": self.rid, "tenant_id": self.tenant.id, "created_at": self.created_at,
+            "route": None, "lam": None, "router_version": None, "candidates": [],
+            "equivalent": [], "reason": ROUTE, "stream": False, "prompt_text": None,
+            "chosen_model": self.backend, "attempts": self.attempts,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": 0 if self.answered else None,
+            "cost_usd": self.cost_usd, "reserved_usd": self.hold.held,
+            "latency_ms": round((time.perf_counter() - self.t0) * 1000, 3), "ttft_ms": None,
+            "status": status, "error": error,
+        }
+
+
+async def embeddings(request: Request) -> Response:
+    """OpenAI's embeddings endpoint."""
+    ctx: GatewayContext = request.app.state.ctx
+    t0, rid = time.perf_counter(), new_request_id()
+    try:
+        tenant = await authenticate(ctx, request)
+    except GatewayError as e:
+        ctx.metrics.requests.labels(ROUTE, "none", str(e.status), "false").inc()
+        return e.response({"x-tollgate-request-id": rid})
+    call = EmbeddingsCall(ctx, tenant, rid, t0)
+    try:
+        return await call.respond(request)
+    except GatewayError as e:
+        await call.finish(e.status, e.message)
+        return e.response(call.headers())
+    except BaseException as e:  # cancelled or a bug: still release the money and log
+        with anyio.CancelScope(shield=True):
+            cancelled = isinstance(e, anyio.get_cancelled_exc_class())
+            await call.finish(499 if cancelled else 500,
+                              "cancelled" if cancelled else f"internal error: {type(e).__name__}")
+        raise
