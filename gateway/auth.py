@@ -8,8 +8,10 @@ store), an operator with the admin key (``admin_key`` in config.yaml or
 Failed key lookups are throttled per client address (``FailedLogins``, one per gateway on
 ``ctx.failed_logins``): past ``max_failures`` wrong keys in ``window_s`` an address gets 429
 with ``Retry-After`` instead of a lookup, so guessing keys costs the guesser, not the
-database; a key the store holds as live in its cache still works from that address (tenants
-behind the same NAT or proxy as a guesser are not locked out). Counted per replica (in
+database; a key the store holds as live in its cache is still checked, and works, from that
+address (tenants behind the same NAT or proxy as a guesser are not locked out). The address
+is the connection's peer unless the peer is a proxy named in ``forwarded_allow_ips``
+(gateway.reliability.edge): a client cannot pick it with X-Forwarded-For. Counted per replica (in
 memory); a missing key is not a guess and is not counted.
 
 Wrong operator secrets (the admin key on the admin API, the dashboard login and the review
@@ -159,7 +161,11 @@ async def checked_tenant(ctx: GatewayContext, key: str, address: str | None
     429 for an address over its limit unless the key is cached as live."""
     refusal = refused(ctx, address)
     if refusal is not None:
-        tenant = ctx.store.cached_tenant(key)
+        # a key this replica found live lately is checked (revoked since? the store knows at
+        # once); any other key is refused without a lookup
+        if ctx.store.cached_tenant(key) is None:
+            raise refusal
+        tenant = await tenant_for_key(ctx, key)
         if tenant is None:
             raise refusal
         return tenant

@@ -10,8 +10,10 @@ of stdout, once; it is stored only as a keyed hash and cannot be shown again.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -39,6 +41,30 @@ def _db_options(fn: Callable[..., T]) -> Callable[..., T]:
     return click.option("--database-url", default=None,
                         help="Database URL (default: TOLLGATE_DATABASE_URL or "
                              "sqlite:///./tollgate.db).")(fn)
+
+
+@contextmanager
+def _revocation(config_path: str | None) -> Iterator[None]:
+    """Around a change that may revoke keys: bump the Redis revocation counter before and
+    after it (gateway.store.revocations), when ``reliability.redis_url`` or
+    ``TOLLGATE_REDIS_URL`` is set, so a gateway cut off from the database learns of it."""
+    from gateway.store.revocations import bump_sync
+
+    url, prefix = os.environ.get("TOLLGATE_REDIS_URL"), "tollgate"
+    path = config_path or os.environ.get("TOLLGATE_CONFIG")
+    if path:
+        try:
+            from gateway.config import load_settings
+
+            rel = load_settings(Path(path)).reliability.resolved()
+            url, prefix = rel.redis_url, rel.redis_prefix
+        except Exception:  # noqa: BLE001 - the database change matters more than the signal
+            pass
+    bump_sync(url, prefix)
+    try:
+        yield
+    finally:
+        bump_sync(url, prefix)
 
 
 @contextmanager
@@ -184,7 +210,7 @@ def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, perio
         changes["budget_usd"] = None
     elif budget_usd is not None:
         changes["budget_usd"] = budget_usd
-    with _engine(database_url, config_path) as engine:
+    with _engine(database_url, config_path) as engine, _revocation(config_path):
         tid = admin.resolve_tenant_id(engine, tenant)
         info = admin.update_tenant(engine, tid, utcnow(), **changes)
     for line in _tenant_lines(info):
@@ -195,8 +221,8 @@ def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, perio
 @click.argument("tenant")
 @_db_options
 def tenants_disable(tenant: str, database_url: str | None, config_path: str | None) -> None:
-    """Disable TENANT: its keys stop working (within the gateways' auth cache TTL)."""
-    with _engine(database_url, config_path) as engine:
+    """Disable TENANT: its keys stop working on every gateway at once."""
+    with _engine(database_url, config_path) as engine, _revocation(config_path):
         info = admin.disable_tenant(engine, admin.resolve_tenant_id(engine, tenant), utcnow())
     click.echo(f"disabled tenant {info.name} (id {info.id})")
 
@@ -224,8 +250,8 @@ def keys_create(tenant: str, name: str | None, database_url: str | None,
 @click.argument("key_id")
 @_db_options
 def keys_revoke(key_id: str, database_url: str | None, config_path: str | None) -> None:
-    """Revoke KEY_ID (takes effect within the gateways' auth cache TTL, 5 s by default)."""
-    with _engine(database_url, config_path) as engine:
+    """Revoke KEY_ID (takes effect on every gateway at once)."""
+    with _engine(database_url, config_path) as engine, _revocation(config_path):
         info = admin.revoke_key(engine, key_id, utcnow())
     click.echo(f"revoked {info.id} ({info.prefix}…, tenant {info.tenant_name})")
 

@@ -36,6 +36,7 @@ from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain
 from gateway.learning.shadow import Explorer, build_judge
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
+from gateway.store import prompt_keys
 from gateway.store.dberrors import is_unavailable
 
 log = logging.getLogger(__name__)
@@ -83,11 +84,16 @@ class Learning:
                 or served.phi is None):
             return
         text = embed_text(served.messages, self.ctx.settings.encoder_max_chars)
+        # the deployment's prompt-key secret, for this call and the tasks it spawns (the
+        # shadow explorer keys the same prompt): a keyed hash, never a plain one
+        secret = getattr(self.ctx.store, "prompt_secret", None)
+        if secret:
+            prompt_keys.CURRENT.set(secret)
         kwargs = {
             "request_id": served.request_id,
             "tenant_id": served.tenant_id,
             "text": text if self.store_text else None,
-            "key": ldb.prompt_key(text),
+            "key": ldb.prompt_key(text, secret),
             "embedding": served.phi,
             "route": served.route,
             "model": served.router_model,

@@ -23,7 +23,6 @@ these models mirror it.
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +45,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, mapped_column
 
+from gateway.store import prompt_keys
 from gateway.store.models import Base
 from gateway.store.periods import utcnow
 from gateway.store.types import JSONType, UTCDateTime
@@ -54,9 +54,10 @@ if TYPE_CHECKING:  # pandas only where observations are loaded: serving never ne
     import pandas as pd
 
 
-def prompt_key(text: str) -> str:
-    """The stable key of a prompt: sha256 of the embedded text."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+def prompt_key(text: str, secret: bytes | None = None) -> str:
+    """The stable key of a prompt: an HMAC of the embedded text with the deployment secret
+    (gateway.store.prompt_keys), never a plain hash a guessed prompt could be matched to."""
+    return prompt_keys.prompt_key(text, secret)
 
 
 class LearningPromptRow(Base):

@@ -133,6 +133,11 @@ class GuardedStore:
     def ready(self) -> bool:
         return self.inner.ready
 
+    @property
+    def prompt_secret(self) -> bytes | None:
+        """The learning prompt-key secret (gateway.store.prompt_keys), once ready."""
+        return getattr(self.inner, "prompt_secret", None)
+
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
         engine = self.inner.engine

@@ -37,6 +37,7 @@ import gateway.store.keys as keylib
 import gateway.store.ledger as ledgerlib
 import gateway.store.migrate as migratelib
 import gateway.store.sessions as sessionlib
+import gateway.store.prompt_keys as prompt_keys
 import gateway.store.tenants as admin
 from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import (
@@ -52,6 +53,7 @@ from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
+from gateway.store.revocations import RevocationSignal
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -68,6 +70,8 @@ class _AuthEntry:
     tenant: Tenant | None
     expires: float  # time.monotonic()
     fetched: float
+    epoch: int = 0  # the revocation epoch it was validated at (gateway.store.auth_epoch)
+    mark: int | None = None  # the Redis revocation counter before that validation
 
 
 def _hint(exc: BaseException, name: str | None) -> str:
@@ -97,7 +101,13 @@ class Store:
         self._auth: OrderedDict[str, _AuthEntry] = OrderedDict()  # live keys only
         # unknown keys, apart: a flood of wrong keys must not evict the real tenants' keys
         self._auth_unknown: OrderedDict[str, float] = OrderedDict()  # digest -> expiry
-        self._auth_inflight: dict[str, asyncio.Future[Tenant | None]] = {}
+        self._auth_inflight: dict[str, asyncio.Task[tuple[int, Tenant | None]]] = {}
+        self._epoch_known = -1  # the newest revocation epoch this process has read
+        self._epoch_next: asyncio.Future[int] | None = None
+        self._epoch_reader: asyncio.Task[None] | None = None
+        # the Redis revocation counter (set by the app when reliability.redis_url is set)
+        self.revocations: RevocationSignal | None = None
+        self.prompt_secret: bytes | None = None  # gateway.store.prompt_keys, once ready
         self._reservation_ttl_s = reservation_ttl_s
         # a named replica tags its reservations and, on start, releases those its previous
         # run left open (gateway/store/ledger.py, reclaim_replica)
@@ -155,6 +165,8 @@ class Store:
         if self._pending_settles:
             log.error("%d settlements could not be written; their reservations will be "
                       "charged in full when they expire", len(self._pending_settles))
+        if self.revocations is not None:
+            await self.revocations.close()
         self.engine.dispose()
 
     async def ping(self) -> bool:
@@ -177,7 +189,11 @@ class Store:
                                           self._clock())
             return secret
 
-        self._secret = await self._run(prepare)
+        secret = await self._run(prepare)
+        # learning prompt keys: keyed with the secret, older unkeyed ones re-keyed once
+        await self._run(prompt_keys.upgrade, self.engine, secret)
+        self.prompt_secret = prompt_keys.use(secret)
+        self._secret = secret
 
     async def _maintain(self) -> None:
         """Background: become ready, retry deferred settlements, expire stale reservations."""
@@ -225,8 +241,16 @@ class Store:
     # -- auth ---------------------------------------------------------------------------------
     async def authenticate(self, api_key: str) -> Tenant | None:
         """The tenant owning `api_key`, or None. Raises `StoreUnavailable`, never returns
-        None, when the database cannot answer (a recently seen key is then served from the
-        cache for up to `auth_stale_s`)."""
+        None, when the database cannot answer.
+
+        Revocation holds at once on every replica: each call reads the revocation epoch
+        (``gateway.store.auth_epoch``; one primary-key read, shared by the calls that arrive
+        while none is running) and serves a cached key only if the epoch has not moved since
+        the key was found live; otherwise the key is looked up again. While the database
+        cannot be read, a cached key is served only if it was validated at the newest epoch
+        this replica has seen, within `auth_stale_s`, and the revocation counter in Redis
+        (``gateway.store.revocations``) is unchanged since; without Redis, or with Redis
+        unreachable too, nothing confirms it and the answer is 503."""
         if not keylib.plausible_key(api_key):
             return None
         digest = keylib.hash_key(self._require_secret(), api_key)
@@ -234,40 +258,88 @@ class Store:
         if self._auth_unknown.get(digest, 0.0) > now:
             return None
         entry = self._auth.get(digest)
-        if entry is not None and entry.expires > now:
+        try:
+            epoch = await self._current_epoch()
+        except StoreUnavailable:
+            return await self._during_outage(entry, now)
+        if entry is not None and entry.epoch == epoch and entry.expires > now:
             self._auth.move_to_end(digest)
             return entry.tenant
         task = self._auth_inflight.get(digest)
         if task is None:  # one lookup per key at a time: a burst of misses shares it
-            task = asyncio.get_running_loop().create_task(self._lookup(digest, entry, now))
-            self._auth_inflight[digest] = task
-            task.add_done_callback(lambda _t: self._auth_inflight.pop(digest, None))
-        return await asyncio.shield(task)
+            task = self._start_lookup(digest)
+        found_at, tenant = await asyncio.shield(task)
+        if found_at < epoch:  # that lookup began before a revocation this call has seen
+            found_at, tenant = await asyncio.shield(self._start_lookup(digest))
+        return tenant
 
-    async def _lookup(self, digest: str, entry: _AuthEntry | None, now: float) -> Tenant | None:
-        try:
-            tenant = await self._run(admin.lookup_key, self.engine, digest)
-        except StoreUnavailable:
-            if (entry is not None and entry.tenant is not None
-                    and now - entry.fetched <= self._auth_stale_s):
-                return entry.tenant  # stale-if-error: the outage is not the client's fault
-            raise
+    def _start_lookup(self, digest: str) -> asyncio.Task[tuple[int, Tenant | None]]:
+        task = asyncio.get_running_loop().create_task(self._lookup(digest))
+        self._auth_inflight[digest] = task
+        task.add_done_callback(lambda t: self._auth_inflight.pop(digest, None)
+                               if self._auth_inflight.get(digest) is t else None)
+        return task
+
+    async def _lookup(self, digest: str) -> tuple[int, Tenant | None]:
+        # the Redis mark before the database read: a revocation committed after the read
+        # increments the counter after the mark was taken
+        mark = await self.revocations.mark() if self.revocations is not None else None
+        epoch, tenant = await self._run(admin.lookup_key_at, self.engine, digest)
+        now = time.monotonic()
+        self._epoch_known = max(self._epoch_known, epoch)
         if tenant is None:
             self._auth.pop(digest, None)
             self._auth_unknown[digest] = now + self._auth_neg_ttl_s
             self._auth_unknown.move_to_end(digest)
             while len(self._auth_unknown) > self._auth_cache_size:
                 self._auth_unknown.popitem(last=False)
-            return None
-        self._auth[digest] = _AuthEntry(tenant, now + self._auth_ttl_s, now)
+            return epoch, None
+        self._auth[digest] = _AuthEntry(tenant, now + self._auth_ttl_s, now, epoch, mark)
         self._auth.move_to_end(digest)
         while len(self._auth) > self._auth_cache_size:
             self._auth.popitem(last=False)
-        return tenant
+        return epoch, tenant
+
+    async def _during_outage(self, entry: _AuthEntry | None, now: float) -> Tenant:
+        """The cached tenant while the database cannot be read, only when nothing can have
+        revoked it (``authenticate``); else StoreUnavailable (503, never 401)."""
+        if (entry is None or entry.tenant is None or now - entry.fetched > self._auth_stale_s
+                or entry.epoch != self._epoch_known or entry.mark is None
+                or self.revocations is None):
+            raise StoreUnavailable("database unavailable")
+        if await self.revocations.mark() != entry.mark:
+            raise StoreUnavailable("database unavailable (a revocation may have happened)")
+        return entry.tenant
+
+    async def _current_epoch(self) -> int:
+        """The revocation epoch from a read that began after this call did."""
+        fut = self._epoch_next
+        if fut is None:
+            fut = self._epoch_next = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+            if self._epoch_reader is None or self._epoch_reader.done():
+                self._epoch_reader = asyncio.get_running_loop().create_task(
+                    self._read_epochs(), name="auth-epoch")
+        return await asyncio.shield(fut)
+
+    async def _read_epochs(self) -> None:
+        """Serve the waiting callers one read at a time; callers arriving during a read wait
+        for the next one (it begins after they did)."""
+        while (fut := self._epoch_next) is not None:
+            self._epoch_next = None
+            try:
+                epoch = await self._run(admin.read_epoch, self.engine)
+            except Exception as exc:  # StoreUnavailable, or a bug: the waiters get it
+                fut.set_exception(exc)
+                continue
+            self._epoch_known = max(self._epoch_known, epoch)
+            fut.set_result(epoch)
 
     def cached_tenant(self, api_key: str, max_age_s: float = 60.0) -> Tenant | None:
         """The tenant of ``api_key`` if this process found it live in the last ``max_age_s``,
-        else None; never a database lookup (for callers refusing lookups, e.g. throttled)."""
+        else None; never a database lookup. Only a hint that the key is worth checking
+        (``gateway.auth`` lets a throttled address through to ``authenticate`` with it): it
+        may have been revoked since."""
         if not keylib.plausible_key(api_key) or self._secret is None:
             return None
         entry = self._auth.get(keylib.hash_key(self._secret, api_key))
@@ -276,9 +348,21 @@ class Store:
         return entry.tenant
 
     def invalidate_auth_cache(self) -> None:
-        """Forget cached keys (this process only; other replicas follow within the TTL)."""
+        """Forget cached keys (this process; other replicas follow the revocation epoch)."""
         self._auth.clear()
         self._auth_unknown.clear()
+
+    async def _revoking(self, fn: Callable[..., T], *args: Any) -> T:
+        """A change that may make keys stop working: the Redis revocation counter is bumped
+        before and after its transaction (which bumps the epoch), and this cache dropped."""
+        if self.revocations is not None:
+            await self.revocations.bump()
+        try:
+            return await self._run(fn, *args)
+        finally:
+            self.invalidate_auth_cache()
+            if self.revocations is not None:
+                await self.revocations.bump()
 
     # -- budget -------------------------------------------------------------------------------
     async def reserve(self, tenant: Tenant | str, usd: float,
@@ -365,15 +449,12 @@ class Store:
     async def update_tenant(self, id_or_name: str, **changes: Any) -> TenantInfo:
         """Budget (`budget_usd`, None = unlimited), `period`, `reset`, `policy`."""
         tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
-        info = await self._run(admin.update_tenant, self.engine, tid, self._clock(), **changes)
-        self.invalidate_auth_cache()
-        return info
+        return await self._revoking(partial(admin.update_tenant, **changes), self.engine, tid,
+                                    self._clock())
 
     async def disable_tenant(self, id_or_name: str) -> TenantInfo:
         tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
-        info = await self._run(admin.disable_tenant, self.engine, tid, self._clock())
-        self.invalidate_auth_cache()
-        return info
+        return await self._revoking(admin.disable_tenant, self.engine, tid, self._clock())
 
     async def create_key(self, id_or_name: str, name: str | None = None) -> NewKey:
         tid = await self._run(admin.resolve_tenant_id, self.engine, id_or_name)
@@ -401,9 +482,7 @@ class Store:
         await self._run(sessionlib.close_session, self.engine, self._require_secret(), cookie)
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
-        info = await self._run(admin.revoke_key, self.engine, key_id, self._clock())
-        self.invalidate_auth_cache()
-        return info
+        return await self._revoking(admin.revoke_key, self.engine, key_id, self._clock())
 
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+import gateway.store.auth_epoch as auth_epoch
 import gateway.store.keys as keylib  # not ``from gateway.store``: no cycle through __init__
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.ledger import effective_spent, set_budget
@@ -126,11 +127,12 @@ def update_tenant(engine: Engine, tenant_id: str, now: datetime, *,
         else:
             budget_nusd = None if budget_usd is None else usd_to_nusd(budget_usd)
         set_budget(engine, tenant_id, budget_nusd, period, now, reset=reset)
-    if stored_policy is not None:
-        with engine.begin() as conn:
-            if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
-                            .values(policy=stored_policy)).rowcount != 1:
-                raise NotFound(f"no tenant {tenant_id!r}")
+    with engine.begin() as conn:
+        if conn.execute(update(tenants).where(tenants.c.id == tenant_id).values(
+                **({"policy": stored_policy} if stored_policy is not None else
+                   {"id": tenants.c.id}))).rowcount != 1:
+            raise NotFound(f"no tenant {tenant_id!r}")
+        auth_epoch.bump(conn)  # every replica re-reads the tenant (budget, policy) at once
     return get_tenant(engine, tenant_id, now)
 
 
@@ -149,6 +151,7 @@ def disable_tenant(engine: Engine, tenant_id: str, now: datetime) -> TenantInfo:
         if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
                         .values(disabled_at=now)).rowcount != 1:
             raise NotFound(f"no tenant {tenant_id!r}")
+        auth_epoch.bump(conn)  # after the write: serialised with other writers on SQLite too
     return get_tenant(engine, tenant_id, now)
 
 
@@ -179,6 +182,7 @@ def revoke_key(engine: Engine, key_id: str, now: datetime) -> KeyInfo:
         conn.execute(update(api_keys).where(api_keys.c.id == key_id,
                                             api_keys.c.revoked_at.is_(None))
                      .values(revoked_at=now))
+        auth_epoch.bump(conn)  # in the revocation's transaction: no replica misses it
         row = conn.execute(_key_query().where(api_keys.c.id == key_id)).first()
     if row is None:
         raise NotFound(f"no key {key_id!r}")
@@ -187,7 +191,19 @@ def revoke_key(engine: Engine, key_id: str, now: datetime) -> KeyInfo:
 
 def lookup_key(engine: Engine, digest: str) -> Tenant | None:
     """The tenant whose key hashes to `digest`, or None (unknown, revoked, tenant disabled)."""
+    return lookup_key_at(engine, digest)[1]
+
+
+def read_epoch(engine: Engine) -> int:
     with engine.connect() as conn:
+        return auth_epoch.read(conn)
+
+
+def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
+    """(the revocation epoch, ``lookup_key``): the epoch is read first, so the answer holds
+    at least as of that epoch (a revocation after it moves the epoch on)."""
+    with engine.connect() as conn:
+        epoch = auth_epoch.read(conn)
         row = conn.execute(
             select(api_keys.c.id, api_keys.c.key_hash, tenants.c.id.label("tenant_id"),
                    tenants.c.name, tenants.c.budget_nusd, tenants.c.period, tenants.c.policy)
@@ -197,7 +213,8 @@ def lookup_key(engine: Engine, digest: str) -> Tenant | None:
         ).first()
     # The index lookup already matched; compare again in constant time as a second guard.
     if row is None or not hmac.compare_digest(row.key_hash, digest):
-        return None
-    return Tenant(id=row.tenant_id, name=row.name, budget_usd=nusd_to_usd(row.budget_nusd),
-                  period=row.period, key_id=row.id,
-                  policy=TenantPolicy.from_stored(row.policy, f"tenant {row.tenant_id}"))
+        return epoch, None
+    return epoch, Tenant(
+        id=row.tenant_id, name=row.name, budget_usd=nusd_to_usd(row.budget_nusd),
+        period=row.period, key_id=row.id,
+        policy=TenantPolicy.from_stored(row.policy, f"tenant {row.tenant_id}"))

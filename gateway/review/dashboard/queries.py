@@ -13,7 +13,6 @@ prompts of a window's requests: what the dashboard's measured quality change res
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy import Engine
 
+from gateway.store import prompt_keys
 from gateway.store.models import request_logs, tenants
 from gateway.store.periods import utcnow
 
@@ -235,12 +235,13 @@ def fetch_log(engine: Engine, request_id: str) -> dict[str, Any] | None:
 OUTCOME_SOURCES = ("paired", "judge", "shadow", "feedback")
 
 
-def judged_outcomes(engine: Engine, rows: Sequence[dict[str, Any]]
-                    ) -> dict[str, dict[str, float]]:
+def judged_outcomes(engine: Engine, rows: Sequence[dict[str, Any]],
+                    secret: bytes | None = None) -> dict[str, dict[str, float]]:
     """request id -> router model -> mean observed quality on that request's prompt.
 
-    A request's prompt is its ``learning_requests.prompt_key``, else the sha256 of its logged
-    ``prompt_text`` (the same key the learning loop gives it). Every judge, shadow, feedback
+    A request's prompt is its ``learning_requests.prompt_key``, else the keyed hash of its
+    logged ``prompt_text`` (the same key the learning loop gives it, gateway.store.prompt_keys;
+    ``secret``: the store's ``prompt_secret``). Every judge, shadow, feedback
     and paired observation on that prompt counts (the reference is often judged on another
     request with the same prompt), and so does any on the request itself; where the judge
     compared the request's answer with the reference's side by side (source ``paired``, on
@@ -251,9 +252,8 @@ def judged_outcomes(engine: Engine, rows: Sequence[dict[str, Any]]
     md = sa.MetaData()
     obs = sa.Table("observations", md, autoload_with=engine)
     ids = [r["id"] for r in rows]
-    key_of: dict[str, str] = {r["id"]: hashlib.sha256(
-        r["prompt_text"].encode("utf-8", "surrogatepass")).hexdigest()
-        for r in rows if r.get("prompt_text")}
+    key_of: dict[str, str] = {r["id"]: prompt_keys.prompt_key(r["prompt_text"], secret)
+                              for r in rows if r.get("prompt_text")}
     # rid -> obs id -> (model, quality, paired on this very request)
     found: dict[str, dict[int, tuple[str, float, bool]]] = {}
     with engine.connect() as conn:

@@ -273,7 +273,8 @@ def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: dat
     promises = {name: {"reference": p.reference, "max_drop": p.max_drop}
                 for name, p in pool.promises.items()}
     data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=pool.prices,
-                     names=names, outcomes=judged_outcomes(engine, answered),
+                     names=names, outcomes=judged_outcomes(
+                         engine, answered, getattr(ctx.store, "prompt_secret", None)),
                      promises=promises, routes=list(pool.routes))
     data["truncated"] = len(rows) >= MAX_ROWS
     data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]

@@ -67,7 +67,7 @@ def test_retrain_once_promotes_records_and_rolls_back(data, tmp_path) -> None:
     )
     phi = np.concatenate([phi_tr, phi_hold])
     for i, text in enumerate(map(str, both.prompts)):
-        key = ldb.prompt_key(text)
+        key = ldb.prompt_key(text, b"test-prompt-secret")
         ldb.record_served(
             engine,
             request_id=f"r{i}",

@@ -108,7 +108,7 @@ def test_outcomes_in_the_database_refine_a_prior_and_models_learn_publishes_it(t
     rng = np.random.default_rng(1)
     for i in range(120):  # the judge's grades of gpt-4o on 120 prompts: good where x0 > 0
         phi = rng.normal(size=384).astype(np.float32)
-        key = ldb.prompt_key(f"prompt {i}")
+        key = ldb.prompt_key(f"prompt {i}", b"test-prompt-secret")
         ldb.record_served(engine, request_id=f"r{i}", tenant_id=None, text=None, key=key,
                           embedding=phi, route="auto", model="gpt-4o", backend="gpt-4o",
                           cost_usd=0.001)  # fmt: skip

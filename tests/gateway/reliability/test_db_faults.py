@@ -18,7 +18,7 @@ from gateway.store import Store
 from gateway.store.models import request_logs
 from tests.gateway.conftest import Gateway
 from tests.gateway.reliability.conftest import MSG, MakeGateway
-from tests.gateway.reliability.harness import TcpProxy, via_proxy
+from tests.gateway.reliability.harness import REDIS_URL, TcpProxy, via_proxy
 
 pytestmark = pytest.mark.postgres
 
@@ -88,10 +88,13 @@ def test_starts_without_the_database_and_recovers_by_itself(
 
 
 def test_outage_under_load_refuse_policy(make_gateway: MakeGateway, pg_url: str,
-                                         proxy: TcpProxy) -> None:
+                                         proxy: TcpProxy, redis_prefix: str) -> None:
     key, tid = make_tenant(pg_url, budget_usd=1.0)
     proxy.start()
-    gw = make_gateway(db_url=via_proxy(pg_url, proxy))
+    # with Redis the key is still recognised (nothing revoked), so each request is the
+    # tenant's, refused by the budget policy and logged; without it, a 503 at the key
+    gw = make_gateway(db_url=via_proxy(pg_url, proxy),
+                      reliability={"redis_url": REDIS_URL, "redis_prefix": redis_prefix})
     ids = [_chat(gw, key).headers["x-tollgate-request-id"]]
     proxy.stop()
     during = [_chat(gw, key) for _ in range(5)]
@@ -106,12 +109,14 @@ def test_outage_under_load_refuse_policy(make_gateway: MakeGateway, pg_url: str,
 
 
 def test_outage_allow_policy_spends_up_to_the_allowance_then_reconciles(
-    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy
+    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, redis_prefix: str
 ) -> None:
     key, tid = make_tenant(pg_url, budget_usd=1.0)
     proxy.start()
+    # Redis confirms, while the database is unreachable, that no key was revoked since
     gw = make_gateway(db_url=via_proxy(pg_url, proxy),
-                      reliability={"outage": {"budget": "allow", "allowance_usd": 0.01}})
+                      reliability={"outage": {"budget": "allow", "allowance_usd": 0.01},
+                                   "redis_url": REDIS_URL, "redis_prefix": redis_prefix})
     first = _chat(gw, key)
     cost = float(first.headers["x-tollgate-cost-usd"])
     reserve = gw.log_row(first.headers["x-tollgate-request-id"])["reserved_usd"]
@@ -128,12 +133,14 @@ def test_outage_allow_policy_spends_up_to_the_allowance_then_reconciles(
 
 
 def test_log_rows_and_outage_spend_survive_a_shutdown_during_the_outage(
-    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, tmp_path: Path
+    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, tmp_path: Path,
+    redis_prefix: str
 ) -> None:
     key, tid = make_tenant(pg_url, budget_usd=1.0)
     spool = str(tmp_path / "shared-spool")
     rel = {"spool_dir": spool, "log_flush_timeout_s": 1.0,
-           "outage": {"budget": "allow", "allowance_usd": 1.0}}
+           "outage": {"budget": "allow", "allowance_usd": 1.0},
+           "redis_url": REDIS_URL, "redis_prefix": redis_prefix}
     proxy.start()
     gw_a = make_gateway(db_url=via_proxy(pg_url, proxy), reliability=rel)
     first = _chat(gw_a, key)  # auth is cached from here on
@@ -152,3 +159,35 @@ def test_log_rows_and_outage_spend_survive_a_shutdown_during_the_outage(
     assert _wait(lambda: _rows(pg_url, ids) == len(ids))
     assert _wait(lambda: abs(gw_b.ledger(tid)["spent_usd"] - cost) < 1e-8)
     assert not list(Path(spool).glob("*.jsonl"))  # replayed and removed
+
+
+def test_revocation_holds_at_once_on_both_replicas_and_through_an_outage(
+    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, redis_prefix: str
+) -> None:
+    """Two gateways on one PostgreSQL database: a key revoked on one stops at once on the
+    other, and the other serves no possibly revoked key while it cannot reach the database."""
+    key, _ = make_tenant(pg_url, budget_usd=1.0)
+    rel = {"outage": {"budget": "allow", "allowance_usd": 1.0},
+           "redis_url": REDIS_URL, "redis_prefix": redis_prefix}
+    proxy.start()
+    gw_a = make_gateway(db_url=pg_url, reliability=rel)
+    gw_b = make_gateway(db_url=via_proxy(pg_url, proxy), reliability=rel)
+    other_key = gw_a.admin("POST", "/admin/tenants/t-db-faults/keys",
+                         json={}).json()["api_key"]
+    ids = {k["prefix"]: k["id"] for k in gw_a.admin("GET", "/admin/keys").json()["data"]}
+
+    def key_id(k: str) -> str:
+        return ids[k[: len(next(iter(ids)))]]
+
+    for k in (key, other_key):
+        assert _chat(gw_a, k).status_code == 200 and _chat(gw_b, k).status_code == 200
+    assert gw_a.admin("DELETE", f"/admin/keys/{key_id(key)}").status_code == 200
+    assert _chat(gw_b, key).status_code == 401  # at once, on the other replica
+    assert _chat(gw_b, other_key).status_code == 200  # looked up again after a revocation
+    proxy.stop()  # B loses the database
+    assert _chat(gw_b, other_key).status_code == 200  # nothing revoked since: served
+    assert gw_a.admin("DELETE", f"/admin/keys/{key_id(other_key)}").status_code == 200
+    r = _chat(gw_b, other_key)  # revoked where B cannot see: never served from its cache
+    assert r.status_code == 503 and r.json()["error"]["code"] == "store_unavailable"
+    proxy.start()
+    assert _wait(lambda: _chat(gw_b, other_key).status_code == 401)
