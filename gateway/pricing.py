@@ -15,37 +15,78 @@ Expected prompt tokens (what routing compares and context windows are checked ag
 sees an image URL (litellm would fetch a ``detail: high`` image to measure it).
 Actual cost (what is settled):
     c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out
-Prices come from config.yaml; a backend without them takes litellm's bundled cost map.
+at the price of the deployment that answered; a price from litellm's map is settled by
+litellm's own ``cost_per_token`` (its tiers, e.g. ``input_cost_per_token_above_200k_tokens``),
+never above what the formula gives at the tier rates the reservation used, so the bound holds.
+Prices come from config.yaml (each deployment's ``model_info``); a deployment without them
+takes litellm's bundled cost map for its ``model_info.base_model`` (LiteLLM's convention for
+e.g. an Azure deployment named after itself), else its ``litellm_params.model``. A group's
+reservation price is its dearest deployment's, rate by rate (``dearest``).
 Counting is CPU work proportional to the prompt: callers run it in a worker thread.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.config import Backend, ConfigError, Settings
+from gateway.config import Backend, ConfigError, ModelInfo, Settings
 from router_core.litellm_env import litellm
 
 
 @dataclass(frozen=True)
 class Price:
+    """USD per token in and out. ``model``: the litellm map entry the price came from (settled
+    with litellm's cost functions); ``above``: litellm's long-prompt tiers, (prompt tokens
+    past which, p_in, p_out), ascending."""
+
     input_per_token: float
     output_per_token: float
+    model: str | None = field(default=None, compare=False)  # equal prices: equal rates
+    above: tuple[tuple[int, float, float], ...] = ()
+
+    def rates(self, prompt_tokens: int) -> tuple[float, float]:
+        """(p_in, p_out) for a prompt of ``prompt_tokens`` (never below the base rates)."""
+        pin, pout = self.input_per_token, self.output_per_token
+        for threshold, i, o in self.above:
+            if prompt_tokens > threshold:
+                pin, pout = max(pin, i), max(pout, o)
+        return pin, pout
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
+        if not self.above:
+            return prompt_tokens * self.input_per_token + completion_tokens * self.output_per_token
+        pin, pout = self.rates(prompt_tokens)
+        return prompt_tokens * pin + completion_tokens * pout
+
+    def settle_cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What an answer costs: litellm's ``cost_per_token`` for a map price, never more than
+        ``cost`` (what the reservation bounded); ``cost`` for a config price."""
+        bound = self.cost(prompt_tokens, completion_tokens)
+        if self.model is None:
+            return bound
+        try:
+            got = float(sum(litellm.cost_per_token(model=self.model, prompt_tokens=prompt_tokens,
+                                                   completion_tokens=completion_tokens)))
+        except Exception:  # noqa: BLE001 - litellm's look-up failing: the formula's price
+            return bound
+        return min(got, bound) if got >= 0 else bound
 
     def affordable_output_tokens(self, usd: float, prompt_tokens: int) -> int:
         """The largest n_out with n_prompt·p_in + n_out·p_out ≤ usd."""
-        left = usd - prompt_tokens * self.input_per_token
+        pin, pout = self.rates(prompt_tokens)
+        left = usd - prompt_tokens * pin
         if left < 0:
             return 0
-        if self.output_per_token <= 0:
+        if pout <= 0:
             return 1 << 30
-        return int(left / self.output_per_token)
+        return int(left / pout)
+
+
+_TIER = re.compile(r"^input_cost_per_token_above_(\d+)k_tokens$")
 
 
 def _litellm_price(model: str) -> Price | None:
@@ -56,48 +97,95 @@ def _litellm_price(model: str) -> Price | None:
     pin, pout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     if pin is None or pout is None:
         return None
-    return Price(float(pin), float(pout))
+    above = []
+    for key, value in info.items():
+        m = _TIER.match(key)
+        if m and value is not None:
+            out = info.get(f"output_cost_per_token_above_{m.group(1)}k_tokens")
+            above.append((int(m.group(1)) * 1000, float(value),
+                          float(out if out is not None else pout)))
+    return Price(float(pin), float(pout), model, tuple(sorted(above)))
+
+
+def dearest(prices: list[Price]) -> Price:
+    """One price at least as dear as each of ``prices`` for any request, rate by rate (a
+    group's reservation: whichever deployment answers, the hold covers it)."""
+    if all(p == prices[0] for p in prices):
+        return prices[0]
+    thresholds = sorted({t for p in prices for t, _, _ in p.above})
+    above = tuple((t, max(p.rates(t + 1)[0] for p in prices),
+                   max(p.rates(t + 1)[1] for p in prices)) for t in thresholds)
+    return Price(max(p.input_per_token for p in prices),
+                 max(p.output_per_token for p in prices), None, above)
+
+
+def deployment_prices(b: Backend) -> list[Price | None]:
+    """The price of each deployment of ``b`` (None: neither model_info nor litellm's map has
+    one); config prices for a model litellm lacks are registered with it."""
+    out: list[Price | None] = []
+    for params, info in zip(b.deployment_params(), b.deployment_infos(), strict=True):
+        model = str(params["model"])
+        pin = _per_token(info.input_cost_per_token, info.input_cost_per_million)
+        pout = _per_token(info.output_cost_per_token, info.output_cost_per_million)
+        base = (info.model_extra or {}).get("base_model")
+        known = _litellm_price(str(base)) if base else None
+        known = known or _litellm_price(model)
+        if pin is not None and pout is not None:
+            if known is None:
+                _register(model, info, pin, pout)
+            out.append(Price(float(pin), float(pout)))
+        elif known is None:
+            out.append(None)
+        elif pin is None and pout is None:
+            out.append(known)
+        else:
+            out.append(Price(float(known.input_per_token if pin is None else pin),
+                             float(known.output_per_token if pout is None else pout)))
+    return out
 
 
 def resolve_prices(settings: Settings, strict: bool = True) -> dict[str, Price]:
-    """Backend name -> price; registers config prices with litellm for models it lacks.
+    """Backend name -> the price its reservation takes (a group's dearest deployment);
+    registers config prices with litellm for models it lacks.
 
-    A backend with neither config prices nor a litellm price: budgets cannot be enforced on
-    a model of unknown price, so ``strict`` raises ConfigError; otherwise it is left out
-    (the gateway starts, warns, and neither routes nor forwards to it).
+    A backend with a deployment that has neither config prices nor a litellm price (for its
+    base_model or model): budgets cannot be enforced on a model of unknown price, so
+    ``strict`` raises ConfigError; otherwise it is left out (the gateway starts, warns, and
+    neither routes nor forwards to it).
     """
     prices: dict[str, Price] = {}
     for b in settings.model_list:
-        pin, pout = b.input_cost_per_token, b.output_cost_per_token
-        known = _litellm_price(b.litellm_model)
-        if pin is None or pout is None:
-            if known is None and not strict:
-                continue
-            if known is None:
-                raise ConfigError(
-                    f"backend {b.model_name!r}: no price in model_info and litellm does not "
-                    f"know {b.litellm_model!r}; set input/output_cost_per_million"
-                )
-            pin = known.input_per_token if pin is None else pin
-            pout = known.output_per_token if pout is None else pout
-        elif known is None:
-            _register(b, pin, pout)
-        prices[b.model_name] = Price(float(pin), float(pout))
+        each = deployment_prices(b)
+        missing = [str(p["model"]) for p, price in zip(b.deployment_params(), each, strict=True)
+                   if price is None]
+        if missing and strict:
+            raise ConfigError(
+                f"backend {b.model_name!r}: no price in model_info and litellm does not "
+                f"know {missing[0]!r}; set input/output_cost_per_million (or base_model)"
+            )
+        if not missing:
+            prices[b.model_name] = dearest([p for p in each if p is not None])
     return prices
 
 
-def _register(b: Backend, pin: float, pout: float) -> None:
-    provider = b.litellm_model.split("/", 1)[0] if "/" in b.litellm_model else "openai"
+def _per_token(per_token: float | None, per_million: float | None) -> float | None:
+    if per_token is not None:
+        return per_token
+    return None if per_million is None else per_million / 1e6
+
+
+def _register(model: str, info: ModelInfo, pin: float, pout: float) -> None:
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
     entry: dict[str, Any] = {
         "input_cost_per_token": pin,
         "output_cost_per_token": pout,
         "litellm_provider": provider,
         "mode": "chat",
-        "max_output_tokens": b.model_info.max_output_tokens,
+        "max_output_tokens": info.max_output_tokens,
     }
-    if b.model_info.max_input_tokens:
-        entry["max_input_tokens"] = b.model_info.max_input_tokens
-    litellm.register_model({b.litellm_model: entry})
+    if info.max_input_tokens:
+        entry["max_input_tokens"] = info.max_input_tokens
+    litellm.register_model({model: entry})
 
 
 PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a tool-definition preamble

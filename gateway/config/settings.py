@@ -89,6 +89,9 @@ class Backend(BaseModel):
     litellm_params: dict[str, Any]
     model_info: ModelInfo = Field(default_factory=ModelInfo)
     deployments: list[dict[str, Any]] = Field(default_factory=list)
+    # each deployment's own model_info (a group's; parallel to ``deployments``): the limits
+    # are the group's, the prices and base_model may differ per deployment
+    deployment_info: list[ModelInfo] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _has_model(self) -> Backend:
@@ -124,6 +127,12 @@ class Backend(BaseModel):
     def deployment_params(self) -> list[dict[str, Any]]:
         """The litellm_params of every deployment (one for a plain backend)."""
         return list(self.deployments) or [self.litellm_params]
+
+    def deployment_infos(self) -> list[ModelInfo]:
+        """The model_info of every deployment, parallel to ``deployment_params``."""
+        n = len(self.deployment_params())
+        infos = list(self.deployment_info)
+        return infos + [self.model_info] * (n - len(infos)) if len(infos) < n else infos[:n]
 
 
 class Route(BaseModel):
@@ -232,14 +241,16 @@ class Settings(BaseModel):
             if raw.get("drop_params") and "drop_params" not in params:
                 params = {**params, "drop_params": True}
             if name not in groups:
-                groups[name] = {**entry, "litellm_params": params, "deployments": [params]}
+                groups[name] = {**entry, "litellm_params": params, "deployments": [params],
+                                "deployment_info": [entry.get("model_info") or {}]}
                 out.append(groups[name])
                 continue
             _same_model_info(name, groups[name].get("model_info"), entry.get("model_info"))
             groups[name]["deployments"].append(params)
+            groups[name]["deployment_info"].append(entry.get("model_info") or {})
         for g in groups.values():
             if len(g["deployments"]) == 1:
-                del g["deployments"]
+                del g["deployments"], g["deployment_info"]
         return {**raw, "model_list": out}
 
     @model_validator(mode="after")
@@ -283,14 +294,20 @@ class Settings(BaseModel):
         return [b for b in self.model_list if allowed is None or b.model_name in allowed]
 
 
+# model_info a group's deployments may set each their own: the prices (the reservation takes
+# the dearest deployment's, settlement the answering one's) and the attempt's timeout
+PER_DEPLOYMENT_INFO = frozenset({"timeout", "input_cost_per_token", "output_cost_per_token",
+                                 "input_cost_per_million", "output_cost_per_million"})
+
+
 def _same_model_info(name: str, first: Any, other: Any) -> None:
-    """Deployments of one group share one price and one set of limits (budgets reserve by
-    the backend, whichever deployment answers)."""
+    """Deployments of one group share one set of limits (budgets bound the request by the
+    backend, whichever deployment answers); prices may differ (PER_DEPLOYMENT_INFO)."""
     first, other = first or {}, other or {}
     if not isinstance(first, dict) or not isinstance(other, dict):
         return
     differ = sorted(f for f in ModelInfo.model_fields
-                    if f != "timeout" and first.get(f) != other.get(f))
+                    if f not in PER_DEPLOYMENT_INFO and first.get(f) != other.get(f))
     if differ:
         raise ValueError(f"model_list: the deployments of {name!r} differ in model_info "
-                         f"{differ}; a group has one price and one set of limits")
+                         f"{differ}; a group has one set of limits (prices may differ)")

@@ -36,7 +36,7 @@ from gateway.pool.promise import (
     reference_queries,
     route_promises,
 )
-from gateway.pricing import Price
+from gateway.pricing import Price, deployment_prices
 from router_core.router import Router
 
 
@@ -56,6 +56,9 @@ class Pool:
     promises: Mapping[str, RoutePromise] = field(default_factory=dict)  # per promising route
     phi_ref: np.ndarray | None = field(repr=False, default=None)  # Φ of reference prompts
     modes: Mapping[str, str] = field(default_factory=dict)  # backend -> chat, embedding, ...
+    # a group whose deployments' prices differ -> each deployment's (deployment_params order);
+    # ``prices`` holds the dearest, what its reservation takes
+    deployment_prices: Mapping[str, tuple[Price, ...]] = field(repr=False, default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -77,6 +80,14 @@ class Pool:
             if allowed is None or name in allowed:
                 out.setdefault(expert, name)
         return out
+
+    def answer_price(self, backend: str, deployment: int | None) -> Price:
+        """The price an answer of ``backend``'s ``deployment`` is settled at (the dearest
+        deployment's when it is not known which answered)."""
+        each = self.deployment_prices.get(backend)
+        if each is not None and deployment is not None and 0 <= deployment < len(each):
+            return each[deployment]
+        return self.prices[backend]
 
     def expert_of(self, backend: str) -> str | None:
         k = self.known.get(backend)
@@ -127,7 +138,20 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
                                                  router.config or {})),
         phi_ref=phi_ref,
         modes=MappingProxyType(modes),
+        deployment_prices=MappingProxyType(_deployment_prices(settings, prices)),
     )
+
+
+def _deployment_prices(settings: Settings, prices: Mapping[str, Price]
+                       ) -> dict[str, tuple[Price, ...]]:
+    """Each priced group whose deployments' prices differ -> their prices."""
+    out: dict[str, tuple[Price, ...]] = {}
+    for b in settings.model_list:
+        if len(b.deployment_params()) > 1 and b.model_name in prices:
+            each = deployment_prices(b)
+            if all(p is not None for p in each) and len(set(each)) > 1:
+                out[b.model_name] = tuple(p for p in each if p is not None)
+    return out
 
 
 class PoolHolder:

@@ -74,7 +74,7 @@ class Attempts:
             started = time.perf_counter()
             try:
                 reply = await forward(b, plan.request.messages, params,
-                                      billed=self._billed(b, plan))
+                                      billed=self._billed(b, plan), answered=self._answered)
             except UpstreamFailure as f:
                 last = f
                 self._upstream_result(b, f, started)
@@ -122,6 +122,10 @@ class Attempts:
             for field in plan.request.output_fields or ("max_tokens",):
                 params[field] = cap
             yield b, params
+
+    def _answered(self, deployment: int) -> None:
+        """The deployment of a group that answered: its price is what is settled."""
+        self.out.deployment = deployment
 
     def _billed(self, b: Backend, plan: Plan) -> Billed:
         """The hook an attempt on ``b`` reports billable timeouts to: the request owes the

@@ -53,6 +53,7 @@ class Outcome:
         self.hold = BudgetHold(ctx, tenant, request_id)
         self.attempts: list[dict] = []
         self.answered: Backend | None = None
+        self.deployment: int | None = None  # which of the answering group's deployments
         self.usage_prompt_tokens: int | None = None  # the upstream's count, once it gave one
         self.completion_tokens: int | None = None
         self.cost_usd: float | None = None
@@ -111,17 +112,20 @@ class Outcome:
         return h
 
     def answer_cost(self) -> float:
-        """usage.prompt_tokens · p_in + usage.completion_tokens · p_out (0 if unanswered)."""
+        """usage.prompt_tokens · p_in + usage.completion_tokens · p_out at the answering
+        deployment's price, by litellm's cost functions where the price is litellm's
+        (gateway/pricing.py; 0 if unanswered)."""
         if self.answered is None or self.prompt_tokens is None or self.plan is None:
             return 0.0
-        price = self.plan.pool.prices[self.answered.model_name]
-        return price.cost(self.prompt_tokens, self.completion_tokens or 0)
+        price = self.plan.pool.answer_price(self.answered.model_name, self.deployment)
+        return price.settle_cost(self.prompt_tokens, self.completion_tokens or 0)
 
     def overrun_cost(self) -> float:
         """What the upstream reported past the answer's bounds, at its prices."""
         if self.answered is None or self.plan is None or self.excess_tokens == (0, 0):
             return 0.0
-        return self.plan.pool.prices[self.answered.model_name].cost(*self.excess_tokens)
+        return self.plan.pool.answer_price(self.answered.model_name,
+                                           self.deployment).cost(*self.excess_tokens)
 
     def actual_cost(self) -> float:
         """c = the answer's cost + what timed-out attempts owe (gateway/serving/attempts.py)

@@ -203,13 +203,23 @@ async def _may_go_on(backend: Backend, failure: UpstreamFailure, left: int,
     return go_on
 
 
+def deployment_index(backend: Backend, deployment: dict[str, Any]) -> int:
+    """Where ``deployment`` is in ``backend.deployment_params()`` (its price's index)."""
+    return next((i for i, d in enumerate(backend.deployment_params()) if d is deployment), 0)
+
+
 async def complete(backend: Backend, messages: list[dict], params: dict[str, Any],
-                   billed: Billed | None = None) -> Any:
-    """A non-streaming call; raises UpstreamFailure."""
+                   billed: Billed | None = None,
+                   answered: Callable[[int], None] | None = None) -> Any:
+    """A non-streaming call; raises UpstreamFailure. ``answered`` is told the index of the
+    deployment that answered (``deployment_index``)."""
     order = deployment_order(backend)
     for i, deployment in enumerate(order):
         try:
-            return await litellm.acompletion(**_kwargs(backend, deployment, messages, params))
+            resp = await litellm.acompletion(**_kwargs(backend, deployment, messages, params))
+            if answered is not None:
+                answered(deployment_index(backend, deployment))
+            return resp
         except Exception as e:  # every provider error is classified, none escapes raw
             failure = classify(e)
             if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
@@ -262,12 +272,17 @@ class OpenStream:
 
 
 async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any],
-                      billed: Billed | None = None) -> OpenStream:
-    """Start a stream and wait for its first chunk; raises UpstreamFailure before that."""
+                      billed: Billed | None = None,
+                      answered: Callable[[int], None] | None = None) -> OpenStream:
+    """Start a stream and wait for its first chunk; raises UpstreamFailure before that.
+    ``answered`` as for ``complete``."""
     order = deployment_order(backend)
     for i, deployment in enumerate(order):
         try:
-            return await _open_one(backend, deployment, messages, params)
+            stream = await _open_one(backend, deployment, messages, params)
+            if answered is not None:
+                answered(deployment_index(backend, deployment))
+            return stream
         except UpstreamFailure as failure:
             if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
                 raise

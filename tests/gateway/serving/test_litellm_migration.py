@@ -1,0 +1,134 @@
+"""A LiteLLM Proxy config's prices, aliases, wildcards and callbacks, through a real gateway.
+
+Prices as LiteLLM computes them: a deployment priced from litellm's map for its
+``model_info.base_model`` (an Azure deployment named after itself), a group whose deployments
+have different prices (reserved at the dearest, settled at the answering deployment's).
+
+Real parts: uvicorn, the OpenAI SDK, litellm over HTTP to the fake upstream, SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import settings_from_dict
+from gateway.pool import build_pool
+from gateway.pricing import Price, resolve_prices
+from router_core.litellm_env import litellm
+from router_core.router import Router
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+from tests.gateway.conftest import ADMIN_KEY, Gateway, run_gateway
+
+CHEAP, DEAR = (1.0, 2.0), (10.0, 20.0)  # USD per 1M tokens in/out of the pair's deployments
+AZURE = "azure/gpt-4o"  # litellm's map prices it
+
+
+def _entry(up: FakeUpstream, name: str, model_name: str | None = None, **info: Any) -> dict:
+    e = up.model_entry(name, model_name=model_name)
+    e["model_info"] = info
+    return e
+
+
+def migration_config(up: FakeUpstream, tmp: Path) -> dict[str, Any]:
+    return {
+        "model_list": [
+            _entry(up, "fake-azure", base_model=AZURE),  # no price of its own
+            _entry(up, "fake-cheap", model_name="pair", input_cost_per_million=CHEAP[0],
+                   output_cost_per_million=CHEAP[1]),
+            _entry(up, "fake-dear", model_name="pair", input_cost_per_million=DEAR[0],
+                   output_cost_per_million=DEAR[1]),
+        ],
+        "routes": {"auto": {"cost_weight": 0.5}},
+        "general_settings": {"master_key": ADMIN_KEY,
+                             "database_url": f"sqlite:///{tmp / 'm.db'}"},
+        "reliability": {"spool_dir": str(tmp / "spool")},
+    }
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[FakeUpstream]:
+    with FakeUpstream([FakeBackend("fake-azure", reply="from azure"),
+                       FakeBackend("fake-cheap", reply="cheap deployment"),
+                       FakeBackend("fake-dear", reply="dear deployment")]) as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
+       encoder: Any) -> Iterator[Gateway]:
+    cfg = migration_config(up, tmp_path_factory.mktemp("migration"))
+    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+
+
+def test_base_model_and_per_deployment_prices_resolve(up: FakeUpstream, tmp_path: Path) -> None:
+    azure = {"model_name": "prod-gpt-4o", "model_info": {"base_model": AZURE},
+             "litellm_params": {"model": "azure/my-prod-deployment", "api_base": "https://x"}}
+    settings = settings_from_dict({"model_list": [azure]})
+    info = litellm.get_model_info(AZURE)
+    price = resolve_prices(settings)["prod-gpt-4o"]
+    assert (price.input_per_token, price.output_per_token) == (
+        info["input_cost_per_token"], info["output_cost_per_token"])
+    assert price.model == AZURE  # settled by litellm's cost_per_token for the base model
+    # a group's deployments may differ in price (no longer a config error): the dearest holds
+    settings = settings_from_dict(migration_config(up, tmp_path))
+    prices = resolve_prices(settings)
+    assert prices["pair"] == Price(DEAR[0] / 1e6, DEAR[1] / 1e6)
+
+
+def test_settlement_uses_litellm_cost_function_within_the_bound() -> None:
+    price = Price(1e-6, 2e-6, "gpt-4o", above=((1000, 5e-6, 6e-6),))
+    # litellm's gpt-4o price is dearer than this made-up one: settlement never passes the
+    # formula at the rates the reservation used
+    assert price.settle_cost(100, 10) == pytest.approx(price.cost(100, 10))
+    assert price.rates(2000) == (5e-6, 6e-6) and price.cost(2000, 0) == pytest.approx(0.01)
+    real = resolve_prices(settings_from_dict({"model_list": [
+        {"model_name": "g", "litellm_params": {"model": "openai/gpt-4o-mini"}}]}))["g"]
+    assert real.settle_cost(1000, 100) == pytest.approx(
+        sum(litellm.cost_per_token(model="openai/gpt-4o-mini", prompt_tokens=1000,
+                                   completion_tokens=100)))
+
+
+def test_an_azure_base_model_group_is_priced_and_answers(gw: Gateway) -> None:
+    pool = gw.app.state.ctx.pool.current
+    assert pool.known["fake-azure"].status != "no price"
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    raw = gw.client(key).chat.completions.with_raw_response.create(
+        model="fake-azure", messages=[{"role": "user", "content": "hi"}], max_tokens=10)
+    resp = raw.parse()
+    assert resp.choices[0].message.content == "from azure"
+    want = sum(litellm.cost_per_token(model=AZURE, prompt_tokens=resp.usage.prompt_tokens,
+                                      completion_tokens=resp.usage.completion_tokens))
+    assert float(raw.headers["x-tollgate-cost-usd"]) == pytest.approx(want)
+
+
+def test_a_group_reserves_at_the_dearest_and_settles_at_the_answering_deployment(
+        gw: Gateway) -> None:
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    client = gw.client(key)
+    seen: dict[str, int] = {}
+    for _ in range(24):
+        raw = client.chat.completions.with_raw_response.create(
+            model="pair", messages=[{"role": "user", "content": "hi"}], max_tokens=10)
+        resp = raw.parse()
+        text = resp.choices[0].message.content
+        p_in, p_out = CHEAP if text == "cheap deployment" else DEAR
+        u = resp.usage
+        cost = float(raw.headers["x-tollgate-cost-usd"])
+        assert cost == pytest.approx((u.prompt_tokens * p_in + u.completion_tokens * p_out) / 1e6)
+        row = gw.log_row(raw.headers["x-tollgate-request-id"])
+        # the hold was taken at the dear deployment's price, whichever answered
+        assert row["reserved_usd"] >= (u.prompt_tokens * DEAR[0] + 10 * DEAR[1]) / 1e6
+        seen[text] = seen.get(text, 0) + 1
+    assert set(seen) == {"cheap deployment", "dear deployment"}  # P(miss) = 2·2^-24
+
+
+def test_the_pool_knows_each_deployments_price(gw: Gateway, encoder: Any) -> None:
+    pool = gw.app.state.ctx.pool.current
+    assert pool.answer_price("pair", 0) == Price(CHEAP[0] / 1e6, CHEAP[1] / 1e6)
+    assert pool.answer_price("pair", 1) == pool.answer_price("pair", None) == pool.prices["pair"]
+    again = build_pool(pool.settings, pool.prices, pool.router)
+    assert again.deployment_prices == pool.deployment_prices
