@@ -51,6 +51,7 @@ from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.response_headers import ResponseHeaders
+from gateway.serving.responses_handler import responses_endpoint
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from gateway.store.records import Tenant
 from router_core.artifact import load_router
@@ -211,6 +212,8 @@ def build_router() -> APIRouter:
                     include_in_schema=False)
     r.add_api_route("/v1/embeddings", embeddings, methods=["POST"])
     r.add_api_route("/embeddings", embeddings, methods=["POST"], include_in_schema=False)
+    r.add_api_route("/v1/responses", responses_endpoint, methods=["POST"])
+    r.add_api_route("/responses", responses_endpoint, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/models", list_models, methods=["GET"])
     r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
     r.add_api_route("/health", health, methods=["GET"])

@@ -138,6 +138,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") == "/v1/embeddings":
             self._embeddings(raw)
             return
+        if self.path.rstrip("/") in ("/v1/responses", "/v1/completions"):
+            from gateway.sandbox import upstream_responses as extra  # Responses, text completions
+
+            (extra.answer_responses if self.path.rstrip("/").endswith("responses")
+             else extra.answer_completions)(self, raw)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._error(404, f"no route {self.path}", "invalid_request_error")
             return

@@ -310,3 +310,66 @@ async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list
             raise
         raise classify(e) from e
     return OpenStream(first=first, rest=it, timeout=timeout)
+
+
+async def _first_event(started: Awaitable[Any], timeout: float) -> OpenStream:
+    """An OpenStream of a started stream call once its first item came (as ``_open_one``)."""
+    it: AsyncIterator[Any] | None = None
+    try:
+        stream = await asyncio.wait_for(started, timeout)
+        it = stream.__aiter__()
+        try:
+            first = await asyncio.wait_for(anext(it), timeout)
+        except StopAsyncIteration:
+            first = None
+    except BaseException as e:
+        if it is not None:
+            await OpenStream(None, it, timeout).close()
+        if not isinstance(e, Exception):
+            raise
+        raise classify(e) from e
+    return OpenStream(first=first, rest=it, timeout=timeout)
+
+
+async def _over_deployments(backend: Backend, call: Callable[..., Awaitable[Any]],
+                            params: dict[str, Any], billed: Billed | None,
+                            answered: Callable[[int], None] | None) -> Any:
+    """``call`` (a litellm function) over the backend's deployments as ``complete`` does; with
+    ``params["stream"]`` an OpenStream once the first item came, as ``open_stream``.
+    ``answered`` is told the index (in ``deployment_params()``) of the deployment that
+    answered."""
+    order = deployment_order(backend)
+    for i, deployment in enumerate(order):
+        kwargs = {**backend.call_params(deployment), **params,
+                  "timeout": attempt_timeout(backend, deployment),
+                  "num_retries": 0, "max_retries": 0}
+        try:
+            if params.get("stream"):
+                reply = await _first_event(call(**kwargs), kwargs["timeout"])
+            else:
+                reply = await call(**kwargs)
+            if answered is not None:
+                answered(next((j for j, d in enumerate(backend.deployment_params())
+                               if d is deployment), 0))
+            return reply
+        except UpstreamFailure as f:
+            failure, cause = f, f.__cause__
+        except Exception as e:  # noqa: BLE001 - every provider error is classified
+            failure, cause = classify(e), e
+        if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
+            raise failure from cause
+    raise AssertionError("a backend has at least one deployment")
+
+
+async def responses(backend: Backend, params: dict[str, Any], billed: Billed | None = None,
+                    answered: Callable[[int], None] | None = None) -> Any:
+    """One Responses API call (``litellm.aresponses``: the provider's own Responses API, or
+    litellm's bridge to its chat completions); ``params`` hold ``input`` and the rest."""
+    return await _over_deployments(backend, litellm.aresponses, params, billed, answered)
+
+
+async def text_completion(backend: Backend, params: dict[str, Any],
+                          billed: Billed | None = None,
+                          answered: Callable[[int], None] | None = None) -> Any:
+    """One legacy text completion (``litellm.atext_completion``); ``params`` hold ``prompt``."""
+    return await _over_deployments(backend, litellm.atext_completion, params, billed, answered)
