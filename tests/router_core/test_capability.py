@@ -161,3 +161,83 @@ def test_a_model_without_a_number_must_say_why(tmp_path):
     )
     with pytest.raises(ValueError, match="unsourced"):
         load_capability_table(path)
+
+
+# Models added with their sourced MMLU-Pro mean (percent, as capability.yaml's sources write them),
+# each reached through a LiteLLM model string a deployment would configure.
+NEW_MMLU_PRO = {
+    "openai/gpt-4.1": 81.8,
+    "openai/gpt-4.1-nano-2025-04-14": 62.8,
+    "openai/gpt-5": 87.1,
+    "openai/o3-2025-04-16": 85.9,
+    "openai/o4-mini": 81.9,
+    "anthropic/claude-3-5-haiku-20241022": 65.0,
+    "anthropic/claude-sonnet-4-20250514": 83.7,
+    "anthropic/claude-sonnet-4-5-20250929": 87.5,
+    "bedrock/us.anthropic.claude-opus-4-20250514-v1:0": (86.6 + 86.9) / 2,
+    "anthropic/claude-opus-4-1-20250805": 87.9,
+    "vertex_ai/claude-opus-4-5@20251101": 89.3,
+    "gemini/gemini-1.5-flash-001": 59.12,
+    "gemini/gemini-2.5-flash": (81.1 + 81.9) / 2,
+    "gemini/gemini-2.5-pro": 85.6,
+    "together_ai/Qwen/Qwen3-235B-A22B-FP8": (82.8 + 75.2 + 77.3) / 3,
+    "Qwen/Qwen3-235B-A22B-Instruct-2507": 83.0,
+    "Qwen/Qwen3-235B-A22B-Thinking-2507": 84.4,
+    "Qwen/Qwen3-32B": (79.1 + 71.9) / 2,
+    "mistral/mistral-small-2501": 66.3,
+    "gemini/gemini-gemma-2-27b-it": (56.9 + 53.6) / 2,
+    "deepinfra/google/gemma-3-27b-it": 67.5,
+    "deepinfra/google/gemma-3-12b-it": 60.6,
+    "fireworks_ai/accounts/fireworks/models/gemma2-9b-it": 46.8,
+    "deepinfra/deepseek-ai/DeepSeek-V3.1": (83.7 + 84.8) / 2,
+    "together_ai/deepseek-ai/DeepSeek-R1-0528": 85.0,
+    "deepinfra/meta-llama/Llama-4-Scout-17B-16E-Instruct": 74.3,
+    "deepinfra/meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8": 80.5,
+}
+
+
+@pytest.mark.parametrize("name,percent", sorted(NEW_MMLU_PRO.items()))
+def test_new_models_resolve_and_carry_their_sourced_mmlu_pro(name, percent):
+    assert aggregate(name) == pytest.approx(percent / 100, abs=1e-9), name
+    cap = capability(name)
+    assert cap is not None and cap.how == "published mmlu_pro"
+    assert cap.value == pytest.approx(percent / 100, abs=1e-9)
+    # every score names a row, and a mode/shot note where the source distinguishes them
+    for s in cap.scores:
+        assert s.row and s.source.url.startswith("https://")
+
+
+def test_mode_dependent_models_keep_both_modes_apart_in_the_notes():
+    notes = {s.note for s in published("qwen3-32b")}
+    assert notes == {"thinking mode", "non-thinking mode"}
+    modes = [s.note for s in published("deepseek-v3.1")]
+    assert any("non-thinking" in n for n in modes) and "thinking mode" in modes
+    # two modes: the spread between them is reported, not hidden
+    assert capability("gemini/gemini-2.5-flash").sd > 0
+
+
+def test_new_models_with_only_mmlu_are_mapped_and_the_rest_say_why():
+    cap = capability("openai/gpt-4.1-mini")
+    assert cap is not None and cap.how == "mapped from mmlu"
+    assert [s.raw for s in cap.scores] == [87.5]
+    table = capability_table()
+    for model in (
+        "gpt-5-mini", "gpt-5-nano", "o3-mini", "claude-3-7-sonnet-20250219", "qwen3-8b",
+        "mistral-large-instruct-2407",
+    ):  # fmt: skip
+        assert model in table.unsourced and capability(model) is None, model
+    assert table.resolve("anthropic/claude-3-7-sonnet-20250219") == "claude-3-7-sonnet-20250219"
+    assert table.resolve("bedrock/mistral.mistral-large-2407-v1:0") == "mistral-large-instruct-2407"
+
+
+def test_published_results_order_the_new_frontier_models():
+    # sourced numbers, not prices: the 2025 frontier sits above GPT-4o, the small models below
+    assert capability("anthropic/claude-opus-4-5").value > capability("openai/gpt-4o").value
+    assert (
+        capability("gemini/gemini-2.5-pro").value > capability("gemini/gemini-2.0-flash-001").value
+    )
+    assert capability("openai/gpt-4.1").value > capability("openai/gpt-4.1-nano").value
+    assert (
+        capability("Llama-4-Maverick-17B-128E-Instruct-FP8").value
+        > capability("meta-llama/Llama-4-Scout-17B-16E-Instruct-FP8").value
+    )
