@@ -47,6 +47,7 @@ from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
+from gateway.serving.completions_handler import completions
 from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
@@ -214,6 +215,8 @@ def build_router() -> APIRouter:
     r.add_api_route("/embeddings", embeddings, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/responses", responses_endpoint, methods=["POST"])
     r.add_api_route("/responses", responses_endpoint, methods=["POST"], include_in_schema=False)
+    r.add_api_route("/v1/completions", completions, methods=["POST"])
+    r.add_api_route("/completions", completions, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/models", list_models, methods=["GET"])
     r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
     r.add_api_route("/health", health, methods=["GET"])
