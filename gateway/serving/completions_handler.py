@@ -25,7 +25,7 @@ from starlette.background import BackgroundTask
 from gateway.auth import authenticate
 from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid, model_not_found
+from gateway.errors import GatewayError, invalid
 from gateway.serving.access_log import log_access
 from gateway.serving.attempts import Attempts
 from gateway.serving.chat_request import (
@@ -47,6 +47,7 @@ from gateway.serving.planning import (
     with_plan_fallbacks,
 )
 from gateway.serving.response_headers import RATELIMIT_STATE
+from gateway.serving.responses_handler import named_backend
 from gateway.serving.upstream import UpstreamFailure, text_completion
 from gateway.serving.validation import json_body
 
@@ -128,10 +129,7 @@ async def plan_completion(ctx: GatewayContext, plan: Plan) -> Plan:
         raise invalid(f"{model!r} is a route: routes serve /v1/chat/completions and "
                       "/v1/responses; /v1/completions takes a backend name", param="model",
                       code="model_not_supported")
-    allowed = plan.policy.allowed_models
-    backend = pool.backend(model)
-    if backend is None or (allowed is not None and model not in allowed):
-        raise model_not_found(model)
+    backend = named_backend(plan)
     mode = pool.modes.get(model, "chat")
     if mode not in MODES:
         raise invalid(f"{model!r} is a model of mode {mode!r}, not a text completion model",

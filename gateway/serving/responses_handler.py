@@ -178,17 +178,26 @@ class ResponsesAttempts(Attempts):
                 await self.out.finish(status, error)
 
 
+def named_backend(plan: Plan) -> Backend:
+    """The backend ``model`` names, if the tenant policy allows it (404 otherwise), by its
+    name or (a model a wildcard backend matched) the wildcard's, as chat's passthrough, whatever
+    its mode (the caller checks that)."""
+    model, allowed = plan.request.model, plan.policy.allowed_models
+    backend = plan.pool.backend(model)
+    wildcard = getattr(backend, "wildcard", None)
+    if backend is None or getattr(backend, "is_wildcard", False) or (
+            allowed is not None and model not in allowed
+            and (wildcard is None or wildcard not in allowed)):
+        raise model_not_found(model)
+    return backend
+
+
 async def plan_responses(ctx: GatewayContext, plan: Plan) -> Plan:
     """Chat's planning, except that a backend of litellm's ``responses`` mode (served by the
     Responses API only) may be named as a passthrough too."""
-    pool, model = plan.pool, plan.request.model
-    allowed = plan.policy.allowed_models
-    if plan.route is not None or pool.modes.get(model) != RESPONSES_MODE:
+    if plan.route is not None or plan.pool.modes.get(plan.request.model) != RESPONSES_MODE:
         return await plan_request(ctx, plan)
-    backend = pool.backend(model)
-    if backend is None or (allowed is not None and model not in allowed):
-        raise model_not_found(model)
-    backend = priced(plan, backend)
+    backend = priced(plan, named_backend(plan))
     n_prompt, size = await measure(plan.request, backend)
     return with_plan_fallbacks(replace(plan, candidates=(backend.model_name,),
                                        prompt_tokens=n_prompt, prompt_size=size))
