@@ -21,7 +21,7 @@ ENV_PREFIX = "os.environ/"
 SECTIONS = ("router_settings", "litellm_settings", "general_settings")
 # Other top-level LiteLLM keys a pasted file may carry: accepted, named in the warning.
 IGNORED_TOP_LEVEL = ("environment_variables", "guardrails", "credential_list",
-                     "model_group_alias", "mcp_servers", "callback_settings")
+                     "mcp_servers", "callback_settings")
 
 # section.key -> what it becomes (shown in docs/migrating-from-litellm.md and the warning)
 MAPPED = {
@@ -29,6 +29,7 @@ MAPPED = {
     "general_settings.database_url": "database_url",
     "router_settings.num_retries": "max_attempts = num_retries + 1",
     "router_settings.fallbacks": "fallbacks",
+    "router_settings.model_group_alias": "model_group_alias",
     "router_settings.allowed_fails": "reliability.circuit.failure_threshold = allowed_fails + 1",
     "router_settings.cooldown_time": "reliability.circuit.cooldown_s",
     "router_settings.redis_url": "reliability.redis_url",
@@ -80,6 +81,12 @@ def translate(raw: dict[str, Any]) -> Translated:
             "router_settings.num_retries")
     if router.get("fallbacks") is not None:
         put("fallbacks", _fallbacks(router["fallbacks"]), "router_settings.fallbacks")
+    if out.get("model_group_alias") is not None:
+        out["model_group_alias"] = _aliases(out["model_group_alias"], "model_group_alias")
+    if router.get("model_group_alias") is not None:
+        put("model_group_alias", _aliases(router["model_group_alias"],
+                                          "router_settings.model_group_alias"),
+            "router_settings.model_group_alias")
     put("drop_params", lsettings.get("drop_params"), "litellm_settings.drop_params")
     reliability = dict(out.get("reliability") or {})
     circuit = dict(reliability.get("circuit") or {})
@@ -127,6 +134,21 @@ def _fallbacks(v: Any) -> dict[str, list[str]]:
         if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
             raise SectionError(f"router_settings.fallbacks.{name}: must be a list of model names")
         out[str(name)] = targets
+    return out
+
+
+def _aliases(v: Any, key: str) -> dict[str, str]:
+    """LiteLLM's ``{"gpt-4": "gpt-4o"}`` or ``{"gpt-4": {"model": "gpt-4o", "hidden": true}}``
+    → alias → model name (``hidden`` only hides it from LiteLLM's model list)."""
+    if not isinstance(v, dict):
+        raise SectionError(f"{key}: must be a mapping of alias to model name")
+    out: dict[str, str] = {}
+    for alias, target in v.items():
+        if isinstance(target, dict):
+            target = target.get("model")
+        if not isinstance(target, str) or not target:
+            raise SectionError(f"{key}.{alias}: must be a model name or {{model: name}}")
+        out[str(alias)] = target
     return out
 
 

@@ -155,6 +155,8 @@ def resolve_prices(settings: Settings, strict: bool = True) -> dict[str, Price]:
     """
     prices: dict[str, Price] = {}
     for b in settings.model_list:
+        if b.is_wildcard:  # priced per concrete model a request names (Pool.concrete)
+            continue
         each = deployment_prices(b)
         missing = [str(p["model"]) for p, price in zip(b.deployment_params(), each, strict=True)
                    if price is None]

@@ -42,6 +42,8 @@ def backend_lines(pool: Pool) -> list[str]:
     for b in settings.model_list:
         routes = routes_of(pool, b)
         how = (f"routed by {', '.join(routes)}" if routes else
+               "wildcard: passthrough only, to any model it matches, each priced from "
+               "litellm's map (an unpriced one is refused)" if b.is_wildcard else
                f"passthrough only (the router does not know {b.router_model!r})")
         n = len(b.deployment_params())
         group = f", group of {n} deployments" if n > 1 else ""
@@ -49,6 +51,8 @@ def backend_lines(pool: Pool) -> list[str]:
         price = (f"  ${p.input_per_token * 1e6:g}/${p.output_per_token * 1e6:g} per 1M in/out"
                  if p else "")
         lines.append(f"{b.model_name:<{width}}  {how}{group}{price}")
+    lines += [f"{alias:<{width}}  alias of {target}"
+              for alias, target in settings.model_group_alias.items()]
     return lines or ["none (model_list is empty: only routes without backends)"]
 
 

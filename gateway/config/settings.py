@@ -23,6 +23,8 @@ several entries with one ``model_name`` form a group: one backend with several d
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +105,16 @@ class Backend(BaseModel):
     @property
     def router_model(self) -> str:
         return self.model_info.router_model or self.model_name
+
+    @property
+    def is_wildcard(self) -> bool:
+        """A pattern (``openai/*``): forwards any model it matches, never routed."""
+        return "*" in self.model_name
+
+    @property
+    def wildcard(self) -> str | None:
+        """The wildcard pattern a concrete backend was made from (Settings.wildcard_for)."""
+        return (self.model_extra or {}).get("wildcard")
 
     @property
     def litellm_model(self) -> str:
@@ -216,6 +228,9 @@ class Settings(BaseModel):
     # dropping parameters a provider does not support instead of failing (drop_params).
     fallbacks: dict[str, list[str]] = Field(default_factory=dict)
     drop_params: bool = False
+    # LiteLLM's router_settings.model_group_alias: a model name clients send -> the backend
+    # or route it means (resolved before anything else: policy, fallbacks, routing)
+    model_group_alias: dict[str, str] = Field(default_factory=dict)
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
 
     @property
@@ -281,7 +296,38 @@ class Settings(BaseModel):
             unknown = sorted({name, *targets} - set(names))
             if unknown:
                 raise ValueError(f"fallbacks.{name}: {unknown} not in model_list")
+        for alias, target in self.model_group_alias.items():
+            if alias in names or alias in self.routes:
+                raise ValueError(f"model_group_alias.{alias}: {alias!r} is already a "
+                                 "model_list name or a route")
+            if target not in names and target not in self.routes:
+                raise ValueError(f"model_group_alias.{alias}: {target!r} is not in "
+                                 "model_list or routes")
         return self
+
+    def resolve_alias(self, name: str) -> str:
+        """The backend or route a requested model name means (model_group_alias)."""
+        return self.model_group_alias.get(name, name)
+
+    def wildcard_for(self, model: str) -> Backend | None:
+        """The first wildcard backend (``model_name`` with ``*``, e.g. ``openai/*``) whose
+        pattern matches ``model``, as a concrete backend named ``model`` whose deployments
+        call the matched model (the ``*`` of ``litellm_params.model`` filled in, LiteLLM's
+        rule); None when no wildcard matches."""
+        for b in self.model_list:
+            if not b.is_wildcard:
+                continue
+            m = _wildcard_regex(b.model_name).fullmatch(model)
+            if m is None:
+                continue
+            star = m.group(1)
+            params = [{**p, "model": str(p["model"]).replace("*", star, 1)}
+                      for p in b.deployment_params()]
+            return Backend(model_name=model, litellm_params=params[0],
+                           model_info=b.model_info,
+                           deployments=params if len(params) > 1 else [],
+                           deployment_info=list(b.deployment_info), wildcard=b.model_name)
+        return None
 
     def backend(self, name: str) -> Backend | None:
         for b in self.model_list:
@@ -292,6 +338,14 @@ class Settings(BaseModel):
     def route_backends(self, route: str) -> list[Backend]:
         allowed = self.routes[route].models
         return [b for b in self.model_list if allowed is None or b.model_name in allowed]
+
+
+@functools.lru_cache(maxsize=64)
+def _wildcard_regex(pattern: str) -> re.Pattern[str]:
+    """``openai/*`` -> a regex whose one group is what the (first) ``*`` matched."""
+    head, _, tail = pattern.partition("*")
+    rest = ".*".join(re.escape(p) for p in tail.split("*"))
+    return re.compile(f"{re.escape(head)}(.+?){rest}" if tail else f"{re.escape(head)}(.+)")
 
 
 # model_info a group's deployments may set each their own: the prices (the reservation takes

@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -36,8 +36,12 @@ from gateway.pool.promise import (
     reference_queries,
     route_promises,
 )
-from gateway.pricing import Price, deployment_prices
+from gateway.pricing import Price, dearest, deployment_prices
 from router_core.router import Router
+
+
+WILDCARD_STATUS = "wildcard: passthrough only, each model priced from litellm's map"
+MAX_CONCRETE = 1024  # wildcard-matched models whose pool is kept, per pool
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class Pool:
     # a group whose deployments' prices differ -> each deployment's (deployment_params order);
     # ``prices`` holds the dearest, what its reservation takes
     deployment_prices: Mapping[str, tuple[Price, ...]] = field(repr=False, default_factory=dict)
+    wildcards: tuple[str, ...] = ()  # wildcard backends (``openai/*``), model_list order
+    # model -> the pool with that wildcard-matched model in it (``concrete``), per pool
+    _concrete: dict[str, Pool] = field(repr=False, compare=False, default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -89,6 +96,36 @@ class Pool:
             return each[deployment]
         return self.prices[backend]
 
+    def concrete(self, model: str) -> Pool | None:
+        """The pool a request for ``model`` is served over when a wildcard backend
+        (``openai/*``) matches it and no backend is named so: this pool with the concrete
+        backend added (named ``model``, calling the matched model), priced from its
+        model_info else litellm's map for that model (absent from ``prices`` when unpriced:
+        the request is then refused); never routed. None when no wildcard matches."""
+        if model in self.backends or not self.wildcards:
+            return None
+        cached = self._concrete.get(model)
+        if cached is not None:
+            return cached
+        b = self.settings.wildcard_for(model)
+        if b is None:
+            return None
+        each = deployment_prices(b)
+        prices = dict(self.prices)
+        if all(p is not None for p in each):
+            prices[model] = dearest([p for p in each if p is not None])
+        settings = self.settings.model_copy(
+            update={"model_list": [*self.settings.model_list, b]})
+        pool = replace(
+            self, settings=settings, prices=MappingProxyType(prices),
+            backends=MappingProxyType({**self.backends, model: b}),
+            known=MappingProxyType({**self.known, model: Known(model, None, WILDCARD_STATUS)}),
+            modes=MappingProxyType({**self.modes, model: backend_mode(b)}),
+            _concrete={})
+        if len(self._concrete) < MAX_CONCRETE:
+            self._concrete[model] = pool
+        return pool
+
     def expert_of(self, backend: str) -> str | None:
         k = self.known.get(backend)
         return k.expert if k is not None else None
@@ -117,6 +154,9 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
     for name, mode in modes.items():  # another mode is reached by name, never routed
         if mode != CHAT:
             known[name] = Known(name, None, f"{mode} (reached by name)")
+    wildcards = tuple(b.model_name for b in settings.model_list if b.is_wildcard)
+    for name in wildcards:  # passthrough only, each model it matches priced on its own
+        known[name] = Known(name, None, WILDCARD_STATUS)
     routed = {
         name: tuple((known[b.model_name].expert, b.model_name)
                     for b in settings.route_backends(name)
@@ -139,6 +179,7 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
         phi_ref=phi_ref,
         modes=MappingProxyType(modes),
         deployment_prices=MappingProxyType(_deployment_prices(settings, prices)),
+        wildcards=wildcards,
     )
 
 

@@ -40,15 +40,16 @@ ROUTE = "embeddings"  # the route label of the metrics and the log row's reason
 def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Backend:
     """The named backend: known and allowed (404), of embedding mode (400), priced (503)."""
     allowed = tenant.policy.allowed_models
-    backend = pool.backend(req.model)
-    if backend is None or (allowed is not None and req.model not in allowed):
-        raise model_not_found(req.model)
-    mode = pool.modes.get(req.model)
+    model = pool.settings.resolve_alias(req.model)  # model_group_alias
+    backend = pool.backend(model)
+    if backend is None or (allowed is not None and model not in allowed):
+        raise model_not_found(model)
+    mode = pool.modes.get(model)
     if mode != "embedding":
-        raise invalid(f"{req.model!r} is a model of mode {mode!r}, not an embedding model",
+        raise invalid(f"{model!r} is a model of mode {mode!r}, not an embedding model",
                       param="model", code="model_not_supported")
-    if req.model not in pool.prices:
-        raise GatewayError(503, f"backend {req.model!r} has no price: set its "
+    if model not in pool.prices:
+        raise GatewayError(503, f"backend {model!r} has no price: set its "
                            "input_cost_per_million", "service_unavailable",
                            code="backend_unpriced")
     return backend

@@ -87,11 +87,19 @@ def max_cost(options: TollgateOptions, policy: TenantPolicy) -> float | None:
 
 
 def start_plan(pool: Pool, tenant: Tenant, req: ChatRequest) -> Plan:
-    """What is known before anything can be refused: route, router version, λ and cost cap."""
+    """What is known before anything can be refused: route, router version, λ and cost cap.
+    ``model`` is first resolved through ``model_group_alias`` (everything after, the tenant
+    policy's allowed_models and the fallbacks included, sees the resolved name); a model no
+    backend or route names but a wildcard backend matches is served over the pool with that
+    model added (Pool.concrete)."""
     policy = tenant.policy
     cap = max_cost(req.options, policy)
+    resolved = pool.settings.resolve_alias(req.model)
+    if resolved != req.model:
+        req = replace(req, model=resolved)
     route = pool.routes.get(req.model)
     if route is None:
+        pool = pool.concrete(req.model) or pool
         return Plan(pool, req, policy, max_cost_usd=cap)
     lam = cost_weight(req.options, policy, route.cost_weight)
     return Plan(pool, req, policy, route=req.model, router_version=pool.version, lam=lam,
@@ -170,11 +178,14 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> P
 
 
 def passthrough_backend(plan: Plan) -> Backend:
-    """The backend ``model`` names, if the tenant policy allows it (404 otherwise)."""
+    """The backend ``model`` names, if the tenant policy allows it (404 otherwise): by its
+    name, or for a model a wildcard backend matched, by that name or the wildcard's."""
     model = plan.request.model
     backend = plan.pool.backend(model)
     policy_allowed = plan.policy.allowed_models
-    if backend is None or (policy_allowed is not None and model not in policy_allowed):
+    if backend is None or backend.is_wildcard or (
+            policy_allowed is not None and model not in policy_allowed
+            and (backend.wildcard is None or backend.wildcard not in policy_allowed)):
         raise model_not_found(model)
     mode = plan.pool.modes.get(model, CHAT)
     if mode != CHAT:
@@ -186,18 +197,25 @@ def passthrough_backend(plan: Plan) -> Backend:
 
 def priced(plan: Plan, backend: Backend) -> Backend:
     """A backend without a price is refused: a budget cannot bound what it costs (503)."""
-    if backend.model_name not in plan.pool.prices:
-        raise GatewayError(503, f"backend {backend.model_name!r} has no price: set its "
+    if backend.model_name in plan.pool.prices:
+        return backend
+    if backend.wildcard is not None:
+        raise GatewayError(503, f"model {backend.model_name!r} (wildcard "
+                           f"{backend.wildcard!r}) has no price: litellm's price map does not "
+                           f"know {backend.litellm_model!r}; add it to model_list with "
                            "input/output_cost_per_million", "service_unavailable",
                            code="backend_unpriced")
-    return backend
+    raise GatewayError(503, f"backend {backend.model_name!r} has no price: set its "
+                       "input/output_cost_per_million", "service_unavailable",
+                       code="backend_unpriced")
 
 
 def with_plan_fallbacks(plan: Plan) -> Plan:
     """The candidates followed by the request's (or the config's) fallbacks."""
-    allowed = plan.policy.allowed_models
-    names = with_fallbacks(plan.pool.settings, list(plan.candidates), plan.request.model,
-                           plan.request.fallbacks, None if allowed is None else list(allowed))
+    allowed, settings = plan.policy.allowed_models, plan.pool.settings
+    names = with_fallbacks(settings, list(plan.candidates), plan.request.model,
+                           tuple(settings.resolve_alias(n) for n in plan.request.fallbacks),
+                           None if allowed is None else list(allowed))
     return replace(plan, candidates=tuple(names))
 
 

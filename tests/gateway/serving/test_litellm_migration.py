@@ -4,6 +4,11 @@ Prices as LiteLLM computes them: a deployment priced from litellm's map for its
 ``model_info.base_model`` (an Azure deployment named after itself), a group whose deployments
 have different prices (reserved at the dearest, settled at the answering deployment's).
 
+Aliases and wildcards: ``router_settings.model_group_alias`` (both of LiteLLM's forms) resolves
+a requested name before policy and fallbacks; a wildcard group (``openai/*``) forwards any
+model of the provider, priced per concrete model from litellm's map, an unpriced one refused,
+never routed by ``auto``.
+
 Real parts: uvicorn, the OpenAI SDK, litellm over HTTP to the fake upstream, SQLite.
 """
 
@@ -13,10 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 
-from gateway.config import settings_from_dict
+from gateway.config import ConfigError, settings_from_dict
+from gateway.cli.startup import backend_lines
 from gateway.pool import build_pool
+from gateway.pool.pool import WILDCARD_STATUS
 from gateway.pricing import Price, resolve_prices
 from router_core.litellm_env import litellm
 from router_core.router import Router
@@ -41,8 +49,12 @@ def migration_config(up: FakeUpstream, tmp: Path) -> dict[str, Any]:
                    output_cost_per_million=CHEAP[1]),
             _entry(up, "fake-dear", model_name="pair", input_cost_per_million=DEAR[0],
                    output_cost_per_million=DEAR[1]),
+            {"model_name": "openai/*", "litellm_params": {
+                "model": "openai/*", "api_base": up.base_url, "api_key": "sk-fake"}},
         ],
         "routes": {"auto": {"cost_weight": 0.5}},
+        "router_settings": {"model_group_alias": {
+            "gpt-4": "fake-azure", "old-pair": {"model": "pair", "hidden": True}}},
         "general_settings": {"master_key": ADMIN_KEY,
                              "database_url": f"sqlite:///{tmp / 'm.db'}"},
         "reliability": {"spool_dir": str(tmp / "spool")},
@@ -53,7 +65,9 @@ def migration_config(up: FakeUpstream, tmp: Path) -> dict[str, Any]:
 def up() -> Iterator[FakeUpstream]:
     with FakeUpstream([FakeBackend("fake-azure", reply="from azure"),
                        FakeBackend("fake-cheap", reply="cheap deployment"),
-                       FakeBackend("fake-dear", reply="dear deployment")]) as u:
+                       FakeBackend("fake-dear", reply="dear deployment"),
+                       FakeBackend("gpt-4o-mini", reply="mini via the wildcard"),
+                       FakeBackend("no-such-model-xyz", reply="never")]) as u:
         yield u
 
 
@@ -132,3 +146,66 @@ def test_the_pool_knows_each_deployments_price(gw: Gateway, encoder: Any) -> Non
     assert pool.answer_price("pair", 1) == pool.answer_price("pair", None) == pool.prices["pair"]
     again = build_pool(pool.settings, pool.prices, pool.router)
     assert again.deployment_prices == pool.deployment_prices
+
+
+def _hi(client: openai.OpenAI, model: str) -> Any:
+    return client.chat.completions.with_raw_response.create(
+        model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=10)
+
+
+def test_alias_forms_map_and_are_checked(up: FakeUpstream, tmp_path: Path) -> None:
+    s = settings_from_dict(migration_config(up, tmp_path))
+    assert s.model_group_alias == {"gpt-4": "fake-azure", "old-pair": "pair"}
+    assert "router_settings.model_group_alias" not in s.ignored_keys
+    top = settings_from_dict({**migration_config(up, tmp_path),
+                              "model_group_alias": {"g": {"model": "auto"}}})
+    assert top.model_group_alias == {"g": "auto"}  # the top-level key wins, a route allowed
+    with pytest.raises(ConfigError, match="model_group_alias.x: 'nope' is not in model_list"):
+        settings_from_dict({**migration_config(up, tmp_path),
+                            "router_settings": {"model_group_alias": {"x": "nope"}}})
+    with pytest.raises(ConfigError, match="already a model_list name"):
+        settings_from_dict({**migration_config(up, tmp_path),
+                            "router_settings": {"model_group_alias": {"pair": "fake-azure"}}})
+
+
+def test_an_alias_reaches_its_backend_and_policy_sees_the_resolved_name(gw: Gateway) -> None:
+    key, _ = gw.tenant(policy={"allowed_models": ["fake-azure"]})
+    client = gw.client(key)
+    raw = _hi(client, "gpt-4")
+    assert raw.parse().choices[0].message.content == "from azure"
+    assert raw.headers["x-tollgate-model"] == "fake-azure"
+    with pytest.raises(openai.NotFoundError):  # old-pair is pair, which the tenant may not use
+        _hi(client, "old-pair")
+    key, _ = gw.tenant()
+    assert _hi(gw.client(key), "old-pair").headers["x-tollgate-model"] == "pair"
+
+
+def test_a_wildcard_forwards_any_model_priced_per_model_and_is_never_routed(
+        gw: Gateway, up: FakeUpstream) -> None:
+    pool = gw.app.state.ctx.pool.current
+    assert pool.known["openai/*"].status == WILDCARD_STATUS
+    assert "openai/*" not in pool.deployable("auto").values() and "openai/*" not in pool.prices
+    assert any("openai/*" in line and "wildcard" in line for line in backend_lines(pool))
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    client = gw.client(key)
+    raw = _hi(client, "openai/gpt-4o-mini")
+    resp = raw.parse()
+    assert resp.choices[0].message.content == "mini via the wildcard"
+    assert up.requests_for("gpt-4o-mini")[-1]["model"] == "gpt-4o-mini"
+    want = sum(litellm.cost_per_token(model="openai/gpt-4o-mini",
+                                      prompt_tokens=resp.usage.prompt_tokens,
+                                      completion_tokens=resp.usage.completion_tokens))
+    assert float(raw.headers["x-tollgate-cost-usd"]) == pytest.approx(want) and want > 0
+    row = gw.log_row(raw.headers["x-tollgate-request-id"])
+    assert row["chosen_model"] == "openai/gpt-4o-mini" and row["status"] == 200
+    with pytest.raises(openai.InternalServerError) as e:  # litellm has no price for it
+        _hi(client, "openai/no-such-model-xyz")
+    assert e.value.status_code == 503 and e.value.body["code"] == "backend_unpriced"
+    assert "wildcard 'openai/*'" in e.value.body["message"]
+    assert not up.requests_for("no-such-model-xyz")
+    with pytest.raises(openai.NotFoundError):  # the pattern itself is not a model
+        _hi(client, "openai/*")
+    with pytest.raises(openai.NotFoundError):  # another provider: no wildcard matches
+        _hi(client, "anthropic/claude-3-haiku")
+    key, _ = gw.tenant(policy={"allowed_models": ["openai/*"]})  # the pattern allows its models
+    assert _hi(gw.client(key), "openai/gpt-4o-mini").parse().choices[0].message.content
