@@ -329,6 +329,9 @@ class Store:
             self._epoch_next = None
             try:
                 epoch = await self._run(admin.read_epoch, self.engine)
+            except asyncio.CancelledError:  # shutting down: no waiter is left hanging
+                fut.cancel()
+                raise
             except Exception as exc:  # StoreUnavailable, or a bug: the waiters get it
                 fut.set_exception(exc)
                 continue
