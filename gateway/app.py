@@ -41,6 +41,7 @@ from gateway.pool import PoolHolder, build_pool
 from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
 from gateway.pool.promise import RoutePromise
+from gateway import litellm_callbacks
 from gateway.pricing import count_text_tokens, resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.review import explain
@@ -116,6 +117,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
     if encoder is None:
         encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
     prices = resolve_prices(settings, strict=False)  # unpriced: warned about, never used
+    callbacks = litellm_callbacks.resolve(settings)  # an import that fails: a config error
     ctx = GatewayContext(
         settings=settings,
         store=store,
@@ -127,6 +129,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
                                   max_wait_s=settings.encoder_batch_wait_ms / 1000),
         prior_share=PriorShare(),
+        litellm_callbacks=callbacks,
     )
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
     ctx.failed_logins = FailedLogins()
@@ -184,6 +187,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
         await ctx.embedder.encode_now(["warm up the encoder"])
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
+        uninstall_callbacks = litellm_callbacks.install(ctx.litellm_callbacks)
         if ctx.learning is not None:
             await ctx.learning.start()
         print(table_text(list(ctx.pool.current.known.values())),
@@ -193,6 +197,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
             yield
         finally:
             ctx.ready = False
+            uninstall_callbacks()
             if ctx.learning is not None:
                 await ctx.learning.close()
             if own_writer:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -54,3 +54,5 @@ class GatewayContext:
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
     budget_gate: Any = None  # gateway.serving.budget_gate.BudgetGate: tenants' lines (made on use)
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address
+    # litellm_settings callbacks, resolved (gateway/litellm_callbacks.py); installed on start
+    litellm_callbacks: dict[str, list[Any]] = field(default_factory=dict)

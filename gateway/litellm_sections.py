@@ -37,6 +37,9 @@ MAPPED = {
     "router_settings.redis_port": "reliability.redis_url",
     "router_settings.redis_password": "reliability.redis_url",
     "litellm_settings.drop_params": "drop_params",
+    "litellm_settings.success_callback": "litellm_callbacks (handed to litellm)",
+    "litellm_settings.failure_callback": "litellm_callbacks (handed to litellm)",
+    "litellm_settings.callbacks": "litellm_callbacks (handed to litellm)",
     "litellm_settings.request_timeout": "model_info.timeout of backends that set none",
 }
 
@@ -88,6 +91,11 @@ def translate(raw: dict[str, Any]) -> Translated:
                                           "router_settings.model_group_alias"),
             "router_settings.model_group_alias")
     put("drop_params", lsettings.get("drop_params"), "litellm_settings.drop_params")
+    callbacks = {k: _names(lsettings[k], f"litellm_settings.{k}")
+                 for k in ("success_callback", "failure_callback", "callbacks")
+                 if lsettings.get(k) is not None}
+    if callbacks:
+        put("litellm_callbacks", callbacks, "litellm_settings")
     reliability = dict(out.get("reliability") or {})
     circuit = dict(reliability.get("circuit") or {})
     if router.get("allowed_fails") is not None and "failure_threshold" not in circuit:
@@ -135,6 +143,14 @@ def _fallbacks(v: Any) -> dict[str, list[str]]:
             raise SectionError(f"router_settings.fallbacks.{name}: must be a list of model names")
         out[str(name)] = targets
     return out
+
+
+def _names(v: Any, key: str) -> list[Any]:
+    """A callback list (a single name is a list of one)."""
+    v = [v] if isinstance(v, str) else v
+    if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v):
+        raise SectionError(f"{key}: must be a list of callback names or module.attribute")
+    return list(v)
 
 
 def _aliases(v: Any, key: str) -> dict[str, str]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from gateway.auth import admin_key
 from gateway.config import Backend, Settings
+from gateway.litellm_callbacks import describe as describe_callbacks
 from gateway.litellm_sections import ENV_PREFIX
 from gateway.pool import Pool
 
@@ -117,6 +118,7 @@ def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) ->
         ("promises", promise_lines(pool)),
         ("provider keys", keys),
         ("admin API", admin),
+        ("callbacks", describe_callbacks(settings) or ["none (litellm_settings callbacks)"]),
         ("dashboard", f"{base_url}/dashboard"),
         ("API", f"{base_url}/v1  (routes: {', '.join(settings.routes) or 'none'})"),
     ]

@@ -66,7 +66,9 @@ def load_settings(
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     raw.update(overrides or {})
-    return settings_from_dict(raw, source=str(path))
+    settings = settings_from_dict(raw, source=str(path))
+    settings._config_dir = str(path.resolve().parent)  # custom callbacks are imported there
+    return settings
 
 
 def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:

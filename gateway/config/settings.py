@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -231,12 +231,23 @@ class Settings(BaseModel):
     # LiteLLM's router_settings.model_group_alias: a model name clients send -> the backend
     # or route it means (resolved before anything else: policy, fallbacks, routing)
     model_group_alias: dict[str, str] = Field(default_factory=dict)
+    # LiteLLM's litellm_settings.success_callback / failure_callback / callbacks, handed to
+    # litellm at startup (gateway/litellm_callbacks.py): names (langfuse, otel, ...) or
+    # module.attribute references to callback objects beside the config file
+    litellm_callbacks: dict[Literal["success_callback", "failure_callback", "callbacks"],
+                            list[Any]] = Field(default_factory=dict)
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
+    _config_dir: str | None = PrivateAttr(default=None)
 
     @property
     def ignored_keys(self) -> tuple[str, ...]:
         """LiteLLM config keys this file has that Tollgate does not use (startup warning)."""
         return self._ignored_keys
+
+    @property
+    def config_dir(self) -> str | None:
+        """The directory of the config file these settings came from (None: not a file)."""
+        return self._config_dir
 
     @model_validator(mode="before")
     @classmethod

@@ -9,20 +9,27 @@ a requested name before policy and fallbacks; a wildcard group (``openai/*``) fo
 model of the provider, priced per concrete model from litellm's map, an unpriced one refused,
 never routed by ``auto``.
 
+Callbacks: ``litellm_settings.callbacks`` / ``success_callback`` handed to litellm at startup
+(a ``CustomLogger`` referenced as ``module.instance`` beside the config file sees the request;
+a name litellm cannot set up here is left out and named), litellm's lists restored on stop.
+
 Real parts: uvicorn, the OpenAI SDK, litellm over HTTP to the fake upstream, SQLite.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
+import yaml
 
-from gateway.config import ConfigError, settings_from_dict
-from gateway.cli.startup import backend_lines
+from gateway import litellm_callbacks
+from gateway.config import ConfigError, load_settings, settings_from_dict
+from gateway.cli.startup import backend_lines, summary
 from gateway.pool import build_pool
 from gateway.pool.pool import WILDCARD_STATUS
 from gateway.pricing import Price, resolve_prices
@@ -209,3 +216,69 @@ def test_a_wildcard_forwards_any_model_priced_per_model_and_is_never_routed(
         _hi(client, "anthropic/claude-3-haiku")
     key, _ = gw.tenant(policy={"allowed_models": ["openai/*"]})  # the pattern allows its models
     assert _hi(gw.client(key), "openai/gpt-4o-mini").parse().choices[0].message.content
+
+
+CALLBACK_MODULE = """
+from litellm.integrations.custom_logger import CustomLogger
+
+
+class Recorder(CustomLogger):
+    def __init__(self):
+        super().__init__()
+        self.success, self.failure = [], []
+
+    async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+        self.success.append(kwargs.get("model"))
+
+    async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
+        self.failure.append(kwargs.get("model"))
+
+
+handler = Recorder()
+"""
+
+
+@pytest.fixture(scope="module")
+def cb_gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
+          encoder: Any) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("callbacks")
+    (tmp / "tg_test_callbacks.py").write_text(CALLBACK_MODULE)
+    cfg = migration_config(up, tmp)
+    cfg["litellm_settings"] = {"callbacks": ["tg_test_callbacks.handler"],
+                               "success_callback": ["lunary"]}  # lunary: not installed here
+    (tmp / "config.yaml").write_text(yaml.safe_dump(cfg))
+    before = list(litellm.callbacks)
+    yield from run_gateway(load_settings(tmp / "config.yaml"), test_router, encoder)
+    assert litellm.callbacks == before  # restored when the gateway stopped
+
+
+def test_callbacks_are_handed_to_litellm_and_see_the_request(cb_gw: Gateway) -> None:
+    import tg_test_callbacks  # imported by the gateway from the config's directory
+
+    s = cb_gw.settings
+    assert s.litellm_callbacks == {"callbacks": ["tg_test_callbacks.handler"],
+                                   "success_callback": ["lunary"]}
+    assert not any("callback" in k for k in s.ignored_keys)
+    handler = tg_test_callbacks.handler
+    assert handler in litellm.callbacks and "lunary" not in litellm.success_callback
+    ctx = cb_gw.app.state.ctx
+    lines = summary(Path("config.yaml"), s, ctx.pool.current, "http://x")
+    text = "\n".join(lines)
+    assert "callbacks: tg_test_callbacks.handler" in text and "lunary (left out:" in text
+    key, _ = cb_gw.tenant()
+    _hi(cb_gw.client(key), "fake-azure")
+    deadline = time.monotonic() + 10
+    while not handler.success and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert handler.success and "fake-azure" in handler.success[-1]
+
+
+def test_a_callback_that_cannot_be_imported_is_a_config_error(up: FakeUpstream,
+                                                              tmp_path: Path) -> None:
+    cfg = migration_config(up, tmp_path)
+    cfg["litellm_settings"] = {"callbacks": ["no_such_module_here.handler"]}
+    s = settings_from_dict(cfg)
+    with pytest.raises(ConfigError, match="litellm_settings.callbacks: cannot load"):
+        litellm_callbacks.resolve(s)
+    with pytest.raises(ConfigError, match="litellm_settings.callbacks"):
+        settings_from_dict({**cfg, "litellm_settings": {"callbacks": [3]}})
