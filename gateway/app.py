@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import __version__
+from gateway import __version__, litellm_callbacks
 from gateway.admin import api as admin_api
 from gateway.auth import (
     FailedLogins,
@@ -41,7 +41,6 @@ from gateway.pool import PoolHolder, build_pool
 from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
 from gateway.pool.promise import RoutePromise
-from gateway import litellm_callbacks
 from gateway.pricing import count_text_tokens, resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.review import explain

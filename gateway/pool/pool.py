@@ -39,7 +39,6 @@ from gateway.pool.promise import (
 from gateway.pricing import Price, dearest, deployment_prices
 from router_core.router import Router
 
-
 WILDCARD_STATUS = "wildcard: passthrough only, each model priced from litellm's map"
 MAX_CONCRETE = 1024  # wildcard-matched models whose pool is kept, per pool
 

@@ -28,8 +28,8 @@ import pytest
 import yaml
 
 from gateway import litellm_callbacks
-from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.cli.startup import backend_lines, summary
+from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pool import build_pool
 from gateway.pool.pool import WILDCARD_STATUS
 from gateway.pricing import Price, resolve_prices
@@ -116,7 +116,7 @@ def test_settlement_uses_litellm_cost_function_within_the_bound() -> None:
 def test_an_azure_base_model_group_is_priced_and_answers(gw: Gateway) -> None:
     pool = gw.app.state.ctx.pool.current
     assert pool.known["fake-azure"].status != "no price"
-    key, tenant_id = gw.tenant(budget_usd=1.0)
+    key, _ = gw.tenant(budget_usd=1.0)
     raw = gw.client(key).chat.completions.with_raw_response.create(
         model="fake-azure", messages=[{"role": "user", "content": "hi"}], max_tokens=10)
     resp = raw.parse()
@@ -128,7 +128,7 @@ def test_an_azure_base_model_group_is_priced_and_answers(gw: Gateway) -> None:
 
 def test_a_group_reserves_at_the_dearest_and_settles_at_the_answering_deployment(
         gw: Gateway) -> None:
-    key, tenant_id = gw.tenant(budget_usd=1.0)
+    key, _ = gw.tenant(budget_usd=1.0)
     client = gw.client(key)
     seen: dict[str, int] = {}
     for _ in range(24):
@@ -193,7 +193,7 @@ def test_a_wildcard_forwards_any_model_priced_per_model_and_is_never_routed(
     assert pool.known["openai/*"].status == WILDCARD_STATUS
     assert "openai/*" not in pool.deployable("auto").values() and "openai/*" not in pool.prices
     assert any("openai/*" in line and "wildcard" in line for line in backend_lines(pool))
-    key, tenant_id = gw.tenant(budget_usd=1.0)
+    key, _ = gw.tenant(budget_usd=1.0)
     client = gw.client(key)
     raw = _hi(client, "openai/gpt-4o-mini")
     resp = raw.parse()
