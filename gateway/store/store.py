@@ -19,10 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
@@ -37,8 +34,8 @@ import gateway.store.keys as keylib
 import gateway.store.ledger as ledgerlib
 import gateway.store.migrate as migratelib
 import gateway.store.sessions as sessionlib
-import gateway.store.prompt_keys as prompt_keys
 import gateway.store.tenants as admin
+from gateway.store import prompt_keys
 from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import (
     database_url_from_env,
@@ -48,6 +45,7 @@ from gateway.store.engine import (
     pool_capacity,
 )
 from gateway.store.errors import StoreUnavailable
+from gateway.store.key_cache import KeyCache
 from gateway.store.logwriter import LogWriter
 from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
@@ -63,15 +61,6 @@ T = TypeVar("T")
 def _select_one(engine: Engine) -> None:
     with engine.connect() as conn:
         conn.exec_driver_sql("SELECT 1")
-
-
-@dataclass(frozen=True)
-class _AuthEntry:
-    tenant: Tenant | None
-    expires: float  # time.monotonic()
-    fetched: float
-    epoch: int = 0  # the revocation epoch it was validated at (gateway.store.auth_epoch)
-    mark: int | None = None  # the Redis revocation counter before that validation
 
 
 def _hint(exc: BaseException, name: str | None) -> str:
@@ -94,19 +83,8 @@ class Store:
         self.engine = engine
         self._clock = clock
         self._auto_upgrade = auto_upgrade
-        self._auth_ttl_s = auth_ttl_s
-        self._auth_neg_ttl_s = min(1.0, auth_ttl_s)
-        self._auth_stale_s = auth_stale_s
-        self._auth_cache_size = auth_cache_size
-        self._auth: OrderedDict[str, _AuthEntry] = OrderedDict()  # live keys only
-        # unknown keys, apart: a flood of wrong keys must not evict the real tenants' keys
-        self._auth_unknown: OrderedDict[str, float] = OrderedDict()  # digest -> expiry
-        self._auth_inflight: dict[str, asyncio.Task[tuple[int, Tenant | None]]] = {}
-        self._epoch_known = -1  # the newest revocation epoch this process has read
-        self._epoch_next: asyncio.Future[int] | None = None
-        self._epoch_reader: asyncio.Task[None] | None = None
-        # the Redis revocation counter (set by the app when reliability.redis_url is set)
-        self.revocations: RevocationSignal | None = None
+        self.keys = KeyCache(engine, self._run, ttl_s=auth_ttl_s, stale_s=auth_stale_s,
+                             size=auth_cache_size)
         self.prompt_secret: bytes | None = None  # gateway.store.prompt_keys, once ready
         self._reservation_ttl_s = reservation_ttl_s
         # a named replica tags its reservations and, on start, releases those its previous
@@ -241,102 +219,11 @@ class Store:
     # -- auth ---------------------------------------------------------------------------------
     async def authenticate(self, api_key: str) -> Tenant | None:
         """The tenant owning `api_key`, or None. Raises `StoreUnavailable`, never returns
-        None, when the database cannot answer.
-
-        Revocation holds at once on every replica: each call reads the revocation epoch
-        (``gateway.store.auth_epoch``; one primary-key read, shared by the calls that arrive
-        while none is running) and serves a cached key only if the epoch has not moved since
-        the key was found live; otherwise the key is looked up again. While the database
-        cannot be read, a cached key is served only if it was validated at the newest epoch
-        this replica has seen, within `auth_stale_s`, and the revocation counter in Redis
-        (``gateway.store.revocations``) is unchanged since; without Redis, or with Redis
-        unreachable too, nothing confirms it and the answer is 503."""
+        None, when the database cannot answer; revocation holds at once on every replica
+        (gateway/store/key_cache.py)."""
         if not keylib.plausible_key(api_key):
             return None
-        digest = keylib.hash_key(self._require_secret(), api_key)
-        now = time.monotonic()
-        if self._auth_unknown.get(digest, 0.0) > now:
-            return None
-        entry = self._auth.get(digest)
-        try:
-            epoch = await self._current_epoch()
-        except StoreUnavailable:
-            return await self._during_outage(entry, now)
-        if entry is not None and entry.epoch == epoch and entry.expires > now:
-            self._auth.move_to_end(digest)
-            return entry.tenant
-        task = self._auth_inflight.get(digest)
-        if task is None:  # one lookup per key at a time: a burst of misses shares it
-            task = self._start_lookup(digest)
-        found_at, tenant = await asyncio.shield(task)
-        if found_at < epoch:  # that lookup began before a revocation this call has seen
-            found_at, tenant = await asyncio.shield(self._start_lookup(digest))
-        return tenant
-
-    def _start_lookup(self, digest: str) -> asyncio.Task[tuple[int, Tenant | None]]:
-        task = asyncio.get_running_loop().create_task(self._lookup(digest))
-        self._auth_inflight[digest] = task
-        task.add_done_callback(lambda t: self._auth_inflight.pop(digest, None)
-                               if self._auth_inflight.get(digest) is t else None)
-        return task
-
-    async def _lookup(self, digest: str) -> tuple[int, Tenant | None]:
-        # the Redis mark before the database read: a revocation committed after the read
-        # increments the counter after the mark was taken
-        mark = await self.revocations.mark() if self.revocations is not None else None
-        epoch, tenant = await self._run(admin.lookup_key_at, self.engine, digest)
-        now = time.monotonic()
-        self._epoch_known = max(self._epoch_known, epoch)
-        if tenant is None:
-            self._auth.pop(digest, None)
-            self._auth_unknown[digest] = now + self._auth_neg_ttl_s
-            self._auth_unknown.move_to_end(digest)
-            while len(self._auth_unknown) > self._auth_cache_size:
-                self._auth_unknown.popitem(last=False)
-            return epoch, None
-        self._auth[digest] = _AuthEntry(tenant, now + self._auth_ttl_s, now, epoch, mark)
-        self._auth.move_to_end(digest)
-        while len(self._auth) > self._auth_cache_size:
-            self._auth.popitem(last=False)
-        return epoch, tenant
-
-    async def _during_outage(self, entry: _AuthEntry | None, now: float) -> Tenant:
-        """The cached tenant while the database cannot be read, only when nothing can have
-        revoked it (``authenticate``); else StoreUnavailable (503, never 401)."""
-        if (entry is None or entry.tenant is None or now - entry.fetched > self._auth_stale_s
-                or entry.epoch != self._epoch_known or entry.mark is None
-                or self.revocations is None):
-            raise StoreUnavailable("database unavailable")
-        if await self.revocations.mark() != entry.mark:
-            raise StoreUnavailable("database unavailable (a revocation may have happened)")
-        return entry.tenant
-
-    async def _current_epoch(self) -> int:
-        """The revocation epoch from a read that began after this call did."""
-        fut = self._epoch_next
-        if fut is None:
-            fut = self._epoch_next = asyncio.get_running_loop().create_future()
-            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-            if self._epoch_reader is None or self._epoch_reader.done():
-                self._epoch_reader = asyncio.get_running_loop().create_task(
-                    self._read_epochs(), name="auth-epoch")
-        return await asyncio.shield(fut)
-
-    async def _read_epochs(self) -> None:
-        """Serve the waiting callers one read at a time; callers arriving during a read wait
-        for the next one (it begins after they did)."""
-        while (fut := self._epoch_next) is not None:
-            self._epoch_next = None
-            try:
-                epoch = await self._run(admin.read_epoch, self.engine)
-            except asyncio.CancelledError:  # shutting down: no waiter is left hanging
-                fut.cancel()
-                raise
-            except Exception as exc:  # StoreUnavailable, or a bug: the waiters get it
-                fut.set_exception(exc)
-                continue
-            self._epoch_known = max(self._epoch_known, epoch)
-            fut.set_result(epoch)
+        return await self.keys.authenticate(keylib.hash_key(self._require_secret(), api_key))
 
     def cached_tenant(self, api_key: str, max_age_s: float = 60.0) -> Tenant | None:
         """The tenant of ``api_key`` if this process found it live in the last ``max_age_s``,
@@ -345,15 +232,20 @@ class Store:
         may have been revoked since."""
         if not keylib.plausible_key(api_key) or self._secret is None:
             return None
-        entry = self._auth.get(keylib.hash_key(self._secret, api_key))
-        if entry is None or time.monotonic() - entry.fetched > max_age_s:
-            return None
-        return entry.tenant
+        return self.keys.cached(keylib.hash_key(self._secret, api_key), max_age_s)
 
     def invalidate_auth_cache(self) -> None:
         """Forget cached keys (this process; other replicas follow the revocation epoch)."""
-        self._auth.clear()
-        self._auth_unknown.clear()
+        self.keys.clear()
+
+    @property
+    def revocations(self) -> RevocationSignal | None:
+        """The Redis revocation counter (set by the app when reliability.redis_url is set)."""
+        return self.keys.revocations
+
+    @revocations.setter
+    def revocations(self, signal: RevocationSignal | None) -> None:
+        self.keys.revocations = signal
 
     async def _revoking(self, fn: Callable[..., T], *args: Any) -> T:
         """A change that may make keys stop working: the Redis revocation counter is bumped
