@@ -47,6 +47,7 @@ from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
+from gateway.serving.budget_gate import BudgetGate
 from gateway.serving.completions_handler import completions
 from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
@@ -128,6 +129,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
                                   max_wait_s=settings.encoder_batch_wait_ms / 1000),
         prior_share=PriorShare(),
+        budget_gate=BudgetGate(),
         litellm_callbacks=callbacks,
     )
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)

@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the rooms that fill these fields import this module, not th
     from gateway.pool import PoolHolder
     from gateway.pool.explore_share import PriorShare
     from gateway.review.metrics import GatewayMetrics
+    from gateway.serving.budget_gate import BudgetGate
     from gateway.serving.embedding import EmbeddingBatcher
     from router_core.encoders.minilm import Encoder
 
@@ -49,10 +50,10 @@ class GatewayContext:
     metrics: GatewayMetrics
     embedder: EmbeddingBatcher  # Φ(x) of concurrent requests, batched on the encoder thread
     prior_share: PriorShare  # cold-start traffic caps per route (this process's counts)
+    budget_gate: BudgetGate  # tenants' lines for the budget, trusted backends (this process)
     ready: bool = False
     learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
-    budget_gate: Any = None  # gateway.serving.budget_gate.BudgetGate: tenants' lines (made on use)
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address
     # litellm_settings callbacks, resolved (gateway/litellm_callbacks.py); installed on start
     litellm_callbacks: dict[str, list[Any]] = field(default_factory=dict)

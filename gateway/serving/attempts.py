@@ -44,7 +44,6 @@ from gateway.errors import GatewayError, budget_busy, budget_exceeded, error_bod
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
-from gateway.serving.budget_hold import budget_gate
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
 from gateway.serving.upstream import (
@@ -107,7 +106,7 @@ class Attempts:
             cap = await self.out.hold.fit(
                 pool.prices[name], plan.prompt_bound(b), plan.output_cap(b), plan.n,
                 shrink=plan.request.max_tokens is None, min_tokens=settings.min_output_tokens,
-                worst_tokens=None if budget_gate(self.ctx).trusted(name)
+                worst_tokens=None if self.ctx.budget_gate.trusted(name)
                 else b.model_info.max_output_tokens)
             if cap is None:
                 circuits.release(name)

@@ -41,15 +41,6 @@ _EPS = 1e-12
 _FIRST_POLL_S, _LAST_POLL_S = 0.01, 0.25
 
 
-def budget_gate(ctx: GatewayContext) -> BudgetGate:
-    """The process's gate (made on first use)."""
-    gate = getattr(ctx, "budget_gate", None)
-    if gate is None:
-        gate = BudgetGate()
-        ctx.budget_gate = gate
-    return gate
-
-
 class BudgetHold:
     """Money held for one request: one reservation, topped up when a fallback costs more."""
 
@@ -72,7 +63,7 @@ class BudgetHold:
     # -- admission --------------------------------------------------------------------------
     @property
     def _gate(self) -> BudgetGate:
-        return budget_gate(self._ctx)
+        return self._ctx.budget_gate
 
     def _wait_s(self) -> float:
         return float(getattr(self._ctx.settings, "budget_wait_s", 0.0) or 0.0)

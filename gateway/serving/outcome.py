@@ -20,7 +20,7 @@ from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.pricing import count_text_tokens
 from gateway.serving.access_log import log_access
-from gateway.serving.budget_hold import BudgetHold, budget_gate
+from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.log_row import log_row, served
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
 from gateway.store.records import Tenant
@@ -145,7 +145,7 @@ class Outcome:
             self.cost_usd = self.actual_cost()
             overran = self.excess_tokens != (0, 0)
             if self.answered is not None:  # the backend's trust (gateway/serving/budget_gate.py)
-                budget_gate(self.ctx).answered(self.answered.model_name, overran=overran)
+                self.ctx.budget_gate.answered(self.answered.model_name, overran=overran)
             if overran:
                 log.error("request %s: backend %s billed past its reservation bound; its "
                           "requests carry their overrun exposure from now on", self.rid,

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.serving.budget_gate import BudgetGate
 from gateway.serving.budget_hold import BudgetHold
 from gateway.store.errors import BudgetExceeded
 from gateway.store.records import Reservation, SettleResult, Tenant
@@ -137,7 +138,7 @@ def test_twenty_concurrent_overruns_stay_bounded(
     per request, ~25x its reservation. 20 concurrent requests on a $0.05 budget: what the
     provider bills stays within budget × (1 + budget_overrun_exposure) plus one request
     (before: all 20 were admitted, ~16x the budget)."""
-    gateway.app.state.ctx.budget_gate = None  # a fresh replica: fake-strong not yet trusted
+    gateway.app.state.ctx.budget_gate = BudgetGate()  # a fresh replica: fake-strong not yet trusted
     budget, bill = 0.05, 1000 * 10.0 / 1e6 + 1000 * 30.0 / 1e6
     key, tid = gateway.tenant(budget_usd=budget)
     saved, upstream.count_tokens = upstream.count_tokens, (lambda _text: 1000)
@@ -179,7 +180,7 @@ class _Ledger:
 
 def _ctx(store: _Ledger, wait_s: float) -> Any:
     return SimpleNamespace(
-        store=store, budget_gate=None,
+        store=store, budget_gate=BudgetGate(),
         settings=SimpleNamespace(budget_wait_s=wait_s, budget_overrun_exposure=None),
         metrics=SimpleNamespace(overruns=None, overrun_usd=None))
 
