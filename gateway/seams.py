@@ -46,6 +46,8 @@ class Store(Protocol):
 
     engine: Engine  # for the review and learning rooms' own read queries
     logs: LogSink  # the store's own request-log writer
+    # the key of learning prompt hashes (gateway/store/prompt_keys.py), once the store is ready
+    prompt_secret: bytes | None
 
     @property
     def ready(self) -> bool: ...

@@ -86,7 +86,7 @@ class Learning:
         text = embed_text(served.messages, self.ctx.settings.encoder_max_chars)
         # the deployment's prompt-key secret, for this call and the tasks it spawns (the
         # shadow explorer keys the same prompt): a keyed hash, never a plain one
-        secret = getattr(self.ctx.store, "prompt_secret", None)
+        secret = self.ctx.store.prompt_secret
         if secret:
             prompt_keys.CURRENT.set(secret)
         kwargs = {

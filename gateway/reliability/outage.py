@@ -136,7 +136,7 @@ class GuardedStore:
     @property
     def prompt_secret(self) -> bytes | None:
         """The learning prompt-key secret (gateway.store.prompt_keys), once ready."""
-        return getattr(self.inner, "prompt_secret", None)
+        return self.inner.prompt_secret
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:

@@ -274,7 +274,7 @@ def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: dat
                 for name, p in pool.promises.items()}
     data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=pool.prices,
                      names=names, outcomes=judged_outcomes(
-                         engine, answered, getattr(ctx.store, "prompt_secret", None)),
+                         engine, answered, ctx.store.prompt_secret),
                      promises=promises, routes=list(pool.routes))
     data["truncated"] = len(rows) >= MAX_ROWS
     data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
