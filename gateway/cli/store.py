@@ -58,7 +58,7 @@ def _revocation(config_path: str | None) -> Iterator[None]:
 
             rel = load_settings(Path(path)).reliability.resolved()
             url, prefix = rel.redis_url, rel.redis_prefix
-        except Exception:  # noqa: BLE001 - the database change matters more than the signal
+        except Exception:  # noqa: BLE001, S110 - the database change matters more than the signal
             pass
     bump_sync(url, prefix)
     try:

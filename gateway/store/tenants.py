@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Engine, Row, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-import gateway.store.auth_epoch as auth_epoch
+import gateway.store.auth_epoch as auth_epoch  # noqa: PLR0402 - not through __init__ (a cycle)
 import gateway.store.keys as keylib  # not ``from gateway.store``: no cycle through __init__
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.ledger import effective_spent, set_budget

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings
-from gateway.pricing import resolve_prices
-from gateway.sandbox.demo import DEMO_CONFIG_PATH
 from gateway.pool import build_pool
 from gateway.pool.known import know_backends
+from gateway.pricing import resolve_prices
+from gateway.sandbox.demo import DEMO_CONFIG_PATH
 from router_core.artifact import ROUTERBENCH_ROUTER_DIR, load_router
 
 ROUTES = {"auto", "auto-balanced", "auto-cheap"}

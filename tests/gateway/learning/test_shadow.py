@@ -10,10 +10,9 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from gateway.config import settings_from_dict
+from gateway.config import ExplorationSettings, settings_from_dict
 from gateway.learning import tables as ldb
 from gateway.learning.exploration_ledger import nusd
-from gateway.config import ExplorationSettings
 from gateway.learning.shadow import parse_score
 from router_core.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream

@@ -87,7 +87,7 @@ def test_forwarded_allow_ips_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     assert opts["forwarded_allow_ips"] == ["10.0.0.1", "10.1.0.0/16"]
 
 
-def _send_head(base: str, head_bytes: bytes, *, body_chunks: Iterator[bytes] = iter(()),
+def _send_head(base: str, head_bytes: bytes, *, body_chunks: Iterator[bytes] = iter(()),  # noqa: B008
                pause_s: float = 0.0) -> tuple[bytes, float]:
     """Send ``head_bytes`` then each chunk (``pause_s`` apart); (what came back, seconds
     until the server closed)."""

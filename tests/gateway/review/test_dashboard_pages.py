@@ -59,10 +59,9 @@ def test_requests_are_paged_and_budgets_are_bars(gateway: Gateway,
 
 
 def test_the_operator_sees_the_exploration_spend_and_a_tenant_does_not(gateway: Gateway) -> None:
-    from tests.gateway.conftest import ADMIN_KEY
-
     from gateway.learning import exploration_ledger as xl
     from gateway.store.periods import period_start_s, utcnow
+    from tests.gateway.conftest import ADMIN_KEY
 
     today = period_start_s(xl.REFERENCE_PERIOD, utcnow())
     scope = xl.reference_scope("auto")
