@@ -86,7 +86,7 @@ def graded(probes: Any, answers: list[str | None], live: Any, judge: Any) -> np.
 def judge_outcomes(probes: Any, answers: list[str | None], judge: Any) -> np.ndarray:
     """Each probe answer graded by ``judge`` (a LiveAnswers) with the shadow rubric, in
     [0, 1]; NaN where there was no answer or no parsable grade."""
-    from gateway.learning.shadow import DEFAULT_RUBRIC, parse_score
+    from gateway.learning.judges import DEFAULT_RUBRIC, parse_score
 
     asked = [i for i, a in enumerate(answers) if a]
     grades = judge.complete(

@@ -31,9 +31,10 @@ from gateway.context import GatewayContext
 from gateway.learning import leases
 from gateway.learning import tables as ldb
 from gateway.learning.hotswap import HotSwapper
+from gateway.learning.judges import build_judge
 from gateway.learning.refine_priors import refine_due
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
-from gateway.learning.shadow import Explorer, build_judge
+from gateway.learning.shadow import Explorer
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
 from gateway.store import prompt_keys

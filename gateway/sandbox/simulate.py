@@ -148,7 +148,7 @@ def run_simulation(
     log: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
 ) -> dict:
     """Run the closed loop; returns the JSON document ``tollgate simulate --json`` writes."""
-    from gateway.learning.shadow import ReferenceJudge
+    from gateway.learning.judges import ReferenceJudge
     from router_core.data import load_dataset
     from router_core.encoders.minilm import Encoder
 

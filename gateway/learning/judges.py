@@ -1,0 +1,153 @@
+"""Judges: what grades an answer for the learning loop, and what its grades cost.
+
+``LLMJudge`` asks a configured backend (``retraining.exploration.judge``) with a rubric for
+one answer's score, 0-10 (``parse_score``); ``compare`` asks it to grade two answers side by
+side, once in each order, and averages each answer's two grades, so a judge's preference for a
+position cancels out (the reference beside the served answer, gateway/learning/shadow.py).
+``ReferenceJudge`` is a free checker (exact match, unit tests, a recorded grade). Every paid
+call's worst case is known before it is made, so the exploration ledger can book it first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from gateway.config import Backend, ExplorationSettings, Settings
+from gateway.pricing import Price, count_prompt_tokens
+from gateway.serving.upstream import complete
+
+DEFAULT_RUBRIC = (
+    "You grade an AI assistant's answer. Judge correctness first, then completeness and "
+    "clarity. Reply with one line 'Score: N' where N is an integer from 0 (wrong or useless) "
+    "to 10 (fully correct and complete).\n\n[Question]\n{prompt}\n\n[Answer]\n{answer}"
+)
+
+
+PAIR_RUBRIC = (
+    "You compare two AI assistants' answers to one question. Judge correctness first, then "
+    "completeness and clarity. Reply with two lines, 'Score 1: N' and 'Score 2: N', N an "
+    "integer from 0 (wrong or useless) to 10 (fully correct and complete).\n\n[Question]\n"
+    "{prompt}\n\n[Answer 1]\n{first}\n\n[Answer 2]\n{second}"
+)
+
+
+
+
+class Judge(Protocol):
+    """Scores one answer in [0, 1] (None = cannot judge); ``cost_usd`` is its own spend."""
+
+    name: str
+
+    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]: ...
+
+    def worst_case_usd(self, prompt: str, answer: str) -> float: ...
+
+
+@dataclass
+class ReferenceJudge:
+    """A reference checker: ``check(prompt, model, answer)`` → quality or None, free.
+
+    For datasets with answers: exact match against a gold answer, unit tests, or (for the
+    RouterBench replay) the recorded grade of that very answer.
+    """
+
+    check: Callable[[str, str, str], float | None]
+    name: str = "reference"
+
+    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]:
+        return self.check(prompt, model, answer), 0.0
+
+    def worst_case_usd(self, prompt: str, answer: str) -> float:
+        return 0.0
+
+
+@dataclass
+class LLMJudge:
+    """A litellm model grading with a rubric prompt; its calls count against the budget."""
+
+    backend: Backend
+    price: Price
+    rubric: str = DEFAULT_RUBRIC
+    max_tokens: int = 16
+    name: str = "llm"
+
+    def _messages(self, prompt: str, answer: str) -> list[dict]:
+        return [{"role": "user", "content": self.rubric.format(prompt=prompt, answer=answer)}]
+
+    def worst_case_usd(self, prompt: str, answer: str) -> float:
+        n = count_prompt_tokens(self.backend, self._messages(prompt, answer))
+        return self.price.cost(n, self.max_tokens)
+
+    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]:
+        resp = await complete(
+            self.backend,
+            self._messages(prompt, answer),
+            {"max_tokens": self.max_tokens, "temperature": 0},
+        )
+        usage = getattr(resp, "usage", None)
+        cost = self.price.cost(
+            int(getattr(usage, "prompt_tokens", 0) or 0),
+            int(getattr(usage, "completion_tokens", 0) or 0),
+        )
+        return parse_score(resp.choices[0].message.content or ""), cost
+
+
+def parse_score(text: str) -> float | None:
+    """'Score: 7' (0-10) → 0.7; None when no score is found."""
+    m = re.search(r"score\s*[:=]?\s*(\d+(?:\.\d+)?)", text, re.IGNORECASE) or re.search(
+        r"\b(\d+(?:\.\d+)?)\b", text
+    )
+    if m is None:
+        return None
+    return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
+
+
+def build_judge(
+    settings: Settings, cfg: ExplorationSettings, prices: Mapping[str, Price]
+) -> Judge | None:
+    """The configured LLM judge (``judge.model`` names a backend of model_list), else None."""
+    j = cfg.judge or {}
+    if j.get("kind", "llm") != "llm" or not j.get("model"):
+        return None
+    backend = settings.backend(j["model"])
+    if backend is None:
+        raise ValueError(f"exploration judge: {j['model']!r} is not a backend in model_list")
+    return LLMJudge(backend, prices[backend.model_name], rubric=j.get("rubric", DEFAULT_RUBRIC))
+
+
+async def compare(judge: LLMJudge, prompt: str, a: str, b: str
+                  ) -> tuple[float | None, float | None, float]:
+    """Answers ``a`` and ``b`` graded side by side, once in each order, averaged, so the
+    judge's preference for a position cancels: (q_a, q_b, judge USD)."""
+    scores: list[tuple[float | None, float | None]] = []
+    spent = 0.0
+    for first, second in ((a, b), (b, a)):
+        text = PAIR_RUBRIC.format(prompt=prompt, first=first, second=second)
+        resp = await complete(judge.backend, [{"role": "user", "content": text}],
+                              {"max_tokens": 2 * judge.max_tokens, "temperature": 0})
+        usage = getattr(resp, "usage", None)  # litellm's response object
+        spent += judge.price.cost(int(getattr(usage, "prompt_tokens", 0) or 0),
+                                  int(getattr(usage, "completion_tokens", 0) or 0))
+        one, two = parse_pair(resp.choices[0].message.content or "")
+        scores.append((one, two) if first is a else (two, one))
+    qa = [s[0] for s in scores if s[0] is not None]
+    qb = [s[1] for s in scores if s[1] is not None]
+    return (sum(qa) / len(qa) if qa else None, sum(qb) / len(qb) if qb else None, spent)
+
+
+def compare_worst_usd(judge: LLMJudge, prompt: str, a: str, b: str) -> float:
+    """The worst case of ``compare``: two calls on the longer order's prompt."""
+    text = PAIR_RUBRIC.format(prompt=prompt, first=a, second=b)
+    n = count_prompt_tokens(judge.backend, [{"role": "user", "content": text}])
+    return 2 * judge.price.cost(n, 2 * judge.max_tokens)
+
+
+def parse_pair(text: str) -> tuple[float | None, float | None]:
+    """'Score 1: 7 / Score 2: 4' → (0.7, 0.4); a score not found is None."""
+    found = {int(k): float(v) for k, v in re.findall(
+        r"score\s*([12])\s*[:=]?\s*(\d+(?:\.\d+)?)", text, re.IGNORECASE)}
+    return tuple(None if k not in found else min(max(found[k] / 10.0, 0.0), 1.0)
+                 for k in (1, 2))  # type: ignore[return-value]
