@@ -36,12 +36,8 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any, Self
 
-from gateway.sandbox.upstream_handler import (
-    StreamEnd,
-    _make_handler,
-    count_prompt_tokens,
-    send_json,
-)
+from gateway.sandbox.upstream_handler import StreamEnd, _make_handler
+from gateway.sandbox.upstream_wire import count_prompt_tokens, send_json
 
 __all__ = [
     "MODES",

@@ -2,8 +2,9 @@
 each route in OpenAI's wire format, acts out the failure modes on the raw socket, and bills
 deterministic usage. Kept apart from the server object so each file reads as one concept.
 
-``StreamEnd`` and ``count_prompt_tokens`` live here because the handler makes and uses them;
-``local_upstream`` imports them back, so the public names stay where callers import them.
+``/v1/responses`` and ``/v1/completions`` are answered in ``upstream_responses.py``; the wire
+helpers both use (``send_json``, ``count_prompt_tokens``, ...) are in ``upstream_wire.py``.
+``StreamEnd`` lives here because the handler makes it; ``local_upstream`` re-exports it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,15 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
+from gateway.sandbox.upstream_responses import answer_completions, answer_responses
+from gateway.sandbox.upstream_wire import (
+    count_prompt_tokens,
+    open_event_stream,
+    send_bytes,
+    send_json,
+    word_count,
+)
+
 if TYPE_CHECKING:
     from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
@@ -31,24 +41,6 @@ class StreamEnd:
     model: str
     chunks: int
     how: str
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
-def count_prompt_tokens(body: dict, count: Callable[[str], int] | None = None) -> int:
-    """Tokens of every message's text (default: words), plus one per tool."""
-    count = count or _words
-    n = 0
-    for m in body.get("messages", []):
-        content = m.get("content")
-        if isinstance(content, str):
-            n += count(content)
-        elif isinstance(content, list):
-            n += sum(count(str(p.get("text", ""))) for p in content if isinstance(p, dict))
-    n += len(body.get("tools") or [])
-    return max(n, 1)
 
 
 def _completion_id() -> str:
@@ -68,19 +60,6 @@ def _tool_call(body: dict, b: FakeBackend) -> dict | None:
         "type": "function",
         "function": {"name": name, "arguments": json.dumps(b.tool_arguments)},
     }
-
-
-def send_json(handler: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
-    """One JSON response with its length (the connection stays open for the next request)."""
-    send_bytes(handler, status, json.dumps(obj).encode())
-
-
-def send_bytes(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
-    handler.send_response(status)
-    handler.send_header("content-type", "application/json")
-    handler.send_header("content-length", str(len(data)))
-    handler.end_headers()
-    handler.wfile.write(data)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -119,6 +98,21 @@ class _Handler(BaseHTTPRequestHandler):
                 return False
         return False
 
+    def _request(self, raw: bytes) -> tuple[dict, FakeBackend] | None:
+        """The JSON body (recorded with its headers) and the backend it names; None once an
+        error has been answered (a body that is not JSON, an unknown model)."""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._error(400, "body is not JSON", "invalid_request_error")
+            return None
+        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
+        b = self.up.backends.get(body.get("model"))
+        if b is None:
+            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
+            return None
+        return body, b
+
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.connection.close()
@@ -135,28 +129,23 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
-        if self.path.rstrip("/") == "/v1/embeddings":
+        path = self.path.rstrip("/")
+        if path == "/v1/chat/completions":
+            self._chat(raw)
+        elif path == "/v1/embeddings":
             self._embeddings(raw)
-            return
-        if self.path.rstrip("/") in ("/v1/responses", "/v1/completions"):
-            from gateway.sandbox import upstream_responses as extra  # Responses, text completions
-
-            (extra.answer_responses if self.path.rstrip("/").endswith("responses")
-             else extra.answer_completions)(self, raw)
-            return
-        if self.path.rstrip("/") != "/v1/chat/completions":
+        elif path == "/v1/responses":
+            answer_responses(self, raw)
+        elif path == "/v1/completions":
+            answer_completions(self, raw)
+        else:
             self._error(404, f"no route {self.path}", "invalid_request_error")
+
+    def _chat(self, raw: bytes) -> None:
+        req = self._request(raw)
+        if req is None:
             return
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            self._error(400, "body is not JSON", "invalid_request_error")
-            return
-        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
-        b = self.up.backends.get(body.get("model"))
-        if b is None:
-            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
-            return
+        body, b = req
         mode = self.up._take_mode(b.name)
         if b.delay_s:
             self._wait(b.delay_s)
@@ -167,16 +156,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _embeddings(self, raw: bytes) -> None:
         """OpenAI's embeddings answer: a deterministic 8-dimensional vector per input, usage
         counted in words (token ids: one each), failure modes as for chat."""
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            self._error(400, "body is not JSON", "invalid_request_error")
+        req = self._request(raw)
+        if req is None:
             return
-        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
-        b = self.up.backends.get(body.get("model"))
-        if b is None:
-            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
-            return
+        body, b = req
         if self._fail(self.up._take_mode(b.name), b, False):
             return
         items = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
@@ -234,7 +217,7 @@ class _Handler(BaseHTTPRequestHandler):
                 msg = {"role": "assistant", "content": text}
                 finish = "stop"
             choices.append({"index": i, "message": msg, "finish_reason": finish, "logprobs": None})
-        count = self.up.count_tokens or _words
+        count = self.up.count_tokens or word_count
         completion = 8 if call is not None else count(text) * n
         send_json(self, 200, {
             "id": _completion_id(), "object": "chat.completion", "created": int(time.time()),
@@ -243,12 +226,7 @@ class _Handler(BaseHTTPRequestHandler):
         })
 
     def _stream(self, body: dict, b: FakeBackend, mode: str) -> None:
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.send_header("connection", "close")
-        self.end_headers()
-        self.close_connection = True
+        open_event_stream(self)
         cid, created = _completion_id(), int(time.time())
 
         def chunk(delta: dict | None, finish: str | None = None, usage: dict | None = None) -> None:
@@ -274,7 +252,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if how != "done":
                     self.up._stream_ended(StreamEnd(b.name, sent[0], how))
                     return
-                completion = (self.up.count_tokens or _words)(b.text_for(body))
+                completion = (self.up.count_tokens or word_count)(b.text_for(body))
                 finish = "stop"
             chunk({}, finish)
             if (body.get("stream_options") or {}).get("include_usage"):

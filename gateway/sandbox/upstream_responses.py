@@ -15,12 +15,15 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from gateway.sandbox.upstream_wire import (
+    count_prompt_tokens,
+    open_event_stream,
+    send_json,
+    word_count,
+)
+
 if TYPE_CHECKING:
     from gateway.sandbox.upstream_handler import _Handler
-
-
-def _words(text: str) -> int:
-    return len(text.split())
 
 
 def _text_of(content: Any) -> str:
@@ -48,31 +51,12 @@ def chat_view(body: dict) -> dict:
     return {**body, "messages": messages}
 
 
-def _body(h: _Handler, raw: bytes) -> dict | None:
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        h._error(400, "body is not JSON", "invalid_request_error")
-        return None
-    h.up._record(body, {k.lower(): v for k, v in h.headers.items()})
-    return body
-
-
-def _prompt_tokens(h: _Handler, view: dict) -> int:
-    count = h.up.count_tokens or _words
-    n = sum(count(m["content"]) for m in view["messages"] if isinstance(m["content"], str))
-    return max(n + len(view.get("tools") or []), 1)
-
-
 def answer_responses(h: _Handler, raw: bytes) -> None:
     """POST /v1/responses: a completed response (or its event stream) with usage."""
-    body = _body(h, raw)
-    if body is None:
+    req = h._request(raw)
+    if req is None:
         return
-    b = h.up.backends.get(body.get("model"))
-    if b is None:
-        h._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
-        return
+    body, b = req
     stream = bool(body.get("stream"))
     mode = h.up._take_mode(b.name)
     if b.delay_s:
@@ -86,8 +70,9 @@ def answer_responses(h: _Handler, raw: bytes) -> None:
     if isinstance(cap, int) and cap < len(words):
         words = words[:cap]
     text = " ".join(words)
-    usage = {"input_tokens": _prompt_tokens(h, view), "input_tokens_details": {"cached_tokens": 0},
-             "output_tokens": (h.up.count_tokens or _words)(text),
+    usage = {"input_tokens": count_prompt_tokens(view, h.up.count_tokens),
+             "input_tokens_details": {"cached_tokens": 0},
+             "output_tokens": (h.up.count_tokens or word_count)(text),
              "output_tokens_details": {"reasoning_tokens": 0}}
     usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
     rid, mid = "resp_fake_" + uuid.uuid4().hex[:16], "msg_fake_" + uuid.uuid4().hex[:16]
@@ -105,20 +90,13 @@ def answer_responses(h: _Handler, raw: bytes) -> None:
         "user": None, "metadata": body.get("metadata") or {},
     }
     if not stream:
-        from gateway.sandbox.upstream_handler import send_json
-
         send_json(h, 200, response)
         return
     _stream_response(h, response, item, words)
 
 
 def _stream_response(h: _Handler, response: dict, item: dict, words: list[str]) -> None:
-    h.send_response(200)
-    h.send_header("content-type", "text/event-stream")
-    h.send_header("cache-control", "no-cache")
-    h.send_header("connection", "close")
-    h.end_headers()
-    h.close_connection = True
+    open_event_stream(h)
     seq = [0]
 
     def event(kind: str, **fields: Any) -> None:
@@ -152,22 +130,17 @@ def _stream_response(h: _Handler, response: dict, item: dict, words: list[str]) 
 
 def answer_completions(h: _Handler, raw: bytes) -> None:
     """POST /v1/completions: OpenAI's legacy text completion, usage in words."""
-    from gateway.sandbox.upstream_handler import send_json
-
-    body = _body(h, raw)
-    if body is None:
+    req = h._request(raw)
+    if req is None:
         return
-    b = h.up.backends.get(body.get("model"))
-    if b is None:
-        h._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
-        return
+    body, b = req
     if h._fail(h.up._take_mode(b.name), b, False):
         return
     prompts = body.get("prompt")
     if isinstance(prompts, str) or (isinstance(prompts, list) and prompts
                                     and all(isinstance(t, int) for t in prompts)):
         prompts = [prompts]
-    count = h.up.count_tokens or _words
+    count = h.up.count_tokens or word_count
     used = sum(len(p) if isinstance(p, list) else count(str(p)) for p in prompts or [""])
     n = int(body.get("n") or 1)
     words = b.text_for({"messages": [{"role": "user", "content": str(p)}

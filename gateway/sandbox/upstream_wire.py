@@ -1,0 +1,54 @@
+"""Wire helpers the fake upstream's handlers share (``upstream_handler.py`` for chat and
+embeddings, ``upstream_responses.py`` for Responses and text completions): JSON replies, the
+opening of an event stream, and the word-count token tally. Imports nothing of the sandbox,
+so both handler modules sit above it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+def word_count(text: str) -> int:
+    """The default token count: words."""
+    return len(text.split())
+
+
+def count_prompt_tokens(body: dict, count: Callable[[str], int] | None = None) -> int:
+    """Tokens of every message's text (default: words), plus one per tool."""
+    count = count or word_count
+    n = 0
+    for m in body.get("messages", []):
+        content = m.get("content")
+        if isinstance(content, str):
+            n += count(content)
+        elif isinstance(content, list):
+            n += sum(count(str(p.get("text", ""))) for p in content if isinstance(p, dict))
+    n += len(body.get("tools") or [])
+    return max(n, 1)
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, obj: Any) -> None:
+    """One JSON response with its length (the connection stays open for the next request)."""
+    send_bytes(handler, status, json.dumps(obj).encode())
+
+
+def send_bytes(handler: BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("content-type", "application/json")
+    handler.send_header("content-length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def open_event_stream(handler: BaseHTTPRequestHandler) -> None:
+    """The headers of a server-sent event stream; the connection closes when it ends."""
+    handler.send_response(200)
+    handler.send_header("content-type", "text/event-stream")
+    handler.send_header("cache-control", "no-cache")
+    handler.send_header("connection", "close")
+    handler.end_headers()
+    handler.close_connection = True
