@@ -33,9 +33,9 @@ from sqlalchemy.exc import SQLAlchemyError
 import gateway.store.keys as keylib
 import gateway.store.ledger as ledgerlib
 import gateway.store.migrate as migratelib
+import gateway.store.prompt_keys as prompt_keys  # noqa: PLR0402 - not through __init__
 import gateway.store.sessions as sessionlib
 import gateway.store.tenants as admin
-from gateway.store import prompt_keys
 from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import (
     database_url_from_env,
