@@ -9,6 +9,7 @@ come in ``extra_body={"tollgate": {...}}``, which the SDK merges into the JSON t
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,6 +204,46 @@ def _named_objects(v: Any, name: str, inner: str | None) -> None:
             raise invalid(f"'{field}' must be an object with a string 'name'", param=field)
 
 
+def _check_types(params: dict[str, Any], bools: Iterable[str], strs: Iterable[str],
+                 objects: Iterable[str]) -> None:
+    """400 on the first of the named parameters present with the wrong JSON type (booleans,
+    then strings, then objects): one check and one wording for every endpoint's body."""
+    for names, kind, what in ((bools, bool, "a boolean"), (strs, str, "a string"),
+                              (objects, dict, "an object")):
+        for name in names:
+            if name in params and not isinstance(params[name], kind):
+                raise invalid(f"'{name}' must be {what}", param=name)
+
+
+def _json_object(body: Any) -> dict[str, Any]:
+    """The body, which must be a JSON object (400 otherwise)."""
+    if not isinstance(body, dict):
+        raise invalid("the request body must be a JSON object")
+    return body
+
+
+def _model(body: dict[str, Any]) -> str:
+    """The body's ``model``, a non-empty string (400 otherwise)."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid("'model' is required and must be a string", param="model")
+    return model
+
+
+def _only(body: dict[str, Any], known: Collection[str]) -> None:
+    """400 naming the first key of ``body`` not in ``known``, in OpenAI's words (a key the
+    endpoint does not define never reaches litellm's keyword arguments)."""
+    unknown = sorted(set(body) - set(known))
+    if unknown:
+        raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
+
+
+def _check_drop_params(body: dict[str, Any]) -> None:
+    """LiteLLM's ``drop_params``, when given, must be a boolean (400 otherwise)."""
+    if body.get("drop_params") is not None and not isinstance(body["drop_params"], bool):
+        raise invalid("'drop_params' must be a boolean", param="drop_params")
+
+
 def _check_params(params: dict[str, Any]) -> None:
     """Types and OpenAI's ranges of the forwarded parameters (what litellm would fail on)."""
     for name, (lo, hi) in NUMBER_RANGES.items():
@@ -211,15 +252,7 @@ def _check_params(params: dict[str, Any]) -> None:
     for name, (ilo, ihi) in INT_RANGES.items():
         if name in params:
             _int(params[name], name, ilo, ihi)
-    for name in BOOL_PARAMS:
-        if name in params and not isinstance(params[name], bool):
-            raise invalid(f"'{name}' must be a boolean", param=name)
-    for name in STR_PARAMS:
-        if name in params and not isinstance(params[name], str):
-            raise invalid(f"'{name}' must be a string", param=name)
-    for name in OBJECT_PARAMS:
-        if name in params and not isinstance(params[name], dict):
-            raise invalid(f"'{name}' must be an object", param=name)
+    _check_types(params, BOOL_PARAMS, STR_PARAMS, OBJECT_PARAMS)
     for token, bias in params.get("logit_bias", {}).items():
         _number(bias, f"logit_bias.{token}", -100.0, 100.0)
     stop = params.get("stop")
@@ -245,15 +278,10 @@ def _check_params(params: dict[str, Any]) -> None:
 
 def parse_chat_request(body: Any) -> ChatRequest:
     """Validate ``body``; raises a 400 GatewayError naming the offending field."""
-    if not isinstance(body, dict):
-        raise invalid("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid("'model' is required and must be a string", param="model")
+    body = _json_object(body)
+    model = _model(body)
     messages = _messages(body.get("messages"))
-    unknown = sorted(set(body) - PASSTHROUGH_PARAMS - GATEWAY_KEYS - LITELLM_KEYS)
-    if unknown:
-        raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
+    _only(body, PASSTHROUGH_PARAMS | GATEWAY_KEYS | LITELLM_KEYS)
     stream = body.get("stream", False)
     if stream is None:
         stream = False
@@ -266,9 +294,8 @@ def parse_chat_request(body: Any) -> ChatRequest:
         raise invalid("'stream_options' is only allowed when 'stream' is true",
                       param="stream_options")
     params = {k: v for k, v in body.items() if k in PASSTHROUGH_PARAMS and v is not None}
+    _check_drop_params(body)
     if body.get("drop_params") is not None:
-        if not isinstance(body["drop_params"], bool):
-            raise invalid("'drop_params' must be a boolean", param="drop_params")
         params["drop_params"] = body["drop_params"]
     _check_params(params)
     caps = [params[f] for f in ("max_completion_tokens", "max_tokens") if f in params]

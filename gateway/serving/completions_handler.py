@@ -13,43 +13,38 @@ backends for chat and Responses requests); the backend must be of litellm's ``co
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-import anyio
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
-from starlette.background import BackgroundTask
+from fastapi.responses import Response
 
-from gateway.auth import authenticate
 from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid
-from gateway.serving.access_log import log_access
-from gateway.serving.attempts import Attempts
+from gateway.errors import invalid
 from gateway.serving.chat_request import (
     LITELLM_KEYS,
     ChatRequest,
+    _check_drop_params,
     _check_params,
+    _check_types,
     _fallbacks,
     _int,
+    _json_object,
+    _model,
+    _only,
     _options,
 )
-from gateway.serving.handler import new_request_id
+from gateway.serving.endpoint import planned, serve
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import (
     Plan,
-    admissible,
     measure,
     priced,
-    start_plan,
     with_plan_fallbacks,
 )
-from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.responses_handler import named_backend
-from gateway.serving.upstream import UpstreamFailure, text_completion
-from gateway.serving.validation import json_body
+from gateway.serving.responses_handler import ForwardedAttempts, named_backend
+from gateway.serving.upstream import Billed, text_completion
 
 MODES = frozenset({"completion", "chat"})  # what litellm's text completion serves
 FORWARDED = frozenset({
@@ -84,14 +79,9 @@ def _prompts(raw: Any) -> list[str]:
 
 
 def parse_completions_request(body: Any) -> CompletionsRequest:
-    if not isinstance(body, dict):
-        raise invalid("the request body must be a JSON object")
-    unknown = sorted(set(body) - FORWARDED - GATEWAY_KEYS - LITELLM_KEYS)
-    if unknown:
-        raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid("'model' is required and must be a string", param="model")
+    body = _json_object(body)
+    _only(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS)
+    model = _model(body)
     if body.get("stream"):
         raise invalid("streamed text completions are not served; use stream: false or "
                       "/v1/chat/completions", param="stream", code="unsupported_parameter")
@@ -102,13 +92,8 @@ def parse_completions_request(body: Any) -> CompletionsRequest:
         _int(params["logprobs"], "logprobs", 0, 5)
     if "best_of" in params:
         _int(params["best_of"], "best_of", 1, 20)
-    for name in ("echo",):
-        if name in params and not isinstance(params[name], bool):
-            raise invalid(f"'{name}' must be a boolean", param=name)
-    if "suffix" in params and not isinstance(params["suffix"], str):
-        raise invalid("'suffix' must be a string", param="suffix")
-    if body.get("drop_params") is not None and not isinstance(body["drop_params"], bool):
-        raise invalid("'drop_params' must be a boolean", param="drop_params")
+    _check_types(params, ("echo",), ("suffix",), ())
+    _check_drop_params(body)
     n_out = max(int(params.get("n") or 1), int(params.get("best_of") or 1)) * len(texts)
     view = {k: v for k, v in params.items() if k not in ("n", "best_of", "max_tokens")}
     chat = ChatRequest(model=model, messages=[{"role": "user", "content": t} for t in texts],
@@ -140,74 +125,33 @@ async def plan_completion(ctx: GatewayContext, plan: Plan) -> Plan:
                                        prompt_tokens=n_prompt, prompt_size=size))
 
 
-class CompletionAttempts(Attempts):
-    """Chat's attempt loop calling litellm's text completion."""
+class CompletionAttempts(ForwardedAttempts):
+    """The attempts of a text completion request, each a ``litellm.atext_completion`` call."""
 
     def __init__(self, outcome: Outcome, plan: Plan, req: CompletionsRequest) -> None:
         super().__init__(outcome, plan)
         self.req = req
 
-    def _deployment(self, index: int) -> None:
-        self.out.deployment = index
+    async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
+        call = {**self.req.params, "prompt": self.req.prompt, "max_tokens": cap}
+        return await text_completion(b, call, billed=billed, answered=self._answered)
 
-    async def respond(self) -> Response:
-        plan, last = self.plan, None
-        async for b, params in self._attempts(plan):
-            call = {**self.req.params, "prompt": self.req.prompt, "max_tokens": params["max_tokens"]}
-            started = time.perf_counter()
-            try:
-                reply = await text_completion(b, call, billed=self._billed(b, plan),
-                                              answered=self._deployment)
-            except UpstreamFailure as f:
-                last = f
-                self._upstream_result(b, f, started)
-                if not f.retryable:
-                    break
-                continue
-            self._upstream_result(b, None, started)
-            self.out.answered = b
-            return await self._complete(b, reply)
-        raise self._final_error(last)
-
-    async def _complete(self, b: Backend, resp: Any) -> Response:
+    async def _answer(self, b: Backend, resp: Any) -> Response:
         body = resp.model_dump(exclude_none=True)
         body["model"] = b.model_name
         choices = body.get("choices") or [{}]
         self.out.answer_text = str(choices[0].get("text") or "")
         self.out.take_usage(body.get("usage") or {})
-        await self.out.settle()
-        headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
-        return JSONResponse(body, headers=headers,
-                            background=BackgroundTask(self.out.finish, 200, None))
+        return await self._send(body)
+
+
+async def answer_completion(out: Outcome, body: Any) -> Response:
+    """A text completion body, planned on its chat view and attempted as a text completion."""
+    req = parse_completions_request(body)
+    plan = await planned(out, req.chat, plan_completion)
+    return await CompletionAttempts(out, plan, req).respond()
 
 
 async def completions(request: Request) -> Response:
     """OpenAI's legacy text completions (``client.completions.create``)."""
-    ctx: GatewayContext = request.app.state.ctx
-    t0, rid = time.perf_counter(), new_request_id()
-    try:
-        tenant = await authenticate(ctx, request)
-    except GatewayError as e:
-        ctx.metrics.requests.labels("unknown", "none", str(e.status), "unknown").inc()
-        log_access({"id": rid, "status": e.status,
-                    "latency_ms": (time.perf_counter() - t0) * 1000}, None)
-        return e.response({"x-tollgate-request-id": rid})
-    out = Outcome(ctx, tenant, rid, t0)
-    out.hold.client_gone = request.is_disconnected
-    try:
-        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
-        req = parse_completions_request(await json_body(request))
-        out.plan = start_plan(ctx.pool.current, tenant, req.chat)
-        out.plan = await plan_completion(ctx, out.plan)
-        out.plan = admissible(out.plan)
-        return await CompletionAttempts(out, out.plan, req).respond()
-    except GatewayError as e:
-        await out.finish(e.status, e.message)
-        return e.response(out.headers())
-    except BaseException as e:  # cancelled or a bug: still release the money and log
-        with anyio.CancelScope(shield=True):
-            cancelled = isinstance(e, anyio.get_cancelled_exc_class())
-            await out.finish(499 if cancelled else 500,
-                            "cancelled" if cancelled else f"internal error: {type(e).__name__}")
-        raise
-
+    return await serve(request, answer_completion)

@@ -15,7 +15,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -28,7 +27,7 @@ from gateway.reliability.guards import circuit_open_error
 from gateway.serving.access_log import log_access
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.embeddings_request import EmbeddingsRequest, parse_embeddings_request
-from gateway.serving.handler import new_request_id
+from gateway.serving.endpoint import finished, new_request_id
 from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.upstream import UpstreamFailure, embed
 from gateway.serving.validation import json_body
@@ -170,14 +169,4 @@ async def embeddings(request: Request) -> Response:
         ctx.metrics.requests.labels(ROUTE, "none", str(e.status), "false").inc()
         return e.response({"x-tollgate-request-id": rid})
     call = EmbeddingsCall(ctx, tenant, rid, t0)
-    try:
-        return await call.respond(request)
-    except GatewayError as e:
-        await call.finish(e.status, e.message)
-        return e.response(call.headers())
-    except BaseException as e:  # cancelled or a bug: still release the money and log
-        with anyio.CancelScope(shield=True):
-            cancelled = isinstance(e, anyio.get_cancelled_exc_class())
-            await call.finish(499 if cancelled else 500,
-                              "cancelled" if cancelled else f"internal error: {type(e).__name__}")
-        raise
+    return await finished(call, lambda: call.respond(request))

@@ -1,6 +1,6 @@
 """POST /v1/responses (OpenAI's Responses API): authenticate → admit → parse → plan →
-attempts → response, the chat completions flow (gateway/serving/handler.py) on the request's
-chat view (gateway/serving/responses_request.py).
+attempts → response, the chat completions flow (the frame of gateway/serving/endpoint.py) on
+the request's chat view (gateway/serving/responses_request.py).
 
 A backend name is a passthrough; a route name (``auto`` ...) is routed from the same
 system/user text as chat. The plan, the reservation (N_prompt of everything sent, with
@@ -26,27 +26,21 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from starlette.background import BackgroundTask
 
-from gateway.auth import authenticate
 from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, model_not_found
-from gateway.serving.access_log import log_access
+from gateway.errors import model_not_found
 from gateway.serving.attempts import Attempts
-from gateway.serving.handler import new_request_id
+from gateway.serving.endpoint import planned, serve
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import (
     Plan,
-    admissible,
     measure,
     plan_request,
     priced,
-    start_plan,
     with_plan_fallbacks,
 )
-from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.responses_request import ResponsesRequest, parse_responses_request
-from gateway.serving.upstream import OpenStream, UpstreamFailure, classify, responses
-from gateway.serving.validation import json_body
+from gateway.serving.upstream import Billed, OpenStream, UpstreamFailure, classify, responses
 
 RESPONSES_MODE = "responses"  # litellm's mode of a model served by the Responses API only
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -87,50 +81,71 @@ def event(kind: str, data: dict) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-class ResponsesAttempts(Attempts):
-    """Chat's attempt loop (gateway/serving/attempts.py) calling the Responses API."""
+class ForwardedAttempts(Attempts):
+    """Chat's attempt loop (gateway/serving/attempts.py) for an endpoint whose body is
+    forwarded as it came (Responses, text completions): each attempt is one litellm call
+    (``_call``) with the attempt's output cap, and the first that answers is sent (``_answer``).
+    One loop, so the failover, circuit and billing bookkeeping is the same on both."""
+
+    async def respond(self) -> Response:
+        plan = self.plan
+        last: UpstreamFailure | None = None
+        async for b, params in self._attempts(plan):
+            started = time.perf_counter()
+            try:
+                reply = await self._call(b, params["max_tokens"], self._billed(b, plan))
+            except UpstreamFailure as f:
+                last = f
+                self._upstream_result(b, f, started)
+                if f.retryable:  # else a 400 about the request: the next would refuse it too
+                    continue
+                break
+            self._upstream_result(b, None, started)
+            self.out.answered = b
+            return await self._answer(b, reply)
+        raise self._final_error(last)
+
+    async def _send(self, body: dict) -> Response:
+        """A complete answer's body, settled before it is sent (as chat's: a client's next
+        request must not meet this one's hold) and finished (logged) after."""
+        await self.out.settle()
+        headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
+        return JSONResponse(body, headers=headers,
+                            background=BackgroundTask(self.out.finish, 200, None))
+
+    async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
+        """One attempt on ``b`` with output cap ``cap``: its reply, or UpstreamFailure."""
+        raise NotImplementedError
+
+    async def _answer(self, b: Backend, reply: Any) -> Response:
+        """The client's response from ``b``'s reply."""
+        raise NotImplementedError
+
+
+class ResponsesAttempts(ForwardedAttempts):
+    """The attempts of a Responses request, each a ``litellm.aresponses`` call."""
 
     def __init__(self, outcome: Outcome, plan: Plan, req: ResponsesRequest) -> None:
         super().__init__(outcome, plan)
         self.req = req
 
-    async def respond(self) -> Response:
-        plan, req = self.plan, self.req
-        last: UpstreamFailure | None = None
-        async for b, params in self._attempts(plan):
-            call = {**req.params, "input": req.input, "max_output_tokens": params["max_tokens"]}
-            if req.stream:
-                call["stream"] = True
-            started = time.perf_counter()
-            try:
-                reply = await responses(b, call, billed=self._billed(b, plan),
-                                        answered=self._deployment)
-            except UpstreamFailure as f:
-                last = f
-                self._upstream_result(b, f, started)
-                if not f.retryable:
-                    break
-                continue
-            self._upstream_result(b, None, started)
-            self.out.answered = b
-            if req.stream:
-                return self._stream(b, reply)
-            return await self._complete(b, reply)
-        raise self._final_error(last)
+    async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
+        call = {**self.req.params, "input": self.req.input, "max_output_tokens": cap}
+        if self.req.stream:
+            call["stream"] = True
+        return await responses(b, call, billed=billed, answered=self._answered)
 
-    def _deployment(self, index: int) -> None:
-        """Which deployment of the answering group answered (its price is settled)."""
-        self.out.deployment = index
+    async def _answer(self, b: Backend, reply: Any) -> Response:
+        if self.req.stream:
+            return self._stream(b, reply)
+        return await self._complete(b, reply)
 
     async def _complete(self, b: Backend, resp: Any) -> Response:
         body = _dump(resp)
         body["model"] = b.model_name
         self.out.answer_text = output_text(body.get("output"))
         self.out.take_usage(usage_counts(body.get("usage")))
-        await self.out.settle()  # before the body is sent, as chat
-        headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
-        return JSONResponse(body, headers=headers,
-                            background=BackgroundTask(self.out.finish, 200, None))
+        return await self._send(body)
 
     async def _relay(self, b: Backend, opened: OpenStream) -> AsyncIterator[bytes]:
         """OpenAI's events to the client; settles and logs whatever way the stream ends."""
@@ -203,33 +218,13 @@ async def plan_responses(ctx: GatewayContext, plan: Plan) -> Plan:
                                        prompt_tokens=n_prompt, prompt_size=size))
 
 
+async def answer_responses(out: Outcome, body: Any) -> Response:
+    """A Responses body, planned on its chat view and attempted through the Responses API."""
+    req = parse_responses_request(body)
+    plan = await planned(out, req.chat, plan_responses)
+    return await ResponsesAttempts(out, plan, req).respond()
+
+
 async def responses_endpoint(request: Request) -> Response:
     """OpenAI's Responses API (``client.responses.create``)."""
-    ctx: GatewayContext = request.app.state.ctx
-    t0 = time.perf_counter()
-    rid = new_request_id()
-    try:
-        tenant = await authenticate(ctx, request)
-    except GatewayError as e:
-        ctx.metrics.requests.labels("unknown", "none", str(e.status), "unknown").inc()
-        log_access({"id": rid, "status": e.status,
-                    "latency_ms": (time.perf_counter() - t0) * 1000}, None)
-        return e.response({"x-tollgate-request-id": rid})
-    out = Outcome(ctx, tenant, rid, t0)
-    out.hold.client_gone = request.is_disconnected
-    try:
-        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
-        req = parse_responses_request(await json_body(request))
-        out.plan = start_plan(ctx.pool.current, tenant, req.chat)
-        out.plan = await plan_responses(ctx, out.plan)
-        out.plan = admissible(out.plan)
-        return await ResponsesAttempts(out, out.plan, req).respond()
-    except GatewayError as e:
-        await out.finish(e.status, e.message)
-        return e.response(out.headers())
-    except BaseException as e:  # cancelled or a bug: still release the money and log
-        with anyio.CancelScope(shield=True):
-            cancelled = isinstance(e, anyio.get_cancelled_exc_class())
-            await out.finish(499 if cancelled else 500,
-                            "cancelled" if cancelled else f"internal error: {type(e).__name__}")
-        raise
+    return await serve(request, answer_responses)

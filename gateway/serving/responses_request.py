@@ -30,9 +30,14 @@ from gateway.serving.chat_request import (
     LITELLM_KEYS,
     MAX_OUTPUT_CAP,
     ChatRequest,
+    _check_drop_params,
+    _check_types,
     _fallbacks,
     _int,
+    _json_object,
+    _model,
     _number,
+    _only,
     _options,
 )
 
@@ -148,15 +153,7 @@ def _chat_tools(tools: Any) -> list[dict]:
 
 
 def _check(params: dict[str, Any]) -> None:
-    for name in BOOLS:
-        if name in params and not isinstance(params[name], bool):
-            raise invalid(f"'{name}' must be a boolean", param=name)
-    for name in STRS:
-        if name in params and not isinstance(params[name], str):
-            raise invalid(f"'{name}' must be a string", param=name)
-    for name in OBJECTS:
-        if name in params and not isinstance(params[name], dict):
-            raise invalid(f"'{name}' must be an object", param=name)
+    _check_types(params, BOOLS, STRS, OBJECTS)
     if "temperature" in params:
         _number(params["temperature"], "temperature", 0.0, 2.0)
     if "top_p" in params:
@@ -177,26 +174,20 @@ def _check(params: dict[str, Any]) -> None:
 
 def parse_responses_request(body: Any) -> ResponsesRequest:
     """The validated request and its chat view (400 naming the field otherwise)."""
-    if not isinstance(body, dict):
-        raise invalid("the request body must be a JSON object")
+    body = _json_object(body)
     for key, instead in UNBOUNDED.items():
         if body.get(key) not in (None, False):
             raise invalid(f"'{key}' is not supported by this gateway: what it makes the "
                           f"provider read or bill cannot be budgeted; {instead}", param=key,
                           code="unsupported_parameter")
-    unknown = sorted(set(body) - FORWARDED - GATEWAY_KEYS - LITELLM_KEYS - set(UNBOUNDED))
-    if unknown:
-        raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid("'model' is required and must be a string", param="model")
+    _only(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS | set(UNBOUNDED))
+    model = _model(body)
     stream = body.get("stream") or False
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean", param="stream")
     params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
     _check(params)
-    if body.get("drop_params") is not None and not isinstance(body["drop_params"], bool):
-        raise invalid("'drop_params' must be a boolean", param="drop_params")
+    _check_drop_params(body)
     messages = chat_messages(params.get("instructions"), body.get("input"))
     view_params = {k: v for k, v in params.items() if k not in ("instructions", "tools")}
     if "tools" in params:
