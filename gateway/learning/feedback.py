@@ -39,7 +39,7 @@ from gateway.store.records import Tenant
 SERVED_WAIT_S = 3.0
 MAX_BODY_BYTES = 64 * 1024
 MAX_COMMENT_CHARS = 4000
-REQUEST_ID = re.compile(r"tg-[0-9a-f]{32}")  # what gateway/serving/handler.py issues
+REQUEST_ID = re.compile(r"tg-[0-9a-f]{32}")  # what gateway/serving/endpoint.py issues
 
 
 def parse_feedback(body: Any) -> tuple[str, float, str | None]:

@@ -8,7 +8,6 @@ import pytest
 
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
-from tests.gateway.router_fixture import PRICES
 
 MSG = [{"role": "user", "content": "hi"}]
 
@@ -111,7 +110,7 @@ def test_upstream_failures_map_to_5xx(
     assert err["type"] == "upstream_error" and err["code"] == code
     row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
     assert row["status"] == status and len(row["attempts"]) == 1
-    # only a timeout after sending may be billed upstream: it costs the prompt's input
+    # only a timeout after sending may be billed upstream: it costs what the attempt held
     owed = row["reserved_usd"] if mode == "hang" else 0  # a timeout owes what it held
     assert row["cost_usd"] == pytest.approx(owed) and row["error"]
 
