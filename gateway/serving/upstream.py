@@ -295,21 +295,7 @@ async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list
     kwargs = _kwargs(backend, deployment, messages, params)
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
-    it: AsyncIterator[Any] | None = None
-    try:
-        stream = await asyncio.wait_for(litellm.acompletion(**kwargs), timeout)
-        it = stream.__aiter__()
-        try:
-            first = await asyncio.wait_for(anext(it), timeout)
-        except StopAsyncIteration:
-            first = None
-    except BaseException as e:
-        if it is not None:  # opened, then no first chunk in time: close its connection
-            await OpenStream(None, it, timeout).close()
-        if not isinstance(e, Exception):
-            raise
-        raise classify(e) from e
-    return OpenStream(first=first, rest=it, timeout=timeout)
+    return await _first_event(litellm.acompletion(**kwargs), timeout)
 
 
 async def _first_event(started: Awaitable[Any], timeout: float) -> OpenStream:
