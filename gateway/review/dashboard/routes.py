@@ -66,7 +66,9 @@ def _html(env: Environment, name: str, status: int = 200,
     body = env.get_template(name).render(**values)
     return HTMLResponse(body, status_code=status, headers={
         "content-security-policy": CSP, "x-content-type-options": "nosniff",
-        "referrer-policy": "no-referrer", "cache-control": "no-store", **(headers or {})})
+        # same-origin, not no-referrer: under no-referrer a browser's own form POST carries
+        # Origin: null, which the login's cross-origin check refuses (same_origin)
+        "referrer-policy": "same-origin", "cache-control": "no-store", **(headers or {})})
 
 
 def same_origin(request: Request) -> bool:
