@@ -67,13 +67,11 @@ class Attempts:
     async def respond(self) -> Response:
         """Forward to the candidates in order until one answers: its response to the client."""
         plan = self.plan
-        forward = open_stream if plan.request.stream else complete
         last: UpstreamFailure | None = None
         async for b, params in self._attempts(plan):
             started = time.perf_counter()
             try:
-                reply = await forward(b, plan.request.messages, params,
-                                      billed=self._billed(b, plan), answered=self._answered)
+                reply = await self._forward(b, params, self._billed(b, plan))
             except UpstreamFailure as f:
                 last = f
                 self._upstream_result(b, f, started)
@@ -82,10 +80,21 @@ class Attempts:
                 continue
             self._upstream_result(b, None, started)
             self.out.answered = b
-            if plan.request.stream:
-                return self._stream(b, reply)
-            return await self._complete(b, reply)
+            return await self._reply(b, reply)
         raise self._final_error(last)
+
+    async def _forward(self, b: Backend, params: dict[str, Any], billed: Billed) -> Any:
+        """One attempt on ``b``: its reply (an OpenStream when streamed), or UpstreamFailure.
+        Endpoints that forward another body override it (gateway/serving/responses_handler.py)."""
+        forward = open_stream if self.plan.request.stream else complete
+        return await forward(b, self.plan.request.messages, params, billed=billed,
+                             answered=self._answered)
+
+    async def _reply(self, b: Backend, reply: Any) -> Response:
+        """The client's response from ``b``'s reply."""
+        if self.plan.request.stream:
+            return self._stream(b, reply)
+        return await self._complete(b, reply)
 
     async def _attempts(self, plan: Plan) -> AsyncIterator[tuple[Backend, dict[str, Any]]]:
         """Candidates in rank order with their upstream params, skipping those whose circuit

@@ -16,7 +16,6 @@ settled before the terminal ``response.completed`` / ``response.incomplete`` eve
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
@@ -40,7 +39,7 @@ from gateway.serving.planning import (
     with_plan_fallbacks,
 )
 from gateway.serving.responses_request import ResponsesRequest, parse_responses_request
-from gateway.serving.upstream import Billed, OpenStream, UpstreamFailure, classify, responses
+from gateway.serving.upstream import Billed, OpenStream, classify, responses
 
 RESPONSES_MODE = "responses"  # litellm's mode of a model served by the Responses API only
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
@@ -87,23 +86,11 @@ class ForwardedAttempts(Attempts):
     (``_call``) with the attempt's output cap, and the first that answers is sent (``_answer``).
     One loop, so the failover, circuit and billing bookkeeping is the same on both."""
 
-    async def respond(self) -> Response:
-        plan = self.plan
-        last: UpstreamFailure | None = None
-        async for b, params in self._attempts(plan):
-            started = time.perf_counter()
-            try:
-                reply = await self._call(b, params["max_tokens"], self._billed(b, plan))
-            except UpstreamFailure as f:
-                last = f
-                self._upstream_result(b, f, started)
-                if f.retryable:  # else a 400 about the request: the next would refuse it too
-                    continue
-                break
-            self._upstream_result(b, None, started)
-            self.out.answered = b
-            return await self._answer(b, reply)
-        raise self._final_error(last)
+    async def _forward(self, b: Backend, params: dict[str, Any], billed: Billed) -> Any:
+        return await self._call(b, params["max_tokens"], billed)
+
+    async def _reply(self, b: Backend, reply: Any) -> Response:
+        return await self._answer(b, reply)
 
     async def _send(self, body: dict) -> Response:
         """A complete answer's body, settled before it is sent (as chat's: a client's next
