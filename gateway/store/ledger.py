@@ -42,9 +42,9 @@ lost), else nothing, since nothing shows the upstream was called (see ``_reclaim
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -69,7 +69,12 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from gateway.store.errors import BudgetExceeded, NotFound
-from gateway.store.models import outage_charges, request_logs, reservations, tenants
+from gateway.store.models import (
+    api_keys,
+    outage_charges,
+    reservations,
+    tenants,
+)
 from gateway.store.money import nusd_to_usd
 from gateway.store.periods import period_start_s, validate_period
 from gateway.store.records import Reservation, SettleResult
@@ -154,7 +159,8 @@ def _booking() -> Update:
     )
 
 
-RESERVATION_KEYS = ("id", "tenant_id", "request_id", "amount_nusd", "created_at_s")
+RESERVATION_KEYS = ("id", "tenant_id", "request_id", "amount_nusd", "created_at_s", "key_id",
+                    "key_held_nusd")
 BOOKING = _booking()
 # SQLite: the reservation row, inserted in the booking's transaction.
 RECORDING = insert(reservations).values({k: bindparam(f"p_{k}") for k in RESERVATION_KEYS})
@@ -172,7 +178,13 @@ def _booking_pg() -> Insert:
 
 BOOKING_PG = _booking_pg()
 RELEASING = (delete(reservations).where(reservations.c.id == bindparam("p_reservation"))
-             .returning(reservations.c.tenant_id, reservations.c.amount_nusd))
+             .returning(reservations.c.tenant_id, reservations.c.amount_nusd,
+                        reservations.c.key_id, reservations.c.key_held_nusd))
+# The key's side of a settlement (key_ledger.py): its whole cost to the key's spend, what the
+# reservation held of the key's budget released.
+KEY_SETTLING = (update(api_keys).where(api_keys.c.id == bindparam("p_key"))
+                .values(reserved_nusd=api_keys.c.reserved_nusd - _param("key_held"),
+                        spent_nusd=api_keys.c.spent_nusd + _param("actual")))
 # SQLite: the tenant's side of a settlement, after RELEASING returned the reservation's row.
 SETTLING = (
     update(tenants).where(tenants.c.id == bindparam("p_tenant"))
@@ -186,26 +198,36 @@ def _settling_pg() -> Update:
     """PostgreSQL, one statement: WITH d AS (DELETE ... RETURNING) UPDATE ... FROM d."""
     gone = RELEASING.cte("released")
     held, actual = gone.c.amount_nusd, _param("actual")
+    keyed = (update(api_keys).where(api_keys.c.id == gone.c.key_id)
+             .values(reserved_nusd=api_keys.c.reserved_nusd - gone.c.key_held_nusd,
+                     spent_nusd=api_keys.c.spent_nusd + actual)
+             .returning(api_keys.c.id).cte("keyed"))
     return (update(tenants).where(tenants.c.id == gone.c.tenant_id)
             .values(reserved_nusd=tenants.c.reserved_nusd - held,
                     overrun_nusd=_overrun_plus(actual, held),
                     **_rollover_values(_spent_plus(_charged(actual, held))))
-            .add_cte(gone).returning(gone.c.amount_nusd))
+            .add_cte(gone).add_cte(keyed).returning(gone.c.amount_nusd))
 
 
 SETTLING_PG = _settling_pg()
 
 
 def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | None,
-            now: datetime, id_prefix: str = "") -> Reservation:
+            now: datetime, id_prefix: str = "", key_id: str | None = None,
+            book_keyed: Callable[[Reservation], bool] | None = None) -> Reservation:
     """Book `amount_nusd` against the tenant's budget or raise `BudgetExceeded`. The
-    reservation's id starts with ``id_prefix`` (the replica's tag, ``replica_tag``)."""
+    reservation's id starts with ``id_prefix`` (the replica's tag, ``replica_tag``); its spend
+    settles into ``key_id``'s too, whose own budget ``book_keyed`` books (key_ledger.py)."""
     if amount_nusd < 0:
         raise ValueError("a reservation cannot be negative")
     rid = id_prefix + uuid.uuid4().hex[:RESERVATION_ID_LEN - len(id_prefix)]
     res = Reservation(id=rid, tenant_id=tenant_id, request_id=request_id,
-                      amount_nusd=amount_nusd, created_at_s=int(now.timestamp()))
-    if _book(engine, res, {**_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
+                      amount_nusd=amount_nusd, created_at_s=int(now.timestamp()),
+                      key_id=key_id, key_held_nusd=amount_nusd if book_keyed else 0)
+    if book_keyed is not None:
+        if book_keyed(res):
+            return res
+    elif _book(engine, res, {**_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
         return res
     # Refused (or no such tenant): read the numbers for the error, outside the hot path.
     with engine.connect() as conn:
@@ -264,6 +286,9 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
             if row is not None:
                 conn.execute(SETTLING, {**params, "p_tenant": row.tenant_id,
                                         "p_held": row.amount_nusd})
+                if row.key_id is not None:
+                    conn.execute(KEY_SETTLING, {**params, "p_key": row.key_id,
+                                                "p_key_held": row.key_held_nusd})
     if row is None:
         return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
                             applied=False)
@@ -299,63 +324,6 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
 
 
 RESERVATION_ID_LEN = 36  # budget_reservations.id is String(36)
-REPLICA_TAG_LEN = 8
-
-
-def replica_tag(replica_id: str) -> str:
-    """The prefix of the reservation ids a replica books: 8 hex digits of its name, then
-    ``-`` (a plain id is 32 hex digits, so it never has one)."""
-    return hashlib.sha256(replica_id.encode()).hexdigest()[:REPLICA_TAG_LEN] + "-"
-
-
-def expire_reservations(engine: Engine, older_than_s: int, now: datetime,
-                        limit: int = 500) -> int:
-    """Release reservations left open since before `older_than_s` (abandoned: the process
-    that booked them died before settling), charging what they provably owe (``_reclaim``).
-    Safe to run on every replica at once."""
-    n = _reclaim(engine, reservations.c.created_at_s < older_than_s, now, limit)
-    if n:
-        log.warning("released %d budget reservations older than the reservation TTL", n)
-    return n
-
-
-def reclaim_replica(engine: Engine, tag: str, started_s: int, now: datetime,
-                    limit: int = 5000) -> int:
-    """Release the reservations a replica's earlier run left open: ids starting with its
-    ``tag`` booked before this run started at ``started_s`` (a replica's name is unique among
-    the live ones, so their process is gone), charging what they provably owe."""
-    n = _reclaim(engine, and_(reservations.c.id.startswith(tag, autoescape=True),
-                              reservations.c.created_at_s < started_s), now, limit)
-    if n:
-        log.warning("released %d budget reservations this replica's previous run left open", n)
-    return n
-
-
-def _reclaim(engine: Engine, where: ColumnElement[bool], now: datetime, limit: int) -> int:
-    """Settle the open reservations matching ``where`` at what is provably owed: the cost in
-    the request's log row when it was written (the request finished, its settlement was
-    lost), spread over its reservations in booking order; nothing otherwise (nothing shows
-    that the upstream was ever called: the operator, not the tenant, carries that risk)."""
-    with engine.connect() as conn:
-        rows = conn.execute(
-            select(reservations.c.id, reservations.c.amount_nusd, reservations.c.request_id,
-                   request_logs.c.cost_usd)
-            .select_from(reservations.outerjoin(
-                request_logs, request_logs.c.id == reservations.c.request_id))
-            .where(where)
-            .order_by(reservations.c.created_at_s, reservations.c.id).limit(limit)
-        ).all()
-    owed: dict[str, int] = {}
-    done = 0
-    for rid, amount, request_id, cost in rows:
-        key = request_id or rid
-        if key not in owed:
-            owed[key] = max(0, round((cost or 0.0) * 1e9))
-        charge = min(amount, owed[key])
-        owed[key] -= charge
-        if settle(engine, rid, amount, charge, now).applied:
-            done += 1
-    return done
 
 
 def set_budget(engine: Engine, tenant_id: str, budget_nusd: int | None, period: str | None,

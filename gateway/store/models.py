@@ -43,6 +43,8 @@ class TenantRow(Base):
     # acts (gateway/store/ledger.py); non-zero refuses a budgeted tenant's reservations.
     overrun_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
     policy: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
+    # the key this tenant was made for (a LiteLLM key generated without a team_id)
+    own_key_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
 
 
 class ApiKeyRow(Base):
@@ -57,6 +59,17 @@ class ApiKeyRow(Base):
     name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # LiteLLM's key fields (gateway/store/key_admin.py). The key's own budget ledger, booked
+    # with its tenant's (gateway/store/key_ledger.py); NULL budget = the tenant's alone.
+    budget_nusd: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    spent_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    reserved_nusd: Mapped[int] = mapped_column(BigInteger, default=0)
+    budget_duration: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    budget_reset_at_s: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    models: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    key_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    user_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class ReservationRow(Base):
@@ -69,6 +82,8 @@ class ReservationRow(Base):
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     amount_nusd: Mapped[int] = mapped_column(BigInteger)
     created_at_s: Mapped[int] = mapped_column(BigInteger, index=True)
+    key_id: Mapped[str | None] = mapped_column(String(40), nullable=True)  # its spend's key
+    key_held_nusd: Mapped[int] = mapped_column(BigInteger, default=0)  # of the key's budget
 
 
 class OutageChargeRow(Base):

@@ -24,6 +24,11 @@ class Tenant:
     period: str
     policy: TenantPolicy = EMPTY
     key_id: str | None = None
+    # the calling key's own limits (LiteLLM's key fields, gateway/store/key_admin.py)
+    key_models: tuple[str, ...] | None = None  # None: every model the tenant may call
+    key_expires_at: datetime | None = None
+    key_budgeted: bool = False  # a key budget or reset period: its ledger takes part
+    key_budget_duration: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,8 @@ class Reservation:
     request_id: str | None
     amount_nusd: int
     created_at_s: int
+    key_id: str | None = None  # the key whose spend it settles into (key_ledger.py)
+    key_held_nusd: int = 0  # what it holds of that key's own budget
 
     @property
     def amount_usd(self) -> float:

@@ -34,6 +34,7 @@ import gateway.store.keys as keylib
 import gateway.store.ledger as ledgerlib
 import gateway.store.migrate as migratelib
 import gateway.store.prompt_keys as prompt_keys  # noqa: PLR0402 - not through __init__
+import gateway.store.reclaim as reclaimlib
 import gateway.store.sessions as sessionlib
 import gateway.store.tenants as admin
 from gateway.store.dberrors import is_unavailable
@@ -46,6 +47,8 @@ from gateway.store.engine import (
 )
 from gateway.store.errors import StoreUnavailable
 from gateway.store.key_cache import KeyCache
+from gateway.store.key_ledger import key_booking
+from gateway.store.key_store import KeyStore
 from gateway.store.logwriter import LogWriter
 from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
@@ -86,10 +89,13 @@ class Store:
         self.keys = KeyCache(engine, self._run, ttl_s=auth_ttl_s, stale_s=auth_stale_s,
                              size=auth_cache_size)
         self.prompt_secret: bytes | None = None  # gateway.store.prompt_keys, once ready
+        # LiteLLM's key API (gateway/store/key_admin.py)
+        self.key_admin = KeyStore(engine, self._run, self._revoking, self._require_secret,
+                                  clock)
         self._reservation_ttl_s = reservation_ttl_s
         # a named replica tags its reservations and, on start, releases those its previous
         # run left open (gateway/store/ledger.py, reclaim_replica)
-        self._replica_tag = ledgerlib.replica_tag(replica_id) if replica_id else ""
+        self._replica_tag = reclaimlib.replica_tag(replica_id) if replica_id else ""
         self._started_s = int(clock().timestamp())
         self._maintenance_interval_s = maintenance_interval_s
         self._pending_settles: dict[str, tuple[Reservation, int]] = {}
@@ -163,7 +169,7 @@ class Store:
                 migratelib.upgrade_engine(self.engine)
             secret = keylib.load_or_create_secret(self.engine)
             if self._replica_tag:
-                ledgerlib.reclaim_replica(self.engine, self._replica_tag, self._started_s,
+                reclaimlib.reclaim_replica(self.engine, self._replica_tag, self._started_s,
                                           self._clock())
             return secret
 
@@ -269,8 +275,11 @@ class Store:
         instead of staying held until it expires."""
         tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
         self._require_secret()
+        now = self._clock()
+        key_id = tenant.key_id if isinstance(tenant, Tenant) else None
         task = self._spawn(self._run(ledgerlib.reserve, self.engine, tenant_id, usd_to_nusd(usd),
-                                     request_id, self._clock(), self._replica_tag))
+                                     request_id, now, self._replica_tag, key_id,
+                                     key_booking(self.engine, tenant, now)))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -322,7 +331,7 @@ class Store:
         """Release reservations older than `reservation_ttl_s` (dead requests), charging
         what they provably owe (gateway/store/ledger.py)."""
         cutoff = int(self._clock().timestamp() - self._reservation_ttl_s)
-        return await self._run(ledgerlib.expire_reservations, self.engine, cutoff, self._clock())
+        return await self._run(reclaimlib.expire_reservations, self.engine, cutoff, self._clock())
 
     # -- admin --------------------------------------------------------------------------------
     async def create_tenant(self, name: str, *, budget_usd: float | None = None,

@@ -206,7 +206,10 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
         epoch = auth_epoch.read(conn)
         row = conn.execute(
             select(api_keys.c.id, api_keys.c.key_hash, tenants.c.id.label("tenant_id"),
-                   tenants.c.name, tenants.c.budget_nusd, tenants.c.period, tenants.c.policy)
+                   tenants.c.name, tenants.c.budget_nusd, tenants.c.period, tenants.c.policy,
+                   api_keys.c.models, api_keys.c.expires_at,
+                   api_keys.c.budget_nusd.label("key_budget_nusd"),
+                   api_keys.c.budget_duration)
             .join(tenants, tenants.c.id == api_keys.c.tenant_id)
             .where(api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None),
                    tenants.c.disabled_at.is_(None))
@@ -217,4 +220,8 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
     return epoch, Tenant(
         id=row.tenant_id, name=row.name, budget_usd=nusd_to_usd(row.budget_nusd),
         period=row.period, key_id=row.id,
-        policy=TenantPolicy.from_stored(row.policy, f"tenant {row.tenant_id}"))
+        policy=TenantPolicy.from_stored(row.policy, f"tenant {row.tenant_id}"),
+        key_models=None if row.models is None else tuple(str(m) for m in row.models),
+        key_expires_at=row.expires_at,
+        key_budgeted=row.key_budget_nusd is not None or row.budget_duration is not None,
+        key_budget_duration=row.budget_duration)
