@@ -3,7 +3,8 @@
 Layout of ``DIR``:
     router.json   version, created_at, config, experts (name, cost_usd, kind), calibration,
                   head activation, training metrics, training-data hash, probe-set info
-    arrays.npz    head.{i}.weight / head.{i}.bias, descriptors (m, d)
+    arrays.npz    head.{i}.weight / head.{i}.bias, descriptors (m, d), and with an encoder
+                  cascade (router_core/cascade.py) its static head, cascade.head.{i}.*
     probes.json   the probe prompts (ids and text) the descriptors were computed on
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.router import Calibration, Cascade, Expert, Head, Router
 
 FORMAT = 1
 DEFAULT_ROUTER_DIR = Path(__file__).parent / "default_router"
@@ -50,6 +51,10 @@ def save_router(
         if router.experts
         else np.zeros((0, router.head.out_dim), dtype=np.float32)
     )
+    if router.cascade is not None:
+        for i, (w, b) in enumerate(router.cascade.head.layers):
+            arrays[f"cascade.head.{i}.weight"] = np.asarray(w, dtype=np.float32)
+            arrays[f"cascade.head.{i}.bias"] = np.asarray(b, dtype=np.float32)
     np.savez(tmp / "arrays.npz", **arrays)
     old = load_meta(path) if (path / "router.json").exists() else {}
     meta = {
@@ -72,6 +77,7 @@ def save_router(
         },
         "metrics": dict(metrics if metrics is not None else old.get("metrics", {})),
         "data_hash": data_hash if data_hash is not None else old.get("data_hash"),
+        **({"cascade": router.cascade.settings()} if router.cascade is not None else {}),
         **dict(extra or {}),
     }
     (tmp / "router.json").write_text(json.dumps(meta, indent=2, default=float))
@@ -112,13 +118,7 @@ def load_router(path: str | Path | None = None) -> Router:
         raise ValueError(f"{path}: unsupported artifact format {meta.get('format')}")
     with np.load(path / "arrays.npz") as z:
         arrays = {k: z[k] for k in z.files}
-    n_layers = meta["head"]["n_layers"]
-    head = Head(
-        layers=tuple(
-            (arrays[f"head.{i}.weight"], arrays[f"head.{i}.bias"]) for i in range(n_layers)
-        ),
-        activation=meta["head"]["activation"],
-    )
+    head = _head(arrays, "head", meta["head"])
     experts = tuple(
         Expert(name=e["name"], descriptor=arrays["descriptors"][i], cost_usd=e["cost_usd"],
                kind=e.get("kind", "probe-outcome"))
@@ -133,4 +133,20 @@ def load_router(path: str | Path | None = None) -> Router:
         k=meta.get("k", 4),
         delta=meta.get("delta", 0.02),
         config=meta.get("config", {}),
+        cascade=_cascade(arrays, meta.get("cascade")),
     )
+
+
+def _head(arrays: Mapping[str, np.ndarray], prefix: str, spec: Mapping[str, Any]) -> Head:
+    layers = tuple((arrays[f"{prefix}.{i}.weight"], arrays[f"{prefix}.{i}.bias"])
+                   for i in range(int(spec["n_layers"])))
+    return Head(layers=layers, activation=spec["activation"])
+
+
+def _cascade(arrays: Mapping[str, np.ndarray], spec: Mapping[str, Any] | None
+             ) -> Cascade | None:
+    if not spec:
+        return None
+    return Cascade(head=_head(arrays, "cascade.head", spec["head"]),
+                   threshold=float(spec["threshold"]), encoder=dict(spec["encoder"]),
+                   fit=dict(spec.get("fit") or {}))

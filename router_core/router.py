@@ -9,12 +9,15 @@ library (FAISS, ~25 MB of every serving worker) buys nothing at this size.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from router_core.decision import Decision, NoEligibleModel, decide
+from router_core.margin import rule_margins
 
 
 def _activation(name: str, x: np.ndarray) -> np.ndarray:
@@ -83,6 +86,50 @@ class Expert:
     kind: str = "probe-outcome"  # descriptor kind: probe-outcome | perplexity | logit
 
 
+class DecisionCounts:
+    """How many decisions each encoder made (thread-safe): the share that ran MiniLM."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}
+
+    def record(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] = self._counts.get(kind, 0) + 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+@dataclass(frozen=True)
+class Cascade:
+    """The static encoder's head into the router's q space and its threshold.
+
+    ``counts`` (``DecisionCounts``): decisions by the encoder that made them, for whoever
+    reports the share that ran MiniLM (``counts.snapshot()``)."""
+
+    head: Head
+    threshold: float
+    encoder: Mapping[str, Any]  # the static encoder's settings (router_core.encoders)
+    fit: Mapping[str, Any] = field(default_factory=dict)  # how the threshold was chosen
+    counts: DecisionCounts = field(default_factory=DecisionCounts, compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        return str(self.encoder.get("kind", "minilm-static"))
+
+    def confident(self, margin: float) -> bool:
+        """Does the static decision stand? (margin ≥ t; a single candidate always does)."""
+        return bool(margin >= self.threshold)
+
+    def settings(self) -> dict:
+        """What router.json records (the head's arrays go to arrays.npz)."""
+        return {"threshold": float(self.threshold), "encoder": dict(self.encoder),
+                "head": {"activation": self.head.activation, "n_layers": len(self.head.layers)},
+                "fit": dict(self.fit)}
+
+
 @dataclass(frozen=True)
 class Router:
     """Routes a query embedding Φ(x) to an expert.
@@ -102,6 +149,8 @@ class Router:
     k: int = 4
     delta: float = 0.02
     config: Mapping = field(default_factory=dict)
+    # the static encoder's head into this router's q space, and when its decision stands
+    cascade: Cascade | None = field(default=None, compare=False)
     _index: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -126,8 +175,15 @@ class Router:
         return tuple(e.name for e in self.experts)
 
     def project(self, phi: np.ndarray) -> np.ndarray:
-        """Φ(x) (n, 384) → q (n, d) unit vectors."""
-        return self.head(np.atleast_2d(phi))
+        """Φ(x) (n, 384) → q (n, d) unit vectors. With a cascade, Φ of its static encoder
+        (told apart by its width) goes through the cascade's head into the same q space, so
+        descriptors, calibration and beliefs serve both encoders."""
+        x = np.atleast_2d(phi)
+        cascade = self.cascade
+        if (cascade is not None and x.shape[-1] != self.head.in_dim
+                and x.shape[-1] == cascade.head.in_dim):
+            return cascade.head(x)
+        return self.head(x)
 
     def normalised_costs(self, costs_usd: Mapping[str, float] | None = None) -> np.ndarray:
         """c̃ = c / max(c). With ``costs_usd`` the maximum is over the experts it prices (the
@@ -215,12 +271,14 @@ class Router:
         k: int | None = None,
         allowed: Collection[str] | None = None,
         costs_usd: Mapping[str, float] | None = None,
-    ) -> np.ndarray:
+        margins: bool = False,
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Vectorised ``route``: the chosen expert index for every (λ, query).
 
         Same candidates, similarities, calibration and rule as ``route`` (tested to give
         identical decisions), for evaluation sweeps. Q is (n, d) query vectors (``project``
-        output); returns an int array (len(lams), n) indexing ``self.experts``.
+        output); returns an int array (len(lams), n) indexing ``self.experts``, and with
+        ``margins`` also each decision's margin (router_core.margin), float (len(lams), n).
         """
         names = self.model_names
         cost_norm = self.normalised_costs(costs_usd)
@@ -241,6 +299,7 @@ class Router:
         cost = cost_norm[idx]  # (n, k)
         dl = self.delta if delta is None else delta
         out = np.empty((len(lams), len(idx)), dtype=np.int64)
+        gap = np.empty((len(lams), len(idx)), dtype=np.float64)
         for li, lam in enumerate(lams):
             score = quality - lam * cost
             best = score.max(axis=1, keepdims=True)
@@ -249,7 +308,9 @@ class Router:
             cheapest = in_set & (c_in == c_in.min(axis=1, keepdims=True))
             pick = np.argmax(np.where(cheapest, score, -np.inf), axis=1)
             out[li] = idx[np.arange(len(idx)), pick]
-        return out
+            if margins:
+                gap[li] = rule_margins(score, cost, pick, dl)
+        return (out, gap) if margins else out
 
     def with_expert(
         self,

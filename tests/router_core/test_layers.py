@@ -10,10 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RANK = {
     # leaves: nothing of router_core below them
-    "decision": 0, "sqlite_cache": 0, "litellm_env": 0, "hub_reach": 0, "identity": 0,
+    "decision": 0, "margin": 0, "sqlite_cache": 0, "litellm_env": 0, "hub_reach": 0,
+    "identity": 0,
     "losses": 0, "baselines": 0,
     "router": 1,
-    "artifact": 2, "calibration": 2, "lambda_choice": 2, "data": 2,
+    "artifact": 2, "calibration": 2, "lambda_choice": 2, "data": 2, "cascade": 2,
     "descriptors": 3, "cold_start": 3,
     "fingerprints": 4,
     "encoders": 5,

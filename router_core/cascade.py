@@ -1,0 +1,93 @@
+"""A two-encoder cascade: the static encoder decides when its decision is safe, MiniLM the rest.
+
+Why: the static encoder (a token table, ~0.4 ms) routes most prompts as MiniLM (~4.7 ms)
+does; MiniLM is worth its cost only where it would change the decision.
+
+- Shared q space. The static encoder gets its own head h_s, fitted on the training prompts to
+  reproduce the router's q = g_θ(Φ_MiniLM(x)):  min_h Σ_i ‖h(Φ_s(x_i)) − q_i‖² (ridge, below);
+  q_s = h_s(Φ_s)/‖h_s(Φ_s)‖. Descriptors, calibration and every belief built on q serve
+  both encoders, so the cascade changes which q a decision reads, nothing downstream.
+- The rule. Decide on q_s; the decision stands when its margin (router_core.margin) is at
+  least the threshold t, else Φ_MiniLM is computed and decides.
+- The threshold is chosen on held-out training prompts (the validation rows, never test):
+  the smallest t at which the cascade routes as MiniLM alone on at least ``agreement`` of
+  the prompts at every λ of the evaluation grid. It reads no outcome, so it can be set on the
+  prompts of any routing table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from router_core.router import Cascade, Head, Router
+
+STATIC_KIND = "minilm-static"
+DEFAULT_AGREEMENT = 0.98  # share of (prompt, λ) decisions the cascade must share with MiniLM
+RIDGE = 1e-2  # the static head's ridge penalty, relative to the mean feature variance
+
+
+def fit_static_head(X_static: np.ndarray, Q: np.ndarray, ridge: float = RIDGE) -> Head:
+    """h_s: the ridge regression of the router's q on static Φ (one linear layer; the
+    head normalises its output)."""
+    X = np.asarray(X_static, dtype=np.float64)
+    Y = np.asarray(Q, dtype=np.float64)
+    mx, my = X.mean(axis=0), Y.mean(axis=0)
+    Xc, Yc = X - mx, Y - my
+    lam = ridge * float(np.mean(np.sum(Xc * Xc, axis=0)))
+    W = np.linalg.solve(Xc.T @ Xc + lam * np.eye(X.shape[1]), Xc.T @ Yc)  # (in, out)
+    b = my - mx @ W
+    return Head(layers=((W.T.astype(np.float32), b.astype(np.float32)),), activation="relu")
+
+
+def cascade_choices(router: Router, X_full: np.ndarray, X_static: np.ndarray,
+                    lams: np.ndarray, threshold: float, **rule: Any
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(L, n) expert indexes the cascade chooses over the λ grid, and the (L, n) mask of the
+    decisions MiniLM made (static margin below ``threshold``)."""
+    static, margin = router.route_batch(router.project(X_static), lams, margins=True, **rule)
+    full = router.route_batch(router.project(X_full), lams, **rule)
+    ran_full = margin < threshold
+    return np.where(ran_full, full, static), ran_full
+
+
+def choose_threshold(margin: np.ndarray, same: np.ndarray,
+                     agreement: float = DEFAULT_AGREEMENT) -> float:
+    """The smallest t whose cascade matches MiniLM's decision on ≥ ``agreement`` of the
+    pairs: static margins (any shape) and whether static's decision equals MiniLM's. A
+    larger t sends more pairs to MiniLM, so agreement only grows with t."""
+    m = np.asarray(margin, dtype=np.float64).ravel()
+    wrong = ~np.asarray(same, dtype=bool).ravel()
+    order = np.argsort(m, kind="stable")
+    m, wrong = m[order], wrong[order]
+    kept = np.concatenate([np.cumsum(wrong[::-1])[::-1], [0]])  # kept[i]: wrong in m[i:]
+    values = np.unique(m[np.isfinite(m)])  # candidate thresholds, ascending
+    if len(values) == 0:
+        return 0.0
+    kept_at = kept[np.searchsorted(m, values, side="left")]  # non-increasing in t
+    fits = np.flatnonzero(kept_at <= (1.0 - agreement) * len(m))
+    return float(values[fits[0]]) if len(fits) else float(np.nextafter(values[-1], np.inf))
+
+
+def fit_cascade(router: Router, X_full_train: np.ndarray, X_static_train: np.ndarray,
+                X_full_val: np.ndarray, X_static_val: np.ndarray, lams: np.ndarray,
+                static_settings: Mapping[str, Any], agreement: float = DEFAULT_AGREEMENT,
+                ) -> Router:
+    """``router`` with a cascade: the static head fitted on the training prompts, the
+    threshold on the validation prompts (see the module docstring)."""
+    head = fit_static_head(X_static_train, router.project(X_full_train))
+    with_head = replace(router, cascade=Cascade(head, 0.0, static_settings))
+    static, margin = with_head.route_batch(with_head.project(X_static_val), lams, margins=True)
+    full = with_head.route_batch(with_head.project(X_full_val), lams)
+    same = static == full
+    # at every λ of the grid, not pooled: the easy λs (all cheapest) must not buy the hard
+    t = max(choose_threshold(margin[i], same[i], agreement) for i in range(len(lams)))
+    share = float(np.mean(margin < t))
+    cascade = Cascade(head, t, dict(static_settings), fit={
+        "agreement_target": agreement, "val_prompts": len(X_full_val),
+        "val_static_agreement": float(np.mean(same)), "val_minilm_share": share,
+        "n_lams": len(lams)})
+    return replace(router, cascade=cascade)
