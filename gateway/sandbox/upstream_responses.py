@@ -129,12 +129,13 @@ def _stream_response(h: _Handler, response: dict, item: dict, words: list[str]) 
 
 
 def answer_completions(h: _Handler, raw: bytes) -> None:
-    """POST /v1/completions: OpenAI's legacy text completion, usage in words."""
+    """POST /v1/completions: OpenAI's legacy text completion (or its stream), usage in words."""
     req = h._request(raw)
     if req is None:
         return
     body, b = req
-    if h._fail(h.up._take_mode(b.name), b, False):
+    stream = bool(body.get("stream"))
+    if h._fail(h.up._take_mode(b.name), b, stream):
         return
     prompts = body.get("prompt")
     if isinstance(prompts, str) or (isinstance(prompts, list) and prompts
@@ -153,9 +154,43 @@ def answer_completions(h: _Handler, raw: bytes) -> None:
                 "finish_reason": "length" if isinstance(cap, int) and cap <= len(words)
                 else "stop"} for i in range(n * len(prompts or [""]))]
     completion = count(text) * len(choices)
-    send_json(h, 200, {
-        "id": "cmpl-fake-" + uuid.uuid4().hex[:16], "object": "text_completion",
-        "created": int(time.time()), "model": b.name, "choices": choices,
-        "usage": {"prompt_tokens": max(used, 1), "completion_tokens": completion,
-                  "total_tokens": max(used, 1) + completion},
-    })
+    answer = {"id": "cmpl-fake-" + uuid.uuid4().hex[:16], "object": "text_completion",
+              "created": int(time.time()), "model": b.name, "choices": choices,
+              "usage": {"prompt_tokens": max(used, 1), "completion_tokens": completion,
+                        "total_tokens": max(used, 1) + completion}}
+    if stream:
+        _stream_completion(h, answer, body)
+    else:
+        send_json(h, 200, answer)
+
+
+def _stream_completion(h: _Handler, answer: dict, body: dict) -> None:
+    """A text completion as OpenAI streams it: per choice a chunk per word, then a chunk with
+    its finish_reason; with ``stream_options.include_usage`` a last chunk with no choices and
+    the usage; then ``data: [DONE]``."""
+    open_event_stream(h)
+    delay = h.up.backends[answer["model"]].chunk_delay_s
+
+    def chunk(choices: list[dict], usage: dict | None = None) -> None:
+        obj = {k: answer[k] for k in ("id", "object", "created", "model")}
+        obj["choices"] = choices
+        if usage is not None:
+            obj["usage"] = usage
+        h.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        h.wfile.flush()
+
+    try:
+        for c in answer["choices"]:
+            for i, w in enumerate(c["text"].split()):
+                if i and delay and h._wait_watching(delay):
+                    return
+                chunk([{"text": w if i == 0 else " " + w, "index": c["index"],
+                        "logprobs": None, "finish_reason": None}])
+            chunk([{"text": "", "index": c["index"], "logprobs": None,
+                    "finish_reason": c["finish_reason"]}])
+        if (body.get("stream_options") or {}).get("include_usage"):
+            chunk([], usage=answer["usage"])
+        h.wfile.write(b"data: [DONE]\n\n")
+        h.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        return

@@ -276,12 +276,8 @@ def _check_params(params: dict[str, Any]) -> None:
         raise invalid("'modalities' must be an array of strings", param="modalities")
 
 
-def parse_chat_request(body: Any) -> ChatRequest:
-    """Validate ``body``; raises a 400 GatewayError naming the offending field."""
-    body = _json_object(body)
-    model = _model(body)
-    messages = _messages(body.get("messages"))
-    _only(body, PASSTHROUGH_PARAMS | GATEWAY_KEYS | LITELLM_KEYS)
+def _stream_flags(body: dict) -> tuple[bool, bool]:
+    """(``stream``, ``stream_options.include_usage``) of a body that may stream (400 if bad)."""
     stream = body.get("stream", False)
     if stream is None:
         stream = False
@@ -293,6 +289,16 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if so and not stream:
         raise invalid("'stream_options' is only allowed when 'stream' is true",
                       param="stream_options")
+    return stream, bool((so or {}).get("include_usage"))
+
+
+def parse_chat_request(body: Any) -> ChatRequest:
+    """Validate ``body``; raises a 400 GatewayError naming the offending field."""
+    body = _json_object(body)
+    model = _model(body)
+    messages = _messages(body.get("messages"))
+    _only(body, PASSTHROUGH_PARAMS | GATEWAY_KEYS | LITELLM_KEYS)
+    stream, include_usage = _stream_flags(body)
     params = {k: v for k, v in body.items() if k in PASSTHROUGH_PARAMS and v is not None}
     _check_drop_params(body)
     if body.get("drop_params") is not None:
@@ -304,7 +310,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         model=model,
         messages=messages,
         stream=stream,
-        include_usage=bool((so or {}).get("include_usage")),
+        include_usage=include_usage,
         params=params,
         max_tokens=max_tokens,
         options=_options(body.get("tollgate")),

@@ -8,7 +8,9 @@ number of prompts × the output cap (``max_tokens``, else the backend's max_outp
 always sent); settled at the reported usage before the response; fallbacks, circuit breakers,
 rate limits and the log row are chat's. A route name is a 400 (routes choose among chat
 backends for chat and Responses requests); the backend must be of litellm's ``completion`` or
-``chat`` mode. Not streamed: ``stream: true`` is a 400.
+``chat`` mode. ``stream: true`` streams it as OpenAI does (gateway/serving/completions_stream.py:
+chat's stream relay, settled from the usage chunk before ``data: [DONE]``; a timed-out attempt
+costs what a streamed chat attempt costs, its prompt's input).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from gateway.serving.chat_request import (
     _model,
     _only,
     _options,
+    _stream_flags,
 )
+from gateway.serving.completions_stream import UPSTREAM_STREAM_OPTIONS, TextCompletionStream
 from gateway.serving.endpoint import planned, serve
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import (
@@ -82,9 +86,7 @@ def parse_completions_request(body: Any) -> CompletionsRequest:
     body = _json_object(body)
     _only(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS)
     model = _model(body)
-    if body.get("stream"):
-        raise invalid("streamed text completions are not served; use stream: false or "
-                      "/v1/chat/completions", param="stream", code="unsupported_parameter")
+    stream, include_usage = _stream_flags(body)
     texts = _prompts(body.get("prompt"))
     params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
     _check_params({k: v for k, v in params.items() if k not in ("logprobs", "best_of")})
@@ -97,7 +99,8 @@ def parse_completions_request(body: Any) -> CompletionsRequest:
     n_out = max(int(params.get("n") or 1), int(params.get("best_of") or 1)) * len(texts)
     view = {k: v for k, v in params.items() if k not in ("n", "best_of", "max_tokens")}
     chat = ChatRequest(model=model, messages=[{"role": "user", "content": t} for t in texts],
-                       stream=False, include_usage=False, params={**view, "n": n_out},
+                       stream=stream, include_usage=include_usage,
+                       params={**view, "n": n_out},
                        max_tokens=params.get("max_tokens"),
                        options=_options(body.get("tollgate")),
                        fallbacks=_fallbacks(body.get("fallbacks")))
@@ -134,9 +137,13 @@ class CompletionAttempts(ForwardedAttempts):
 
     async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
         call = {**self.req.params, "prompt": self.req.prompt, "max_tokens": cap}
+        if self.req.chat.stream:
+            call.update(stream=True, stream_options=UPSTREAM_STREAM_OPTIONS)
         return await text_completion(b, call, billed=billed, answered=self._answered)
 
     async def _answer(self, b: Backend, resp: Any) -> Response:
+        if self.req.chat.stream:  # chat's relay (gateway/serving/attempts.py) sends it
+            return self._stream(b, TextCompletionStream(resp, self.out))
         body = resp.model_dump(exclude_none=True)
         body["model"] = b.model_name
         choices = body.get("choices") or [{}]
