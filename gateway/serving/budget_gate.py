@@ -137,6 +137,18 @@ class BudgetGate:
         line.exposure += usd
         line.in_flight += int(first)
 
+    def withdraw(self, tenant_id: str, usd: float, *, last: bool) -> None:
+        """Undo ``expose`` for a request not admitted after all (``last``: it no longer
+        holds any exposure, so it leaves the in-flight count)."""
+        line = self._lines.get(tenant_id)
+        if line is None:
+            return
+        line.exposure = max(0.0, line.exposure - usd)
+        line.in_flight = max(0, line.in_flight - int(last))
+        if line.in_flight == 0:
+            line.exposure = 0.0
+        self._forget(tenant_id, line)
+
     def release(self, tenant_id: str, usd: float) -> None:
         line = self._lines.get(tenant_id)
         if line is None:

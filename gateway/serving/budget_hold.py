@@ -103,10 +103,15 @@ class BudgetHold:
                 if turn is not None and not turn.done() and not await self._wait_turn(turn):
                     return False
                 if gate.exposure_fits(tid, extra, limit):
-                    got = await self._reserve(usd)
+                    claim = self._expose(extra)  # before the await: concurrent checks see it
+                    try:
+                        got = await self._reserve(usd)
+                    except BaseException:
+                        self._withdraw(claim)
+                        raise
                     if got is not False:
-                        self._expose(extra)
                         return True
+                    self._withdraw(claim)
                     if self.refusal is None or not self._may_wait(self.refusal, usd):
                         return False
                 elif self.refusal is None:  # a refusal to report: the exposure bound
@@ -166,12 +171,24 @@ class BudgetHold:
         self.held = usd
         return True
 
-    def _expose(self, extra: float) -> None:
+    def _expose(self, extra: float) -> tuple[float, bool]:
+        """Claim ``extra`` exposure in the tenant's line; the claim, to withdraw on refusal."""
         if extra <= 0:
-            return
-        self._gate.expose(self._tenant.id, extra, first=not self._exposed)
+            return 0.0, False
+        first = not self._exposed
+        self._gate.expose(self._tenant.id, extra, first=first)
         self._exposed = True
         self.exposure_usd += extra
+        return extra, first
+
+    def _withdraw(self, claim: tuple[float, bool]) -> None:
+        """Undo a claim whose reservation was refused (or failed)."""
+        extra, first = claim
+        if extra <= 0:
+            return
+        self._gate.withdraw(self._tenant.id, extra, last=first)
+        self.exposure_usd -= extra
+        self._exposed = not first
 
     @property
     def retryable(self) -> bool:

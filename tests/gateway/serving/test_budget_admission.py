@@ -238,3 +238,50 @@ async def test_waiters_are_admitted_first_in_first_out() -> None:
     ledger.others = 0.0  # the other replica's requests settled
     await asyncio.gather(*tasks)
     assert order == [0, 1, 2, 3, 4]
+
+
+class _SlowLedger(_Ledger):
+    """A ledger whose reservation takes a while, as a loaded database does."""
+
+    async def reserve(self, tenant: Tenant, usd: float, rid: str | None) -> Reservation:
+        await asyncio.sleep(0.05)
+        return await super().reserve(tenant, usd, rid)
+
+
+@pytest.mark.anyio
+async def test_exposure_is_claimed_before_the_reservation_is_awaited() -> None:
+    """Five concurrent requests, each exposing 0.4 on a 0.5 exposure bound: one at a time
+    is in flight, even while the ledger is slow to answer (before: all five passed the
+    check during the first one's reservation, as a CI run's slow SQLite showed)."""
+    ctx = _ctx(_SlowLedger(1.0, others=0.0), wait_s=10.0)
+    ctx.settings.budget_overrun_exposure = 0.5
+    in_flight, most = 0, 0
+
+    async def one(i: int) -> None:
+        nonlocal in_flight, most
+        hold = BudgetHold(ctx, TENANT, f"tg-{i}")
+        assert await hold.ensure(0.01, exposure_usd=0.4)
+        in_flight += 1
+        most = max(most, in_flight)
+        await asyncio.sleep(0.02)
+        in_flight -= 1
+        await hold.settle(0.01)
+
+    await asyncio.gather(*(one(i) for i in range(5)))
+    assert most == 1
+    assert ctx.budget_gate.queued(TENANT.id) == 0 and not ctx.budget_gate._lines
+
+
+@pytest.mark.anyio
+async def test_a_refused_reservation_gives_its_exposure_back() -> None:
+    ledger = _Ledger(1.0, others=0.0)
+    ctx = _ctx(ledger, wait_s=0.0)
+    ctx.settings.budget_overrun_exposure = 0.5
+    refused = BudgetHold(ctx, TENANT, "tg-big")
+    assert not await refused.ensure(2.0, exposure_usd=0.4)  # past the budget: refused
+    assert refused.exposure_usd == 0.0 and not ctx.budget_gate._lines
+    admitted = BudgetHold(ctx, TENANT, "tg-small")
+    assert await admitted.ensure(0.1, exposure_usd=0.4)
+    assert ctx.budget_gate._lines[TENANT.id].in_flight == 1
+    await admitted.settle(0.1)
+    assert not ctx.budget_gate._lines
