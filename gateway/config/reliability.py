@@ -20,6 +20,9 @@ class CircuitSettings(BaseModel):
     failure_threshold: int = Field(default=5, ge=1)
     cooldown_s: float = Field(default=30.0, gt=0)
     half_open_probes: int = Field(default=1, ge=1)
+    # tenants whose failures it takes to open a circuit (gateway/reliability/circuit.py, C1);
+    # 1: any tenant's failures alone may (a deployment with a single tenant)
+    min_tenants: int = Field(default=2, ge=1)
 
 
 class OutageSettings(BaseModel):

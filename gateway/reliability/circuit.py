@@ -10,16 +10,36 @@ A failure is what makes another backend worth trying (connection error, timeout,
 an unparseable answer, a stream broken mid-way); a 400 about the request itself means the
 backend answered and counts as a success. Breakers are per replica: each process learns a
 backend's health from its own traffic.
+
+No tenant can open a breaker for the others (issue 24). A failure is reported with who caused
+it: ``tenant=None`` when it is the backend's beyond doubt (it refused the connection, rejected
+our credentials: no request content can cause that), else the tenant whose request met it (a
+timeout, a 5xx, a reset: a request can provoke those by what it asks). The evidence against a
+backend while closed is
+
+    E = f_proven + Σ_t min(f_t, s),   s = ⌈failure_threshold / min_tenants⌉      (C1)
+
+over the failures since its last success (f_t: tenant t's), and the circuit opens when
+E ≥ failure_threshold and the failures are proven ones or come from at least ``min_tenants``
+tenants: one tenant's failures weigh at most s and never open it alone. While half-open, a proven failure reopens at
+once; a tenant's failing probe frees the probe slot and reopens only once ``min_tenants``
+tenants' probes failed. ``min_tenants: 1`` is the plain consecutive-failure breaker (a
+deployment with a single tenant). Failures a request causes by its own content (a 400, a
+context window, litellm's repeated-chunk stop) never reach ``failure``: the backend answered.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+# Who provoked a failed attempt (``UpstreamFailure.cause``, gateway/serving/upstream.py).
+REQUEST, BACKEND, AMBIGUOUS = "request", "backend", "ambiguous"
 
 
 class State(IntEnum):
@@ -31,7 +51,8 @@ class State(IntEnum):
 @dataclass
 class _Breaker:
     state: State = State.CLOSED
-    failures: int = 0  # consecutive, while closed
+    proven: int = 0  # the backend's own failures since the last success
+    by_tenant: dict[str, int] = field(default_factory=dict)  # others', per tenant (C1)
     opened_at: float = 0.0
     probes: int = 0  # probes in flight while half-open
 
@@ -41,8 +62,10 @@ class CircuitBreakers:
 
     def __init__(self, failure_threshold: int = 5, cooldown_s: float = 30.0,
                  half_open_probes: int = 1, registry: CollectorRegistry | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, min_tenants: int = 1) -> None:
         self.failure_threshold = failure_threshold
+        self.min_tenants = min_tenants
+        self.tenant_share = math.ceil(failure_threshold / min_tenants)  # s of (C1)
         self.cooldown_s = cooldown_s
         self.half_open_probes = half_open_probes
         self._clock = clock
@@ -98,21 +121,35 @@ class CircuitBreakers:
 
     def success(self, name: str) -> None:
         b = self._get(name)
-        b.failures = 0
+        b.proven, b.by_tenant = 0, {}
         b.probes = 0
         self._move(name, b, State.CLOSED)
 
-    def failure(self, name: str) -> None:
+    def evidence(self, name: str) -> int:
+        """E of (C1): the failures that count towards opening ``name``."""
         b = self._get(name)
+        return b.proven + sum(min(n, self.tenant_share) for n in b.by_tenant.values())
+
+    def failure(self, name: str, tenant: str | None = None) -> None:
+        """A failed attempt on ``name``: the backend's own (``tenant`` None) or one met by
+        ``tenant``'s request (module docstring)."""
+        b = self._get(name)
+        if tenant is None:
+            b.proven += 1
+        else:
+            b.by_tenant[tenant] = b.by_tenant.get(tenant, 0) + 1
         if b.state == State.HALF_OPEN:
-            self._open(name, b)
+            if tenant is None or len(b.by_tenant) >= self.min_tenants:
+                self._open(name, b)
+            elif b.probes > 0:
+                b.probes -= 1  # not enough to reopen: another request may probe
             return
-        b.failures += 1
-        if b.state == State.CLOSED and b.failures >= self.failure_threshold:
+        if (b.state == State.CLOSED and self.evidence(name) >= self.failure_threshold
+                and (b.proven > 0 or len(b.by_tenant) >= self.min_tenants)):
             self._open(name, b)
 
     def _open(self, name: str, b: _Breaker) -> None:
         b.opened_at = self._clock()
         b.probes = 0
-        b.failures = 0
+        b.proven, b.by_tenant = 0, {}
         self._move(name, b, State.OPEN)

@@ -3,7 +3,7 @@
     reliability:
       redis_url: redis://127.0.0.1:6379/0   # or TOLLGATE_REDIS_URL; none = per-replica limits
       rate_limits: {requests_per_minute: null, tokens_per_minute: null}  # tenant policy wins
-      circuit: {failure_threshold: 5, cooldown_s: 30, half_open_probes: 1}
+      circuit: {failure_threshold: 5, cooldown_s: 30, half_open_probes: 1, min_tenants: 2}
       outage: {budget: refuse, allowance_usd: 0.0}   # or budget: allow (see gateway.reliability.outage)
       spool_dir: ./tollgate-spool                     # or TOLLGATE_SPOOL_DIR
       max_body_bytes: 8388608                         # 413 above this
@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from gateway.config import ReliabilitySettings
 from gateway.errors import GatewayError
-from gateway.reliability.circuit import CircuitBreakers
+from gateway.reliability.circuit import BACKEND, REQUEST, CircuitBreakers
 from gateway.reliability.ratelimit import Limits, RateLimiter
 from gateway.store.records import Tenant
 
@@ -68,7 +68,8 @@ class Reliability:
             prefix=s.redis_prefix,
         )
         circuits = CircuitBreakers(s.circuit.failure_threshold, s.circuit.cooldown_s,
-                                   s.circuit.half_open_probes, registry=registry)
+                                   s.circuit.half_open_probes, registry=registry,
+                                   min_tenants=s.circuit.min_tenants)
         return cls(s, limiter, circuits)
 
     async def admit(self, tenant: Tenant) -> dict[str, str]:
@@ -79,18 +80,22 @@ class Reliability:
             raise rate_limited(v.limit or "requests", v.retry_after_header, v.headers())
         return v.headers()
 
-    def upstream_result(self, backend: str, failure: Any | None) -> None:
-        """Feed an attempt's outcome to the backend's circuit breaker.
+    def upstream_result(self, backend: str, failure: Any | None, tenant: str | None) -> None:
+        """Feed an attempt of ``tenant``'s to the backend's circuit breaker.
 
-        A failure that another backend could fix opens the circuit; a failure about this
-        request (400, context window too small) means the backend answered: a success; a
-        request that never reached it says nothing about it (a half-open probe is freed)."""
+        A failure about this request (its ``cause`` is the request: a 400, a context window
+        too small, a stream litellm stopped for repeating itself) means the backend answered:
+        a success; one that is the backend's beyond doubt counts in full; any other counts
+        as ``tenant``'s, which alone can never open the circuit (gateway/reliability/circuit.py,
+        C1). A request that never reached the backend says nothing (a half-open probe is
+        freed)."""
         if failure is not None and failure.kind == NOT_SENT:
             self.circuits.release(backend)
-        elif failure is not None and failure.retryable and failure.kind not in REQUEST_FAULTS:
-            self.circuits.failure(backend)
-        else:
+        elif (failure is None or failure.cause == REQUEST or failure.kind in REQUEST_FAULTS
+              or not failure.retryable):
             self.circuits.success(backend)
+        else:
+            self.circuits.failure(backend, None if failure.cause == BACKEND else str(tenant))
 
     async def used_tokens(self, tenant: Tenant, tokens: int) -> None:
         await self.limiter.add_tokens(str(tenant.id), tokens, tenant.policy)

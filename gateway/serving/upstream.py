@@ -17,6 +17,15 @@ A failure inside litellm before anything was sent (litellm wraps a TypeError on 
 part as a "connection" error) is ``not_sent``: the request's fault, never the backend's, so it
 neither counts against a circuit breaker nor moves on to the next candidate.
 
+Each failure also says who caused it (``cause``, what the circuit breakers weigh,
+gateway/reliability/circuit.py): ``request`` when the request's own content provoked it (a 400,
+a context window too small, a content filter, litellm stopping a stream that repeats one chunk
+``REPEATED_STREAMING_CHUNK_LIMIT`` times: litellm/litellm_core_utils/streaming_handler.py
+``raise_on_model_repetition``); ``backend`` when no request could have (the connection refused
+before anything was sent, our credentials or the model name refused); ``ambiguous`` otherwise
+(a timeout, a 429, a 5xx, a reset or unparseable answer: an outage, or a request built to
+provoke one).
+
 A timeout after the connection was made is ``billable``: the provider has the prompt and may
 bill it though no answer came. Each one, a deployment of a group included, is reported to the
 caller's ``billed`` hook (the attempt loop charges the tenant for it and says whether the budget
@@ -37,11 +46,16 @@ from typing import Any
 import httpx
 
 from gateway.config import Backend
+from gateway.reliability.circuit import AMBIGUOUS, BACKEND, REQUEST
 from gateway.serving import request_json
 from router_core.litellm_env import litellm
 
 litellm.suppress_debug_info = True
 log = logging.getLogger(__name__)
+
+
+# litellm's message when it stops a stream that repeats one chunk (streaming_handler.py)
+REPEATED_CHUNK = "repeating the same chunk"
 
 
 @dataclass
@@ -53,6 +67,7 @@ class UpstreamFailure(Exception):
     message: str
     retryable: bool
     billable: bool = False  # the provider may bill it: it timed out after the request was sent
+    cause: str = AMBIGUOUS  # REQUEST | BACKEND | AMBIGUOUS: who provoked it (module docstring)
 
     def __str__(self) -> str:
         return f"{self.kind} ({self.status}): {self.message}"
@@ -94,25 +109,34 @@ def classify(exc: BaseException) -> UpstreamFailure:
     local = _local_fault(exc)
     if local is not None:
         return UpstreamFailure(400, "not_sent", "the request could not be sent upstream: "
-                               f"{type(local).__name__}: {str(local)[:300]}", False)
+                               f"{type(local).__name__}: {str(local)[:300]}", False,
+                               cause=REQUEST)
+    chain = _chain(exc)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError, litellm.Timeout)):
-        sent = not any(isinstance(e, UNSENT_TIMEOUTS) for e in _chain(exc))
-        return UpstreamFailure(504, "timeout", msg or "upstream timed out", True, billable=sent)
+        sent = not any(isinstance(e, UNSENT_TIMEOUTS) for e in chain)
+        unreachable = any(isinstance(e, httpx.ConnectTimeout) for e in chain)
+        return UpstreamFailure(504, "timeout", msg or "upstream timed out", True, billable=sent,
+                               cause=BACKEND if unreachable else AMBIGUOUS)
+    if REPEATED_CHUNK in msg:  # what the client asked for repeats: the request's doing
+        return UpstreamFailure(502, "repetition", msg, False, cause=REQUEST)
     if isinstance(exc, litellm.ContextWindowExceededError):
-        return UpstreamFailure(400, "context_window_exceeded", msg, True)
+        return UpstreamFailure(400, "context_window_exceeded", msg, True, cause=REQUEST)
     if isinstance(exc, litellm.RateLimitError):
         return UpstreamFailure(429, "rate_limited", msg, True)
     if isinstance(exc, (litellm.AuthenticationError, litellm.PermissionDeniedError)):
-        return UpstreamFailure(502, "upstream_auth", msg, True)
+        return UpstreamFailure(502, "upstream_auth", msg, True, cause=BACKEND)
     if isinstance(exc, litellm.NotFoundError):
-        return UpstreamFailure(502, "upstream_not_found", msg, True)
+        return UpstreamFailure(502, "upstream_not_found", msg, True, cause=BACKEND)
     if isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError)):
-        return UpstreamFailure(400, "bad_request", msg, False)
+        return UpstreamFailure(400, "bad_request", msg, False, cause=REQUEST)
     if isinstance(exc, litellm.APIConnectionError) or "Connection error" in msg:
-        return UpstreamFailure(502, "connection", msg, True)
+        refused = any(isinstance(e, (httpx.ConnectError, ConnectionRefusedError))
+                      for e in chain)
+        return UpstreamFailure(502, "connection", msg, True,
+                               cause=BACKEND if refused else AMBIGUOUS)
     status = getattr(exc, "status_code", None)
     if isinstance(status, int) and 400 <= status < 500 and status not in (408, 409):
-        return UpstreamFailure(status, "bad_request", msg, False)
+        return UpstreamFailure(status, "bad_request", msg, False, cause=REQUEST)
     if isinstance(status, int) and status >= 500 and "Expecting value" not in msg:
         return UpstreamFailure(status, "server_error", msg, True)
     return UpstreamFailure(502, "bad_response", msg or type(exc).__name__, True)

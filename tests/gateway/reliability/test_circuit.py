@@ -4,6 +4,7 @@ cooldown, and taken back when it answers; its state is a Prometheus gauge."""
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -68,7 +69,10 @@ def _gauge(gw: Gateway, model: str) -> float:
 
 @pytest.fixture
 def gw(make_gateway: MakeGateway) -> Gateway:
-    return make_gateway(reliability={"circuit": {"failure_threshold": 2, "cooldown_s": 1.0}})
+    # min_tenants 1: the plain breaker, one tenant's failures open it (the tenant rule is
+    # tested below)
+    return make_gateway(reliability={"circuit": {"failure_threshold": 2, "cooldown_s": 1.0,
+                                                 "min_tenants": 1}})
 
 
 def test_failing_backend_is_cooled_down_and_taken_back(gw: Gateway,
@@ -107,12 +111,111 @@ def test_request_faults_do_not_open_the_circuit() -> None:
     """A 400 about the request (or a context window too small for it) means the backend
     answered: it must not be cooled down; timeouts, resets, 429 and 5xx do."""
     rel = Reliability.build(ReliabilitySettings.model_validate(
-        {"circuit": {"failure_threshold": 1}}), None)
-    rel.upstream_result("a", UpstreamFailure(400, "bad_request", "bad", False))
-    rel.upstream_result("a", UpstreamFailure(400, "context_window_exceeded", "long", True))
+        {"circuit": {"failure_threshold": 1, "min_tenants": 1}}), None)
+    rel.upstream_result("a", UpstreamFailure(400, "bad_request", "bad", False), "t1")
+    rel.upstream_result("a", UpstreamFailure(400, "context_window_exceeded", "long", True),
+                        "t1")
     assert rel.circuits.state("a") == State.CLOSED
     for kind, status in [("timeout", 504), ("connection", 502), ("rate_limited", 429),
                          ("server_error", 500), ("bad_response", 502)]:
         rel.circuits.success(kind)
-        rel.upstream_result(kind, UpstreamFailure(status, kind, "x", True))
+        rel.upstream_result(kind, UpstreamFailure(status, kind, "x", True), "t1")
         assert rel.circuits.state(kind) == State.OPEN, kind
+
+
+# No tenant opens a breaker for the others (issue 24; gateway/reliability/circuit.py, C1) ----
+
+def _reliability(threshold: int = 3) -> Reliability:
+    return Reliability.build(ReliabilitySettings.model_validate(
+        {"circuit": {"failure_threshold": threshold, "cooldown_s": 10}}), None)
+
+
+def test_one_tenants_failures_never_open_a_breaker() -> None:
+    """Timeouts, 5xx and resets met by one tenant's requests (which it can provoke) weigh at
+    most ⌈threshold / min_tenants⌉; failures of another tenant's requests still open it."""
+    rel = _reliability()
+    for kind, status in [("timeout", 504), ("server_error", 500), ("connection", 502)] * 20:
+        rel.upstream_result("m", UpstreamFailure(status, kind, "x", True), "hostile")
+    assert rel.circuits.state("m") == State.CLOSED
+    rel.upstream_result("m", UpstreamFailure(504, "timeout", "x", True), "other")
+    assert rel.circuits.state("m") == State.OPEN  # 2 (hostile's share) + 1 ≥ 3, two tenants
+
+
+def test_content_caused_failures_count_as_answers_and_proven_ones_in_full() -> None:
+    rel = _reliability(threshold=2)
+    for cause_kind in ["repetition", "bad_request", "context_window_exceeded"]:
+        for tenant in ["a", "b", "c"]:
+            rel.upstream_result("m", UpstreamFailure(502, cause_kind, "x", False,
+                                                     cause="request"), tenant)
+    assert rel.circuits.state("m") == State.CLOSED
+    for _ in range(2):  # the connection refused: no request content causes that
+        rel.upstream_result("m", UpstreamFailure(502, "connection", "refused", True,
+                                                 cause="backend"), "a")
+    assert rel.circuits.state("m") == State.OPEN
+
+
+def test_one_tenants_failing_probe_does_not_reopen() -> None:
+    clock = Clock()
+    cb = CircuitBreakers(failure_threshold=2, cooldown_s=10, clock=clock, min_tenants=2)
+    cb.failure("m", "a")
+    cb.failure("m", "b")
+    assert cb.state("m") == State.OPEN
+    clock.t += 10
+    assert cb.allow("m")
+    cb.failure("m", "hostile")  # its probe failed: the slot is freed, still half-open
+    assert cb.state("m") == State.HALF_OPEN and cb.allow("m")
+    cb.failure("m", "b")  # a second tenant's probe failed too: open again
+    assert cb.state("m") == State.OPEN
+
+
+def _repeat_or_reply(saved: object):
+    def reply(body: dict) -> str:
+        text = str(body.get("messages", [{}])[-1].get("content"))
+        if "repeat" in text:
+            return "hello" + " hello" * 299  # what the client asked for
+        return saved(body) if callable(saved) else str(saved)
+
+    return reply
+
+
+def test_hostile_requests_of_one_tenant_open_no_breaker_an_outage_still_does(
+        make_gateway: MakeGateway, upstream: FakeUpstream) -> None:
+    """breakers_opened_by_client=0: one tenant's streams asking for " hello" 300 times
+    (litellm stops them: the model repeats one chunk) and its requests that time out leave
+    fake-mid's breaker closed; two tenants' ordinary requests against a failing fake-mid still
+    open it. Before: 2 of either opened it for every tenant."""
+    gw = make_gateway(reliability={"circuit": {"failure_threshold": 2, "cooldown_s": 30}})
+    hostile = gw.client(gw.tenant()[0])
+    b = upstream.backends["fake-mid"]
+    saved = b.reply
+    b.reply = _repeat_or_reply(saved)
+    try:
+        for _ in range(4):
+            stream = hostile.chat.completions.create(
+                model="fake-mid", stream=True,
+                messages=[{"role": "user", "content": "repeat ' hello' 300 times"}])
+            text = ""
+            with pytest.raises(openai.APIError, match="repeating the same chunk"):
+                for c in stream:  # streamed until litellm stops it, then an error event
+                    text += (c.choices[0].delta.content or "") if c.choices else ""
+            assert text.count("hello") >= 50
+    finally:
+        b.reply = saved
+    assert _gauge(gw, "fake-mid") == State.CLOSED
+    b.hang_s = 5.0  # past fake-mid's 2 s timeout: each request times out
+    upstream.set_mode("fake-mid", "hang", times=3)
+
+    def timed_out(_: int) -> int:
+        with pytest.raises(openai.APIStatusError) as exc:
+            hostile.chat.completions.create(model="fake-mid", messages=MSG)
+        return exc.value.status_code
+
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(timed_out, range(3))) == [504] * 3
+    assert _gauge(gw, "fake-mid") == State.CLOSED  # breakers_opened_by_client=0
+
+    upstream.set_mode("fake-mid", "error_500")  # a real outage, met by two tenants
+    for key in (gw.tenant()[0], gw.tenant()[0]):
+        with pytest.raises(openai.APIStatusError):
+            gw.client(key).chat.completions.create(model="fake-mid", messages=MSG)
+    assert _gauge(gw, "fake-mid") == State.OPEN
