@@ -30,6 +30,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from fastapi import Request
@@ -176,10 +177,61 @@ async def checked_tenant(ctx: GatewayContext, key: str, address: str | None
 
 
 async def authenticate(ctx: GatewayContext, request: Request) -> Tenant:
-    """Bearer key → tenant; 401 on a missing or unknown key, 503 when the store is down,
-    429 for an address that sent too many wrong keys."""
-    return await _known(bearer_key(request),
-                        lambda key: checked_tenant(ctx, key, client_address(request)))
+    """Bearer key → tenant; 401 on a missing, unknown or expired key, 503 when the store is
+    down, 429 for an address that sent too many wrong keys. The admin (LiteLLM master) key
+    calls as its own tenant (``master_tenant``), as LiteLLM Proxy lets its master key call."""
+    key, address = bearer_key(request), client_address(request)
+    if key is not None and is_admin_key(ctx.settings, key):
+        return await master_tenant(ctx, address)
+    tenant = await _known(key, lambda key: checked_tenant(ctx, key, address))
+    expires = tenant.key_expires_at
+    if expires is not None and (now := datetime.now(UTC)) >= expires:
+        # LiteLLM Proxy's wording (litellm/proxy/auth/user_api_key_auth.py)
+        raise unauthorized(f"Authentication Error - Expired Key. Key Expiry time {expires} "
+                           f"and current time {now}")
+    return tenant
+
+
+async def master_tenant(ctx: GatewayContext, address: str | None) -> Tenant:
+    """The tenant the master key's calls are booked to (gateway/store/key_admin.py); 401 when
+    an operator disabled it, 429 at an address over its wrong-key limit."""
+    from gateway.store.errors import StoreUnavailable
+
+    if (refusal := refused(ctx, address)) is not None:
+        raise refusal
+    try:
+        tenant = await ctx.store.key_admin.master_tenant()
+    except StoreUnavailable as e:
+        raise store_unavailable() from e
+    if tenant is None:
+        raise unauthorized("The master key's tenant is disabled.")
+    return tenant
+
+
+ALL_MODELS = frozenset({"*", "all-proxy-models"})  # LiteLLM's names for "every model"
+
+
+def may_use_model(tenant: Tenant, *names: str) -> bool:
+    """Whether the calling key's ``models`` list lets it call a model asked for by any of
+    ``names`` (the name sent, the name an alias resolves to): listed exactly, matched by a
+    listed ``prefix*`` wildcard, or no list at all (every model the tenant may call)."""
+    allowed = tenant.key_models
+    if not allowed or ALL_MODELS.intersection(allowed):
+        return True
+    return any(name == entry or (entry.endswith("*") and name.startswith(entry[:-1]))
+               for name in names for entry in allowed)
+
+
+def require_model(tenant: Tenant, requested: str, resolved: str | None = None) -> None:
+    """401 in LiteLLM's terms for a model outside the calling key's ``models``: a named
+    backend, or a route (``auto``) itself, must be listed; a listed route then routes among
+    every backend the tenant's policy allows."""
+    if may_use_model(tenant, requested, resolved or requested):
+        return
+    raise GatewayError(401, f"key not allowed to access model. This key can only access "
+                       f"models={list(tenant.key_models or ())}. Tried to access {requested}",
+                       "key_model_access_denied", code="key_model_access_denied",
+                       param="model")
 
 
 async def _known(key: str | None, find: Callable[[str], Awaitable[Any]]) -> Any:

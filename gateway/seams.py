@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from gateway.store.key_store import KeyStore
     from gateway.store.logwriter import LogStats
     from gateway.store.policy import TenantPolicy
     from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
@@ -48,6 +49,7 @@ class Store(Protocol):
     logs: LogSink  # the store's own request-log writer
     # the key of learning prompt hashes (gateway/store/prompt_keys.py), once the store is ready
     prompt_secret: bytes | None
+    key_admin: KeyStore  # LiteLLM's key API (gateway/store/key_admin.py)
 
     @property
     def ready(self) -> bool: ...

@@ -15,6 +15,9 @@ route class below turns validation and store errors into `{"error": {...}}` bodi
     GET    /admin/keys                    ?tenant=
     DELETE /admin/keys/{key_id}           revoke
 
+LiteLLM Proxy's key API (/key/generate, /key/info, /key/update, /key/delete, /key/list) is
+served beside it, from gateway/admin/litellm_keys.py.
+
 ``policy`` is validated as a `gateway.store.policy.TenantPolicy`: a bad value is a 400 whose
 ``param`` names it (``policy.max_cost_usd``).
 """
@@ -179,7 +182,17 @@ def _new_key(new: NewKey) -> dict[str, Any]:
 
 
 def build_router() -> APIRouter:
-    """The admin router (stateless: the store and key come from the hosting app)."""
+    """The admin routers: /admin and LiteLLM's /key/* (stateless: the store and key come
+    from the hosting app)."""
+    from gateway.admin import litellm_keys  # it builds on this module's errors and checks
+
+    both = APIRouter()
+    both.include_router(_admin_router())
+    both.include_router(litellm_keys.build_router())
+    return both
+
+
+def _admin_router() -> APIRouter:
     r = APIRouter(prefix="/admin", tags=["admin"], route_class=OpenAIErrorRoute,
                   dependencies=[Depends(require_admin)])
 

@@ -50,6 +50,7 @@ from gateway.store.policy import TenantPolicy
 from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
 
 if TYPE_CHECKING:
+    from gateway.store.key_store import KeyStore
     from gateway.store.logwriter import LogWriter
     from gateway.store.sessions import Session
     from gateway.store.store import Store
@@ -230,6 +231,10 @@ class GuardedStore:
                             applied=False, deferred=True)
 
     # -- the rest is the store's -------------------------------------------------------------
+    @property
+    def key_admin(self) -> KeyStore:
+        return self.inner.key_admin
+
     async def ping(self) -> bool:
         return await self.inner.ping()
 

@@ -20,13 +20,14 @@ from typing import Any
 
 import anyio.to_thread
 
+from gateway.auth import require_model
 from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pool import Pool
 from gateway.pool.explore_share import PriorShare, cap_priors
 from gateway.pool.modes import CHAT
-from gateway.pricing import PromptSize, count_prompt_tokens, prompt_size
+from gateway.pricing import PromptSize, expected_prompt_tokens
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
 from gateway.serving.promise_routing import promise_route
@@ -95,6 +96,7 @@ def start_plan(pool: Pool, tenant: Tenant, req: ChatRequest) -> Plan:
     policy = tenant.policy
     cap = max_cost(req.options, policy)
     resolved = pool.settings.resolve_alias(req.model)
+    require_model(tenant, req.model, resolved)  # the calling key's models (401)
     if resolved != req.model:
         req = replace(req, model=resolved)
     route = pool.routes.get(req.model)
@@ -236,15 +238,15 @@ def within_cap(plan: Plan) -> Plan:
     return plan
 
 
-async def measure(req: ChatRequest, backend: Backend) -> tuple[int, PromptSize]:
+async def measure(req: ChatRequest, backend: Backend, pool: Pool | None = None
+                  ) -> tuple[int, PromptSize]:
     """(expected prompt tokens on ``backend``, the prompt's size), in a worker thread: CPU
-    work proportional to the prompt (an 8 MB prompt takes seconds)."""
-
-    def both() -> tuple[int, PromptSize]:
-        return (count_prompt_tokens(backend, req.messages, req.params.get("tools")),
-                prompt_size(req.messages, req.params))
-
-    return await anyio.to_thread.run_sync(both)
+    work proportional to the prompt (an 8 MB prompt takes seconds). Counted with a tokenizer
+    only when the prompt's bound passes a context window of ``pool`` (else ``backend``'s):
+    gateway/pricing.py ``expected_prompt_tokens``."""
+    reachable = tuple(pool.backends.values()) if pool is not None else (backend,)
+    return await anyio.to_thread.run_sync(expected_prompt_tokens, backend, req.messages,
+                                          req.params, reachable)
 
 
 async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
@@ -254,7 +256,7 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     req = plan.request
     if plan.route is None:
         backend = priced(plan, passthrough_backend(plan))
-        n_prompt, size = await measure(req, backend)
+        n_prompt, size = await measure(req, backend, plan.pool)
         plan = replace(plan, candidates=(backend.model_name,), prompt_tokens=n_prompt,
                        prompt_size=size)
         return with_plan_fallbacks(plan)
@@ -262,7 +264,7 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     first = plan.pool.backends[next(iter(by_rm.values()))]
     started = time.perf_counter()
     phi = await ctx.embedder.embed(embed_text(req.messages, ctx.settings.encoder_max_chars))
-    n_prompt, size = await measure(req, first)
+    n_prompt, size = await measure(req, first, plan.pool)
     plan = ranked(replace(plan, prompt_size=size), by_rm, phi, n_prompt)
     ctx.metrics.routing.observe(time.perf_counter() - started)
     chosen = plan.routed.decision.chosen  # what a cold-start prior backend's share counts

@@ -35,6 +35,10 @@ MASTER_TENANT = "master-key"  # the tenant the admin (master) key's own calls ar
 UNSET: Any = object()  # a field the caller leaves as it is (None means "none" / "unlimited")
 
 
+class UnknownTeam(NotFound):
+    """``team_id`` names no live tenant."""
+
+
 @dataclass(frozen=True)
 class KeyDetails:
     """One key with LiteLLM's fields; ``token`` is the key's keyed hash (LiteLLM's "token")."""
@@ -124,7 +128,7 @@ def _tenant_id(conn: Connection, team: str) -> str:
         ((tenants.c.id == team) | (tenants.c.name == team)),
         tenants.c.disabled_at.is_(None))).scalar()
     if tid is None:
-        raise NotFound(f"team_id {team!r} is not a tenant (use a tenant's id or name; "
+        raise UnknownTeam(f"team_id {team!r} is not a tenant (use a tenant's id or name; "
                        "`tollgate tenants list` shows them)")
     return str(tid)
 
@@ -142,7 +146,7 @@ def generate(engine: Engine, secret: bytes, now: datetime, fields: KeyFields,
              team: str | None = None, key: str | None = None) -> tuple[str, KeyDetails]:
     """A new key (``key`` if the caller chose it, as LiteLLM allows) in ``team``'s tenant or a
     tenant of its own; the plaintext is returned here and never again."""
-    key = key or keylib.generate_key()
+    key = keylib.check_chosen_key(key) if key is not None else keylib.generate_key()
     kid = "key_" + uuid.uuid4().hex[:16]
     try:
         with engine.begin() as conn:

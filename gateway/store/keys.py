@@ -22,6 +22,9 @@ from gateway.store.models import settings
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "sk-tg-"
+# keys a caller chose (LiteLLM's /key/generate takes a ``key``) need only LiteLLM's "sk-"
+CHOSEN_KEY_PREFIX = "sk-"
+MIN_CHOSEN_KEY_LENGTH = 16
 MAX_KEY_LENGTH = 200
 SECRET_SETTING = "api_key_hmac_secret"
 FINGERPRINT_SETTING = "api_key_secret_fingerprint"
@@ -43,7 +46,17 @@ def hash_key(secret: bytes, key: str) -> str:
 
 def plausible_key(key: str) -> bool:
     """Cheap shape check so garbage never costs a database lookup."""
-    return key.startswith(KEY_PREFIX) and len(key) <= MAX_KEY_LENGTH and key.isascii()
+    return (key.startswith(CHOSEN_KEY_PREFIX) and MIN_CHOSEN_KEY_LENGTH <= len(key)
+            <= MAX_KEY_LENGTH and key.isascii() and key.isprintable())
+
+
+def check_chosen_key(key: str) -> str:
+    """A key the caller chose, if it could authenticate (ValueError naming the rule)."""
+    if not plausible_key(key) or any(c.isspace() for c in key):
+        raise ValueError(f"a chosen key must start with {CHOSEN_KEY_PREFIX!r} and have "
+                         f"{MIN_CHOSEN_KEY_LENGTH} to {MAX_KEY_LENGTH} printable ASCII "
+                         "characters without spaces")
+    return key
 
 
 def load_or_create_secret(engine: Engine) -> bytes:
