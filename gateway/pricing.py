@@ -11,7 +11,12 @@ bounds the prompt tokens whatever the tokenizer says (CJK text, emoji, odd scrip
 n_out_max is the request's output cap (or the backend's max_output_tokens).
 
 Expected prompt tokens (what routing compares and context windows are checked against):
-``litellm.token_counter`` (offline tokenizer) on the text, images counted as k each; it never
+when N_prompt fits the context window of every backend the request could reach, no count can
+change a decision but the cost routing compares, so no tokenizer runs (a tokenizer's tables
+are ~40-100 MB per encoding, bench/serving/serve_memory.py):
+    n̂_prompt = ⌈(B + M) / 4⌉ + k · I
+(4 bytes a token: OpenAI's rule of thumb for English text). Otherwise ``litellm.token_counter``
+(offline tokenizer, loaded on first use) on the text, images counted as k each; it never
 sees an image URL (litellm would fetch a ``detail: high`` image to measure it).
 Actual cost (what is settled):
     c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +196,9 @@ def _register(model: str, info: ModelInfo, pin: float, pout: float) -> None:
 
 
 PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a tool-definition preamble
+# "one token generally corresponds to ~4 characters of text for common English text"
+# (OpenAI, https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them)
+BYTES_PER_TOKEN_ESTIMATE = 4
 # Text longer than this is tokenized in pieces of this many characters: a tokenizer call
 # holds the GIL for its whole length, and the event loop needs it back every few ms.
 TOKENIZE_CHUNK_CHARS = 32_768
@@ -223,6 +231,16 @@ class PromptSize:
     def bound(self, backend: Backend) -> int:
         """N_prompt for ``backend`` (its k = ``max_image_tokens``)."""
         return self.text_bytes + self.images * backend.model_info.max_image_tokens
+
+    def fits(self, backend: Backend) -> bool:
+        """Whether N_prompt fits ``backend``'s context window (any count then fits too)."""
+        window = backend.model_info.max_input_tokens
+        return window is None or self.bound(backend) <= window
+
+    def estimate(self, backend: Backend) -> int:
+        """n̂_prompt = ⌈(B + M) / 4⌉ + k·I (module docstring): no tokenizer."""
+        return (-(-self.text_bytes // BYTES_PER_TOKEN_ESTIMATE)
+                + self.images * backend.model_info.max_image_tokens)
 
 
 def _utf8_len(text: str) -> int:
@@ -262,6 +280,17 @@ def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[s
                        ) -> int:
     """N_prompt = B + k·I + M (module docstring): prompt tokens no tokenizer exceeds."""
     return prompt_size(messages, params).bound(backend)
+
+
+def expected_prompt_tokens(backend: Backend, messages: list[dict], params: Mapping[str, Any],
+                           reachable: Iterable[Backend]) -> tuple[int, PromptSize]:
+    """(expected prompt tokens on ``backend``, the prompt's size). Counted with ``backend``'s
+    tokenizer only when N_prompt passes the window of a backend in ``reachable`` (those a
+    fit check may weigh it against); else estimated (module docstring)."""
+    size = prompt_size(messages, params)
+    if all(size.fits(b) for b in reachable):
+        return size.estimate(backend), size
+    return count_prompt_tokens(backend, messages, params.get("tools")), size
 
 
 def count_prompt_tokens(
