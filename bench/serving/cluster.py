@@ -204,7 +204,7 @@ class Cluster:
         with open(log_path, "w") as out:
             proc = subprocess.Popen(
                 [str(exe), "serve", "--config", str(cfg), "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning"],
+                 "--port", str(port), "--log-level", "warning", "--workers", "1"],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
         rep = Replica(port, proc, log_path)
         self.replicas.append(rep)

@@ -3,7 +3,7 @@
 A fake OpenAI-compatible upstream, LiteLLM's proxy (``litellm[proxy]`` in its own venv under
 ``$TOLLGATE_CACHE_DIR/bench``) and ``tollgate serve``, each its own process on 127.0.0.1,
 with the key ``wrk`` sends; the wrk Lua script that gives every request a unique ~50-token
-prompt; one wrk run. Used by bench/serving/overhead.py, forwarding_profile.py and
+prompt; one wrk run. Used by bench/serving/overhead/, forwarding_profile.py and
 serve_memory.py.
 """
 
@@ -263,9 +263,8 @@ def start_all(stack: ExitStack, a: argparse.Namespace, tmp: Path) -> list[Target
     (tmp / "tollgate.yaml").write_text(yaml.safe_dump(
         tollgate_config(up_url + "/v1", db_url, admin, tmp, a.router_path)))
     argv = [py, "-c", "from gateway.cli import main; main()", "serve", "--config",
-            str(tmp / "tollgate.yaml"), "--port", str(tg_port), "--log-level", "warning"]
-    if a.workers != 1:
-        argv += ["--workers", str(a.workers)]
+            str(tmp / "tollgate.yaml"), "--port", str(tg_port), "--log-level", "warning",
+            "--workers", str(a.workers)]  # always: serve's default depends on the database
     tollgate = stack.enter_context(started(
         "tollgate", argv, f"http://127.0.0.1:{tg_port}", "/ready", tmp / "tollgate.log",
         env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"}))

@@ -29,16 +29,17 @@ from gateway.cli import outage_log
               type=click.Choice(["debug", "info", "warning", "error"]))
 @click.option("--log-format", default=None, type=click.Choice(["text", "json"]),
               help="text (default) or one JSON object per line; or $TOLLGATE_LOG_FORMAT.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--workers", default=None, type=click.IntRange(min=1),
               help="Worker processes on one port; they share the database (SQLite in WAL mode "
-                   "or PostgreSQL), each loads its own router and encoder.")
+                   "or PostgreSQL), each loads its own router and encoder. Default: the "
+                   "machine's cores on PostgreSQL, 1 on SQLite (said at startup).")
 @click.option("--forwarded-allow-ips", default=None, metavar="IPS",
               help="Comma-separated proxy addresses or CIDRs ('*' for any) whose "
                    "X-Forwarded-For/-Proto set the client address and scheme; default: "
                    "reliability.forwarded_allow_ips, $TOLLGATE_FORWARDED_ALLOW_IPS, else none "
                    "(the connection's peer is the client).")
 def serve_command(config_path: Path | None, host: str, port: int, log_level: str,
-                  log_format: str | None, workers: int,
+                  log_format: str | None, workers: int | None,
                   forwarded_allow_ips: str | None) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
     from gateway.cli.log_setup import configure_logging
@@ -58,13 +59,15 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
         app = _build_app(settings)
     except ConfigError as e:  # e.g. a backend with no price anywhere
         raise click.ClickException(str(e)) from None
-    from gateway.cli.startup import summary
+    from gateway.cli.startup import LABEL_WIDTH, summary
     from gateway.reliability.shutdown import run, run_workers
 
     trusted = None if forwarded_allow_ips is None else [
         ip.strip() for ip in forwarded_allow_ips.split(",") if ip.strip()]
     ctx = app.state.ctx
+    workers, why = worker_count(workers, settings.database_url)
     lines = summary(path, settings, ctx.pool.current, f"http://{host}:{port}")
+    lines.insert(3, f"  {'workers':<{LABEL_WIDTH + 2}} {workers} ({why})")
     if (log_format or os.environ.get("TOLLGATE_LOG_FORMAT")) == "json":
         logging.getLogger("tollgate").info("startup", extra={"fields": {"startup": lines}})
     else:
@@ -94,6 +97,21 @@ def worker_app() -> Any:
                       os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
     outage_log.install()
     return _build_app(load_settings(resolve_config_path(None)))
+
+
+def worker_count(asked: int | None, database_url: str) -> tuple[int, str]:
+    """(worker processes, why): ``--workers`` when given; else one per core the process may
+    run on for PostgreSQL, which serves concurrent writers from many processes; 1 for SQLite,
+    whose single file lock every reservation and settlement takes (``--workers N`` works on
+    it, tests/gateway/cli/test_serve_workers.py, but each worker holds its own router and
+    encoder for little gain) and whose in-memory databases no two processes share."""
+    if asked is not None:
+        return asked, "--workers"
+    if database_url.startswith(("postgresql", "postgres")):
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+        return cores, "one per core on PostgreSQL; --workers to change"
+    return 1, "SQLite: one process by default; --workers N to share the file"
 
 
 def check_port_free(host: str, port: int) -> None:
