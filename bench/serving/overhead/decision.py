@@ -1,0 +1,96 @@
+"""The routing decision alone, in the bench's own process: its p50 for prompts of about 20,
+50 and 200 tokens, and the share of decisions that ran MiniLM.
+
+The share is read from what the router reports (``Router.cascade.counts``: decisions by the
+encoder that made them); a router without a cascade runs MiniLM on every request (1.0).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from bench.serving.servers import WRK_LUA
+
+LENGTHS = (20, 50, 200)  # prompt tokens (cl100k, litellm's default counter)
+WARM_UP = 10  # the first calls warm the encoder
+
+
+@dataclass(frozen=True)
+class DecisionTimes:
+    """p50 ms and the share that ran MiniLM, per prompt length."""
+
+    p50_ms: dict[int, float]
+    minilm_share: dict[int, float]
+
+    @property
+    def overall_share(self) -> float:
+        return statistics.fmean(self.minilm_share.values())
+
+
+def minilm_share(router: Any, before: dict[str, int]) -> float:
+    """Decisions since ``before`` (a counts snapshot) that did not stand on the cascade's
+    static encoder; 1.0 without a cascade or when it recorded none."""
+    cascade = getattr(router, "cascade", None)
+    if cascade is None:
+        return 1.0
+    now = cascade.counts.snapshot()
+    made = {k: now.get(k, 0) - before.get(k, 0) for k in now}
+    total = sum(made.values())
+    return 1.0 if total == 0 else 1.0 - made.get(cascade.kind, 0) / total
+
+
+def _counts(router: Any) -> dict[str, int]:
+    cascade = getattr(router, "cascade", None)
+    return {} if cascade is None else cascade.counts.snapshot()
+
+
+def prompts(n: int, n_tokens: int, rng: random.Random) -> list[str]:
+    """``n`` unique prompts of about ``n_tokens`` tokens, from the wrk script's words."""
+    from router_core.litellm_env import litellm
+
+    vocab = WRK_LUA.split('"')[1].split() + ["market", "energy", "river", "theorem"]
+    out = []
+    for i in range(n):
+        words = [f"Request {i}:"]
+        while litellm.token_counter(model="gpt-4", text=" ".join(words)) < n_tokens:
+            words.append(rng.choice(vocab))
+        out.append(" ".join(words))
+    return out
+
+
+def routing_decisions(n_samples: int, router_path: str | None) -> DecisionTimes:
+    """Encode + head + search + tie-break, as the gateway makes it, per prompt length."""
+    from gateway.config import DEFAULT_CONFIG_PATH, load_settings
+    from gateway.pool.known import know_backends
+    from gateway.serving.routing import route_request
+    from router_core.artifact import load_router
+    from router_core.encoders import encoder_for_router
+
+    settings = load_settings(DEFAULT_CONFIG_PATH)
+    router = load_router(router_path)
+    encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
+    by_rm: dict[str, str] = {}  # expert -> backend, every backend the artifact knows
+    for k in know_backends(settings, router, [b.model_name for b in settings.model_list]):
+        if k.expert is not None:
+            by_rm.setdefault(k.expert, k.backend)
+    costs = {b: 1e-4 * (i + 1) for i, b in enumerate(by_rm.values())}
+    rng = random.Random(0)
+    p50, share = {}, {}
+    for n_tokens in LENGTHS:
+        times = []
+        for i, text in enumerate(prompts(n_samples + WARM_UP, n_tokens, rng)):
+            if i == WARM_UP:
+                before = _counts(router)
+            t = time.perf_counter()
+            phi = encoder.encode([text])
+            route_request(router, phi, lam=0.2, delta=None, backends_by_router_model=by_rm,
+                          costs_usd_by_backend=costs, max_cost_usd=None)
+            if i >= WARM_UP:
+                times.append((time.perf_counter() - t) * 1000)
+        p50[n_tokens] = statistics.median(times)
+        share[n_tokens] = minilm_share(router, before)
+    return DecisionTimes(p50, share)
