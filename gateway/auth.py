@@ -184,12 +184,19 @@ async def authenticate(ctx: GatewayContext, request: Request) -> Tenant:
     if key is not None and is_admin_key(ctx.settings, key):
         return await master_tenant(ctx, address)
     tenant = await _known(key, lambda key: checked_tenant(ctx, key, address))
-    expires = tenant.key_expires_at
-    if expires is not None and (now := datetime.now(UTC)) >= expires:
-        # LiteLLM Proxy's wording (litellm/proxy/auth/user_api_key_auth.py)
-        raise unauthorized(f"Authentication Error - Expired Key. Key Expiry time {expires} "
-                           f"and current time {now}")
+    if (refusal := expired(tenant)) is not None:
+        raise refusal
     return tenant
+
+
+def expired(tenant: Tenant) -> GatewayError | None:
+    """The 401 for a key past its expiry (LiteLLM's ``duration``), else None; in LiteLLM
+    Proxy's wording (litellm/proxy/auth/user_api_key_auth.py)."""
+    expires = tenant.key_expires_at
+    if expires is None or (now := datetime.now(UTC)) < expires:
+        return None
+    return unauthorized(f"Authentication Error - Expired Key. Key Expiry time {expires} and "
+                        f"current time {now}")
 
 
 async def master_tenant(ctx: GatewayContext, address: str | None) -> Tenant:
@@ -272,7 +279,7 @@ async def principal_for_key(ctx: GatewayContext, key: str | None,
             raise refusal
         return Principal(admin=True)
     tenant = await checked_tenant(ctx, key, address)
-    if tenant is None:
+    if tenant is None or expired(tenant) is not None:
         return None
     return Principal(admin=False, tenant_id=tenant.id, tenant_name=tenant.name)
 

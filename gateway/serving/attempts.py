@@ -172,7 +172,8 @@ class Attempts:
             return self.circuit_open
         if last is None:  # nothing was tried: every candidate was over budget
             e = self.out.hold.refusal
-            detail = (f" (budget ${e.budget_usd:.6f}, spent ${e.spent_usd:.6f}, reserved "
+            whose = f"key {e.key_id}'s " if getattr(e, "key_id", None) else ""  # key_ledger
+            detail = (f" ({whose}budget ${e.budget_usd:.6f}, spent ${e.spent_usd:.6f}, reserved "
                       f"${e.reserved_usd:.6f})" if e is not None else "")
             if e is not None and e.overrun_usd:
                 detail += (f"; a provider charged ${e.overrun_usd:.6f} more than was reserved, "

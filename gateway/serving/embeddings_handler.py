@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.auth import authenticate
+from gateway.auth import authenticate, require_model
 from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, budget_exceeded, invalid, model_not_found
@@ -40,6 +40,7 @@ def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Bac
     """The named backend: known and allowed (404), of embedding mode (400), priced (503)."""
     allowed = tenant.policy.allowed_models
     model = pool.settings.resolve_alias(req.model)  # model_group_alias
+    require_model(tenant, req.model, model)  # the calling key's models (401)
     backend = pool.backend(model)
     if backend is None or (allowed is not None and model not in allowed):
         raise model_not_found(model)

@@ -11,24 +11,25 @@ import openai
 import pytest
 
 from tests.gateway.conftest import ADMIN_KEY, Gateway
+from tests.gateway.serving.test_embeddings import EMBED, gw, up  # noqa: F401 - fixtures
 
 MSG = [{"role": "user", "content": "hello"}]
 
 
-def _generate(gw: Gateway, **body: Any) -> dict[str, Any]:
-    r = gw.admin("POST", "/key/generate", json=body)
+def _generate(g: Gateway, **body: Any) -> dict[str, Any]:
+    r = g.admin("POST", "/key/generate", json=body)
     assert r.status_code == 200, r.text
     return r.json()
 
 
-def _info(gw: Gateway, key: str) -> dict[str, Any]:
-    r = gw.admin("GET", "/key/info", params={"key": key})
+def _info(g: Gateway, key: str) -> dict[str, Any]:
+    r = g.admin("GET", "/key/info", params={"key": key})
     assert r.status_code == 200, r.text
     return r.json()["info"]
 
 
-def _chat(gw: Gateway, key: str, model: str = "fake-cheap") -> str:
-    out = gw.client(key).chat.completions.create(model=model, messages=MSG, max_tokens=16)
+def _chat(g: Gateway, key: str, model: str = "fake-cheap") -> str:
+    out = g.client(key).chat.completions.create(model=model, messages=MSG, max_tokens=16)
     return out.choices[0].message.content or ""
 
 
@@ -83,6 +84,7 @@ def test_a_key_budget_inside_its_tenants(gateway: Gateway) -> None:
     with pytest.raises(openai.RateLimitError) as exc:
         _chat(gateway, small)
     assert exc.value.body["code"] == "budget_exceeded"  # type: ignore[index]
+    assert "key key_" in exc.value.message  # the key's budget refused it, not the tenant's
     assert _chat(gateway, other)
     assert _info(gateway, small)["spend"] == pytest.approx(spent)
     tiny = _generate(gateway, team_id=tid, max_budget=1e-9)["key"]
@@ -141,3 +143,16 @@ def test_a_key_without_a_team_and_bad_requests(gateway: Gateway) -> None:
         gateway.base_url + "/key/info", params={"key": r.json()["key"]},
         headers={"authorization": f"Bearer {own['key']}"})
     assert theirs.status_code == 403, theirs.text
+
+
+def test_embeddings_follow_the_key_models(gw: Gateway) -> None:  # noqa: F811 - fixture
+    """/v1/embeddings checks the key's models list too, and counts its spend (a gateway with
+    an embedding backend: the embeddings tests' own fixture)."""
+    _, tid = gw.tenant()
+    chat_only = _generate(gw, team_id=tid, models=["fake-cheap"])["key"]
+    with pytest.raises(openai.AuthenticationError):
+        gw.client(chat_only).embeddings.create(model=EMBED, input="hi")
+    embedder = _generate(gw, team_id=tid, models=[EMBED], max_budget=1.0)["key"]
+    assert gw.client(embedder).embeddings.create(model=EMBED, input="hi").data
+    gw.settled(tid)
+    assert _info(gw, embedder)["spend"] > 0
