@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from router_core.decision import Decision
+from router_core.margin import decision_margin
 from router_core.router import Cascade, Head, Router
 
 STATIC_KIND = "minilm-static"
@@ -91,3 +93,20 @@ def fit_cascade(router: Router, X_full_train: np.ndarray, X_static_train: np.nda
         "val_static_agreement": float(np.mean(same)), "val_minilm_share": share,
         "n_lams": len(lams)})
     return replace(router, cascade=cascade)
+
+
+def route_text(router: Router, text: str, static_encoder: Any, full_encoder: Any, lam: float,
+               **rule: Any) -> Decision:
+    """One λ-rule decision the cascade's way: on the static encoder's Φ first, on MiniLM's
+    only when that decision's margin is below the threshold (``router.route``'s rule
+    arguments pass through). ``decision.encoder`` names the encoder that decided."""
+    cascade = router.cascade
+    if cascade is not None:
+        decision = router.route(router.project(static_encoder.encode([text]))[0], lam, **rule)
+        if cascade.confident(decision_margin(decision)):
+            cascade.counts.record(cascade.kind)
+            return replace(decision, encoder=cascade.kind)
+    decision = router.route(router.project(full_encoder.encode([text]))[0], lam, **rule)
+    if cascade is not None:
+        cascade.counts.record(full_encoder.kind)
+    return replace(decision, encoder=full_encoder.kind)

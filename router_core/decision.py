@@ -38,11 +38,12 @@ class Decision:
     reason: str
     lam: float
     delta: float
+    encoder: str | None = None  # the query encoder that decided, when a cascade chose one
 
     def to_dict(self) -> dict:
         """The decision as plain JSON types, for the log row; built field by field, since it
         runs on every routed request and ``dataclasses.asdict`` deep-copies recursively."""
-        return {
+        out = {
             "chosen": self.chosen,
             "ranked": list(self.ranked),
             "candidates": [dict(vars(c)) for c in self.candidates],
@@ -51,6 +52,9 @@ class Decision:
             "lam": self.lam,
             "delta": self.delta,
         }
+        if self.encoder is not None:
+            out["encoder"] = self.encoder
+        return out
 
 
 def decide(

@@ -1,0 +1,103 @@
+"""The encoder cascade (router_core/cascade.py) on real encoders and the packaged router: the
+static encoder's decision stands when its margin clears the threshold, MiniLM decides the
+rest, and an artifact keeps its cascade through save and load."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from router_core.artifact import load_router, save_router
+from router_core.cascade import STATIC_KIND, cascade_choices, fit_cascade, route_text
+from router_core.encoders import make_encoder
+from router_core.margin import decision_margin
+
+LAMS = np.array([0.0, 0.1, 0.5, 2.0])
+
+
+class Counting:
+    """A real encoder that counts its calls (how the test sees whether MiniLM ran)."""
+
+    def __init__(self, encoder):
+        self.encoder, self.kind, self.calls = encoder, encoder.kind, 0
+
+    def encode(self, texts):
+        self.calls += 1
+        return self.encoder.encode(texts)
+
+
+@pytest.fixture(scope="module")
+def fitted(mbpp_table):
+    """The packaged router (int8 MiniLM) with a cascade fitted on 120 mbpp prompts and its
+    threshold on 120 others; 80 more are held out."""
+    router = load_router()
+    full = make_encoder(dict(router.config["encoder"]))
+    static = make_encoder({**full.settings(), "kind": STATIC_KIND})
+    prompts = [str(p) for p in mbpp_table.prompts[:320]]
+    X_full, X_static = full.encode(prompts), static.encode(prompts)
+    cascaded = fit_cascade(router, X_full[:120], X_static[:120], X_full[120:240],
+                           X_static[120:240], LAMS, static.settings(), agreement=0.9)
+    return cascaded, full, static, prompts[240:]
+
+
+def test_the_static_decision_stands_when_confident_and_minilm_decides_otherwise(fitted):
+    router, full, static, held_out = fitted
+    t = router.cascade.threshold
+    assert 0.0 < t < 1.0  # neither every decision trusted nor none
+    full_counted = Counting(full)
+    sources = []
+    for text in held_out:
+        on_static = router.route(router.project(static.encode([text]))[0], 0.5)
+        on_full = router.route(router.project(full.encode([text]))[0], 0.5)
+        before = full_counted.calls
+        decision = route_text(router, text, static, full_counted, 0.5)
+        if decision_margin(on_static) >= t:
+            assert full_counted.calls == before  # MiniLM never ran
+            assert decision.encoder == STATIC_KIND
+            assert decision.ranked == on_static.ranked
+        else:
+            assert full_counted.calls == before + 1
+            assert decision.encoder == full.kind
+            assert decision.ranked == on_full.ranked
+        sources.append(decision.encoder)
+    assert set(sources) == {STATIC_KIND, full.kind}  # both paths taken on real prompts
+    counts = router.cascade.counts.snapshot()
+    assert counts == {k: sources.count(k) for k in set(sources)}
+
+
+def test_the_batched_cascade_is_the_single_one(fitted):
+    router, full, static, held_out = fitted
+    # one text per call, as served: int8 MiniLM's activations are quantised per batch
+    X_full = np.vstack([full.encode([t]) for t in held_out])
+    X_static = np.vstack([static.encode([t]) for t in held_out])
+    idx, ran_full = cascade_choices(router, X_full, X_static, np.array([0.5]),
+                                    router.cascade.threshold)
+    names = np.asarray(router.model_names)
+    singles = [route_text(router, t, static, full, 0.5) for t in held_out]
+    assert list(names[idx[0]]) == [d.chosen for d in singles]
+    assert list(ran_full[0]) == [d.encoder == full.kind for d in singles]
+
+
+def test_the_thresholds_extremes(fitted):
+    router, full, static, held_out = fitted
+    never = replace(router, cascade=replace(router.cascade, threshold=float("inf")))
+    always = replace(router, cascade=replace(router.cascade, threshold=0.0))
+    text = held_out[0]
+    assert route_text(never, text, static, full, 0.5).encoder == full.kind
+    assert route_text(always, text, static, full, 0.5).encoder == STATIC_KIND
+
+
+def test_an_artifact_keeps_its_cascade(fitted, tmp_path):
+    router, _full, static, held_out = fitted
+    save_router(router, tmp_path / "r")
+    back = load_router(tmp_path / "r")
+    assert back.cascade.threshold == router.cascade.threshold
+    assert back.cascade.encoder == router.cascade.encoder
+    for (w, b), (w2, b2) in zip(router.cascade.head.layers, back.cascade.head.layers):
+        np.testing.assert_array_equal(w, w2)
+        np.testing.assert_array_equal(b, b2)
+    X = static.encode(held_out[:10])
+    np.testing.assert_array_equal(router.project(X), back.project(X))
+    assert back.without_expert(back.model_names[0]).cascade is back.cascade
