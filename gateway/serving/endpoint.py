@@ -26,6 +26,7 @@ from gateway.serving.chat_request import ChatRequest
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan, admissible, start_plan
 from gateway.serving.response_headers import RATELIMIT_STATE
+from gateway.serving.tracing import start_request_trace
 from gateway.serving.validation import json_body
 
 Answer = Callable[[Outcome, Any], Awaitable[Response]]  # (outcome, JSON body) → response
@@ -68,14 +69,16 @@ async def serve(request: Request, answer: Answer) -> Response:
     ctx: GatewayContext = request.app.state.ctx
     t0 = time.perf_counter()
     rid = new_request_id()
+    trace = start_request_trace(request.method, request.url.path, request.headers, rid)
     try:
         tenant = await authenticate(ctx, request)
     except GatewayError as e:  # no tenant: nothing held, only counted and the access line
         ctx.metrics.requests.labels("unknown", "none", str(e.status), "unknown").inc()
         log_access({"id": rid, "status": e.status,
                     "latency_ms": (time.perf_counter() - t0) * 1000}, None)
+        trace.end(e.status, e.message)
         return e.response({"x-tollgate-request-id": rid})
-    out = Outcome(ctx, tenant, rid, t0)
+    out = Outcome(ctx, tenant, rid, t0, trace)
     out.hold.client_gone = request.is_disconnected  # ends a wait for the budget
 
     async def work() -> Response:
@@ -83,7 +86,8 @@ async def serve(request: Request, answer: Answer) -> Response:
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
         return await answer(out, await json_body(request))
 
-    return await finished(out, work)
+    with trace.current():  # litellm's spans nest under the request's
+        return await finished(out, work)
 
 
 async def planned(out: Outcome, chat: ChatRequest, plan: Planner) -> Plan:
@@ -91,6 +95,8 @@ async def planned(out: Outcome, chat: ChatRequest, plan: Planner) -> Plan:
     is logged with as much of the plan as was made."""
     ctx = out.ctx
     out.plan = start_plan(ctx.pool.current, out.tenant, chat)  # one pool, whatever hot-swaps
+    started_ns = time.time_ns()
     out.plan = await plan(ctx, out.plan)
+    out.trace.routed(out.plan, started_ns, ctx.encoder.kind)
     out.plan = admissible(out.plan)
     return out.plan

@@ -23,6 +23,7 @@ from gateway.serving.access_log import log_access
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.log_row import log_row, served
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
+from gateway.serving.tracing import NO_TRACE, RequestTrace
 from gateway.store.records import Tenant
 
 log = logging.getLogger(__name__)
@@ -46,8 +47,10 @@ def _tokens(value: Any) -> int | None:
 class Outcome:
     """One request's record: its plan, attempts, answer, usage and cost."""
 
-    def __init__(self, ctx: GatewayContext, tenant: Tenant, request_id: str, t0: float) -> None:
+    def __init__(self, ctx: GatewayContext, tenant: Tenant, request_id: str, t0: float,
+                 trace: RequestTrace = NO_TRACE) -> None:
         self.ctx, self.tenant, self.rid, self.t0 = ctx, tenant, request_id, t0
+        self.trace = trace  # its OpenTelemetry spans (gateway/serving/tracing.py)
         self.created_at = datetime.now(UTC)
         self.plan: Plan | None = None  # set by the handler as planning proceeds
         self.hold = BudgetHold(ctx, tenant, request_id)
@@ -86,6 +89,8 @@ class Outcome:
             usage.get("completion_tokens"))
         if prompt is None or prompt == 0:
             prompt = (self.plan.prompt_tokens if self.plan else None) or 0
+        if False:  # text in no tokens: a stand-in (litellm's
+            completion = None  # when an upstream sent none and its counter is off), counted
         bound = self.bounds.get(self.answered.model_name) if self.answered else None
         excess = [0, 0]
         if bound is not None:
@@ -165,6 +170,7 @@ class Outcome:
         if self.settle_error:
             error = f"{error + '; ' if error else ''}{self.settle_error}"
         self._count(status)
+        self.trace.finished(self, status, error)
         row = log_row(self, status, error)
         self.ctx.log_writer.submit(row)
         log_access(row, self.tenant)
