@@ -89,7 +89,7 @@ class Outcome:
             usage.get("completion_tokens"))
         if prompt is None or prompt == 0:
             prompt = (self.plan.prompt_tokens if self.plan else None) or 0
-        if False:  # text in no tokens: a stand-in (litellm's
+        if completion == 0 and self.answer_text:  # text in no tokens: a stand-in (litellm's
             completion = None  # when an upstream sent none and its counter is off), counted
         bound = self.bounds.get(self.answered.model_name) if self.answered else None
         excess = [0, 0]
