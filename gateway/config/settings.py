@@ -187,6 +187,10 @@ class Settings(BaseModel):
     metrics_token: str | None = None
     router_path: str | None = None  # None = the packaged router_core/default_router
     log_prompts: bool = False
+    # The dashboard API (gateway/review/dashboard/guard.py): calls per minute per principal
+    # (the admin, or a tenant), and queries running at once per process (429 beyond either)
+    dashboard_requests_per_minute: int = Field(default=60, ge=1)
+    dashboard_max_concurrent: int = Field(default=4, ge=1)
     # Budget policy when the client gives no max_tokens: reserve max_output_tokens; if that
     # does not fit, cap the upstream max_tokens to what the remaining budget pays, but refuse
     # rather than cap below this many tokens.

@@ -109,7 +109,7 @@ class FeedbackSource:
                     self.source = source if source is not None and "source" in t.c else None
                     break
 
-    def _mine(self) -> Any:
+    def mine(self) -> Any:
         """Only the rows that are feedback (not shadow or judge observations)."""
         assert self.table is not None
         return sa.true() if self.source is None else self.table.c.source == self.source
@@ -118,7 +118,7 @@ class FeedbackSource:
     def available(self) -> bool:
         return self.table is not None
 
-    def _score(self) -> Any:
+    def score(self) -> Any:
         assert self.table is not None
         if self.score_column is None:
             return sa.null()
@@ -132,7 +132,7 @@ class FeedbackSource:
         order = [t.c[c] for c in ("created_at", "id") if c in t.c]
         out: dict[str, list[dict]] = {}
         for i in range(0, len(ids), 500):
-            q = (sa.select(t).where(t.c.request_id.in_(list(ids[i:i + 500])), self._mine())
+            q = (sa.select(t).where(t.c.request_id.in_(list(ids[i:i + 500])), self.mine())
                  .order_by(*order))
             for r in conn.execute(q).mappings():
                 item = {k: _jsonable(v) for k, v in r.items() if k != "embedding"}
@@ -150,11 +150,11 @@ class FeedbackSource:
             return sa.true() if mode == "without" else sa.false()
         t = self.table
         if mode in ("with", "without"):
-            has = sa.exists().where(t.c.request_id == request_logs.c.id, self._mine())
+            has = sa.exists().where(t.c.request_id == request_logs.c.id, self.mine())
             return has if mode == "with" else ~has
         mean = (
-            sa.select(sa.func.avg(self._score()))
-            .where(t.c.request_id == request_logs.c.id, self._mine())
+            sa.select(sa.func.avg(self.score()))
+            .where(t.c.request_id == request_logs.c.id, self.mine())
             .scalar_subquery()
         )
         return mean >= 0.5 if mode == "positive" else mean < 0.5
@@ -174,10 +174,11 @@ def row_dict(r: Any) -> dict[str, Any]:
     return d
 
 
-def select_logs(engine: Engine, f: LogFilter, *, with_feedback: bool = True
-                ) -> list[dict[str, Any]]:
-    """Rows matching ``f``; each with ``feedback`` (a list) when ``with_feedback``."""
-    q = sa.select(request_logs)
+def select_logs(engine: Engine, f: LogFilter, *, with_feedback: bool = True,
+                skip: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Rows matching ``f``; each with ``feedback`` (a list) when ``with_feedback``; the
+    columns named in ``skip`` are not read."""
+    q = sa.select(*[c for c in request_logs.c if c.name not in skip])
     if f.tenant_ids is not None:
         q = q.where(request_logs.c.tenant_id.in_(list(f.tenant_ids)))
     if f.route is not None:

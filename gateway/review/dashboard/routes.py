@@ -11,12 +11,13 @@ or a disabled tenant loses the dashboard at once.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -34,14 +35,16 @@ from gateway.review.dashboard.access import (
     login_session,
     session_principal,
 )
+from gateway.review.dashboard.guard import DashboardGuard
+from gateway.review.dashboard.log_sql import LogWindow
 from gateway.review.dashboard.queries import (
     LogFilter,
     flat,
-    judged_outcomes,
     parse_duration,
     select_logs,
     tenant_names,
 )
+from gateway.review.dashboard.summary import View, summarise
 from gateway.review.explain import load_explanation
 from gateway.store.periods import utcnow
 
@@ -49,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css", ".md": "text/markdown"}
 WINDOWS = ("15m", "1h", "6h", "24h", "7d", "30d")
-MAX_ROWS = 50_000
+MAX_PAGE = 500  # rows in one page of the request table
 MAX_OFFSET = 1_000_000_000  # beyond any log, and far inside a 64-bit OFFSET
 DEFAULT_PORTS = {"http": 80, "https": 443}
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -109,13 +112,26 @@ def _window(value: str | None) -> str:
 
 
 def build_router() -> APIRouter:
+    """The page and its API; the API behind the app's dashboard rate limit and query slots
+    (guard.py), set from its settings when the app starts."""
+    api = _Api(DashboardGuard.in_process())
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        api.guard = DashboardGuard.from_settings(app.state.ctx.settings)
+        try:
+            yield
+        finally:
+            await api.guard.close()
+
     pages = _Pages(_templates())
-    r = APIRouter(prefix="/dashboard", include_in_schema=False)
+    r = APIRouter(prefix="/dashboard", include_in_schema=False, lifespan=lifespan)
     for method, path, endpoint in (
         ("GET", "", pages.page), ("POST", "/login", pages.login), ("POST", "/logout", logout),
-        ("GET", "/static/{name}", static), ("GET", "/api/summary", summary),
-        ("GET", "/api/requests", requests), ("GET", "/api/explain/{request_id}", explain),
-        ("GET", "/api/routers", routers), ("GET", "/plot/deferral.png", deferral),
+        ("GET", "/static/{name}", static), ("GET", "/api/summary", api.summary),
+        ("GET", "/api/requests", api.requests), ("GET", "/api/explain/{request_id}",
+                                                 api.explain),
+        ("GET", "/api/routers", api.routers), ("GET", "/plot/deferral.png", api.deferral),
     ):
         r.add_api_route(path, endpoint, methods=[method])
     return r
@@ -179,71 +195,85 @@ async def static(name: str) -> Response:
                         headers={"cache-control": "public, max-age=3600"})
 
 
-# The JSON endpoints raise GatewayError; the app answers it as an OpenAI error body.
-async def summary(request: Request, window: str | None = None,
-                  tenant: str | None = None) -> Response:
-    ctx: GatewayContext = request.app.state.ctx
-    who = await dashboard_principal(request)
-    w = _window(window)
-    now = utcnow()
-    start = now - parse_duration(w)
-    data = await anyio.to_thread.run_sync(_summary_data, ctx, _scope(who, tenant), start, now)
-    return JSONResponse({"viewer": {"admin": who.admin, "label": who.label}, "window": w, **data})
+class _Api:
+    """The JSON endpoints (and the curve image). Each counts against the caller's dashboard
+    rate limit; the database reads run in the guard's query slots. They raise
+    GatewayError; the app answers it as an OpenAI error body."""
+
+    def __init__(self, guard: DashboardGuard) -> None:
+        self.guard = guard
+
+    async def _caller(self, request: Request) -> Principal:
+        who = await dashboard_principal(request)
+        await self.guard.admit(who)
+        return who
+
+    async def summary(self, request: Request, window: str | None = None,
+                      tenant: str | None = None) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        who = await self._caller(request)
+        w = _window(window)
+        now = utcnow()
+        start = now - parse_duration(w)
+        data = await self.guard.run(_summary_data, ctx, _scope(who, tenant), start, now)
+        return JSONResponse({"viewer": {"admin": who.admin, "label": who.label}, "window": w,
+                             **data})
+
+    async def requests(self, request: Request, window: str | None = None,
+                       tenant: str | None = None, limit: int = 50, offset: int = 0,
+                       route: str | None = None, model: str | None = None,
+                       status: str | None = None, feedback: str | None = None) -> Response:
+        """A page of the request log, newest first: ``offset`` rows skipped, ``limit`` shown
+        (at most ``MAX_PAGE``); ``has_more`` says whether a next page exists."""
+        ctx: GatewayContext = request.app.state.ctx
+        who = await self._caller(request)
+        start = utcnow() - parse_duration(_window(window))
+        if not 0 <= offset <= MAX_OFFSET:
+            raise invalid(f"offset must be between 0 and {MAX_OFFSET}", param="offset")
+        limit = max(1, min(limit, MAX_PAGE))
+        try:
+            f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,
+                          model=model, status=status, feedback=feedback, limit=limit + 1,
+                          offset=offset)
+            rows = await self.guard.run(_table_page, ctx.store.engine, f)
+        except ValueError as e:
+            raise invalid(str(e)) from e
+        names = await self.guard.run(tenant_names, ctx.store.engine)
+        if not who.admin:
+            names = {k: v for k, v in names.items() if k == who.tenant_id}
+        return JSONResponse({"object": "list", "offset": offset, "limit": limit,
+                             "has_more": len(rows) > limit,
+                             "data": [flat(row, names) for row in rows[:limit]]})
+
+    async def explain(self, request_id: str, request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        who = await self._caller(request)
+        return JSONResponse(await load_explanation(ctx, who, request_id))
+
+    async def routers(self, request: Request) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        who = await self._caller(request)
+        live = ctx.pool.current.version
+        data = await self.guard.run(
+            versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
+            None if who.admin else who.tenant_id)
+        return JSONResponse({"object": "list", "live": live, "data": data})
+
+    async def deferral(self, request: Request, version: str) -> Response:
+        ctx: GatewayContext = request.app.state.ctx
+        await self._caller(request)
+        metrics = await self.guard.run(versions_mod.version_metrics, ctx.store.engine, version)
+        png = None if metrics is None else await self.guard.run(
+            versions_mod.deferral_png, version, metrics)
+        if png is None:
+            raise GatewayError(404, f"no stored evaluation curve for router {version!r}",
+                               code="not_found", param="version")
+        return Response(png, media_type="image/png", headers={"cache-control": "no-store"})
 
 
-async def requests(request: Request, window: str | None = None, tenant: str | None = None,
-                   limit: int = 50, offset: int = 0, route: str | None = None,
-                   model: str | None = None, status: str | None = None,
-                   feedback: str | None = None) -> Response:
-    """A page of the request log, newest first: ``offset`` rows skipped, ``limit`` shown;
-    ``has_more`` says whether a next page exists."""
-    ctx: GatewayContext = request.app.state.ctx
-    who = await dashboard_principal(request)
-    start = utcnow() - parse_duration(_window(window))
-    if not 0 <= offset <= MAX_OFFSET:
-        raise invalid(f"offset must be between 0 and {MAX_OFFSET}", param="offset")
-    limit = max(1, min(limit, 500))
-    try:
-        f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route, model=model,
-                      status=status, feedback=feedback, limit=limit + 1, offset=offset)
-        rows = await anyio.to_thread.run_sync(select_logs, ctx.store.engine, f)
-    except ValueError as e:
-        raise invalid(str(e)) from e
-    names = await anyio.to_thread.run_sync(tenant_names, ctx.store.engine)
-    if not who.admin:
-        names = {k: v for k, v in names.items() if k == who.tenant_id}
-    return JSONResponse({"object": "list", "offset": offset, "limit": limit,
-                         "has_more": len(rows) > limit, "data": [
-        {k: v for k, v in flat(row, names).items()} for row in rows[:limit]]})
-
-
-async def explain(request_id: str, request: Request) -> Response:
-    ctx: GatewayContext = request.app.state.ctx
-    who = await dashboard_principal(request)
-    return JSONResponse(await load_explanation(ctx, who, request_id))
-
-
-async def routers(request: Request) -> Response:
-    ctx: GatewayContext = request.app.state.ctx
-    who = await dashboard_principal(request)
-    live = ctx.pool.current.version
-    data = await anyio.to_thread.run_sync(
-        versions_mod.list_versions, ctx.store.engine, live, _live_metrics(ctx),
-        None if who.admin else who.tenant_id)
-    return JSONResponse({"object": "list", "live": live, "data": data})
-
-
-async def deferral(request: Request, version: str) -> Response:
-    ctx: GatewayContext = request.app.state.ctx
-    await dashboard_principal(request)
-    metrics = await anyio.to_thread.run_sync(
-        versions_mod.version_metrics, ctx.store.engine, version)
-    png = None if metrics is None else await anyio.to_thread.run_sync(
-        versions_mod.deferral_png, version, metrics)
-    if png is None:
-        raise GatewayError(404, f"no stored evaluation curve for router {version!r}",
-                           code="not_found", param="version")
-    return Response(png, media_type="image/png", headers={"cache-control": "no-store"})
+def _table_page(engine: Any, f: LogFilter) -> list[dict[str, Any]]:
+    """The table's rows without the logged prompt (the table never shows it)."""
+    return select_logs(engine, f, skip=("prompt_text",))
 
 
 def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
@@ -262,23 +292,17 @@ def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
 
 def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: datetime,
                   now: datetime) -> dict[str, Any]:
-    from gateway.review.dashboard.summary import summarise  # pandas: loaded on first view
     from gateway.store.tenants import list_tenants
 
     engine = ctx.store.engine
-    rows = select_logs(engine, LogFilter(tenant_ids=scope, since=start, limit=MAX_ROWS,
-                                         newest_first=False))
     tenants = [t for t in list_tenants(engine, now) if scope is None or t.id in scope]
-    names = {t.id: t.name for t in tenants}
     pool = ctx.pool.current
-    answered = [r for r in rows if r.get("status") == 200]
     promises = {name: {"reference": p.reference, "max_drop": p.max_drop}
                 for name, p in pool.promises.items()}
-    data = summarise(rows, now=now, window_start=start, tenants=tenants, prices=pool.prices,
-                     names=names, outcomes=judged_outcomes(
-                         engine, answered, ctx.store.prompt_secret),
-                     promises=promises, routes=list(pool.routes))
-    data["truncated"] = len(rows) >= MAX_ROWS
+    view = View(tenants=tenants, prices=pool.prices, names={t.id: t.name for t in tenants},
+                promises=promises, routes=list(pool.routes))
+    data = summarise(engine, LogWindow(scope, start), now, view,
+                     secret=ctx.store.prompt_secret)
     data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
     if scope is None:  # the operator's own spend: the admin view only
         period = ExplorationSettings.from_settings(ctx.settings).period

@@ -28,12 +28,11 @@ Per route (``route_savings``), over the window's answered requests:
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
-
-import numpy as np
-import pandas as pd
 
 UNKNOWN = "quality change unknown"
 _PROMISE = re.compile(r"^promise: within (\S+) of ")
@@ -123,36 +122,70 @@ def compare_row(row: Mapping[str, Any], strongest: str | None, strongest_price: 
                      _measured(row, chosen, strong, outcomes))
 
 
-def quality_change(compared: Sequence[_Compared]) -> dict[str, Any]:
-    """Estimated and measured quality change over rows compared with one comparator."""
-    est = [c.estimated for c in compared if c.estimated is not None]
-    known = [c for c in compared if c.on_comparator is not None]
-    off = [c for c in known if not c.on_comparator]
-    judged = [c.measured for c in off if c.measured is not None]
-    if known and not off:
-        measured, note = 0.0, "every request answered by the comparator"
-    elif judged:
-        measured, note = len(off) / len(known) * float(np.mean(judged)), None
-    else:
-        measured, note = None, "n/a"
-    return {
-        "estimated_quality_change": float(np.mean(est)) if est else None,
-        "estimated_n": len(est),
-        "measured_quality_change": measured,
-        "measured_n": len(judged),
-        "measured_note": note,
-        "off_comparator_share": len(off) / len(known) if known else None,
-        "quality_change_known": bool(est) or measured is not None,
-    }
+@dataclass
+class Tally:
+    """Running sums over the rows compared with one comparator: what the quality change and
+    the money need, so a fold over pages of rows never keeps the rows."""
 
+    requests: int = 0
+    est_sum: float = 0.0
+    est_n: int = 0
+    known: int = 0  # rows where it is known whether the comparator answered
+    off: int = 0  # ... and it did not
+    judged_sum: float = 0.0
+    judged_n: int = 0
+    priced: int = 0
+    actual_usd: float = 0.0
+    comparator_usd: float = 0.0
+    stand_in: int = 0
+    first_drop: float | None = None
+    comparators: Counter[str] = field(default_factory=Counter)  # named (not stand-ins)
 
-def _money(compared: Sequence[_Compared]) -> dict[str, Any]:
-    priced = [c for c in compared if c.actual_usd is not None and c.comparator_usd is not None]
-    actual = float(sum(c.actual_usd for c in priced))  # type: ignore[misc]
-    comp = float(sum(c.comparator_usd for c in priced))  # type: ignore[misc]
-    return {"compared": len(priced), "actual_usd": actual, "comparator_usd": comp,
-            "saving_usd": comp - actual if priced else None,
-            "saving_share": (comp - actual) / comp if comp > 0 else None}
+    def add(self, c: _Compared) -> None:
+        if self.requests == 0:
+            self.first_drop = c.max_drop
+        self.requests += 1
+        self.stand_in += c.stand_in
+        if c.comparator and not c.stand_in:
+            self.comparators[c.comparator] += 1
+        if c.estimated is not None:
+            self.est_sum, self.est_n = self.est_sum + c.estimated, self.est_n + 1
+        if c.on_comparator is not None:
+            self.known += 1
+            if not c.on_comparator:
+                self.off += 1
+                if c.measured is not None:
+                    self.judged_sum += c.measured
+                    self.judged_n += 1
+        if c.actual_usd is not None and c.comparator_usd is not None:
+            self.priced += 1
+            self.actual_usd += c.actual_usd
+            self.comparator_usd += c.comparator_usd
+
+    def quality(self) -> dict[str, Any]:
+        """Estimated and measured quality change against the comparator."""
+        if self.known and not self.off:
+            measured, note = 0.0, "every request answered by the comparator"
+        elif self.judged_n:
+            measured = self.off / self.known * (self.judged_sum / self.judged_n)
+            note = None
+        else:
+            measured, note = None, "n/a"
+        return {
+            "estimated_quality_change": self.est_sum / self.est_n if self.est_n else None,
+            "estimated_n": self.est_n,
+            "measured_quality_change": measured,
+            "measured_n": self.judged_n,
+            "measured_note": note,
+            "off_comparator_share": self.off / self.known if self.known else None,
+            "quality_change_known": bool(self.est_n) or measured is not None,
+        }
+
+    def money(self) -> dict[str, Any]:
+        actual, comp = self.actual_usd, self.comparator_usd
+        return {"compared": self.priced, "actual_usd": actual, "comparator_usd": comp,
+                "saving_usd": comp - actual if self.priced else None,
+                "saving_share": (comp - actual) / comp if comp > 0 else None}
 
 
 def strongest_backend(prices: Mapping[str, Any]) -> str | None:
@@ -160,41 +193,62 @@ def strongest_backend(prices: Mapping[str, Any]) -> str | None:
                default=None)
 
 
-def route_savings(rows: Iterable[Mapping[str, Any]], prices: Mapping[str, Any],
-                  outcomes: Mapping[str, Mapping[str, float]],
-                  promises: Mapping[str, Mapping[str, Any]], routes: Sequence[str] = ()
-                  ) -> list[dict[str, Any]]:
-    """One entry per route (configured ones and those seen in the window), each saving
-    beside its quality change; ``rows`` are the answered ones, ``promises`` route ->
-    {reference, max_drop} from the pool. On a route with a promise only the rows with
-    promise records are compared (``compared`` of ``requests``)."""
-    strongest = strongest_backend(prices)
-    sp = prices[strongest] if strongest is not None else None
-    by_route: dict[str, list[_Compared]] = {r: [] for r in routes}
-    for r in rows:
-        c = compare_row(r, strongest, sp, outcomes)
-        by_route.setdefault(c.route, []).append(c)
-    out = []
-    for route in sorted(by_route, key=lambda r: (r == "passthrough", r)):
-        seen = by_route[route]
-        cfg = promises.get(route) or {}
-        promised = bool(cfg) or any(c.via_promise for c in seen)
-        comp = [c for c in seen if c.via_promise] if promised else seen
-        names = [c.comparator for c in comp if c.comparator and not c.stand_in]
-        reference = (cfg.get("reference") or (max(set(names), key=names.count) if names
-                                              else None)) if promised else strongest
-        q, money = quality_change(comp), _money(comp)
-        out.append({
-            "route": route,
-            "against": "reference" if promised else "strongest",
-            "reference": reference,
-            "promise": cfg.get("max_drop", comp[0].max_drop if comp and promised else None),
-            "requests": len(seen),
-            "stand_in": sum(c.stand_in for c in comp),
-            **money, **q,
-            "quality_change": _label(q, money["compared"]),
-        })
-    return out
+class SavingsFold:
+    """Every answered row of a window, one page at a time (``add``), against its reference
+    (promise rows) or the strongest backend: per route (``route_savings``) and overall
+    (``overall``, always against the strongest)."""
+
+    def __init__(self, prices: Mapping[str, Any], promises: Mapping[str, Mapping[str, Any]],
+                 routes: Sequence[str] = ()) -> None:
+        self.strongest = strongest_backend(prices)
+        self.price = prices[self.strongest] if self.strongest is not None else None
+        self.promises = promises
+        # route -> (every row, the rows compared through their promise records)
+        self.routes: dict[str, tuple[Tally, Tally]] = {r: (Tally(), Tally()) for r in routes}
+        self.against_strongest = Tally()
+
+    def add(self, rows: Iterable[Mapping[str, Any]],
+            outcomes: Mapping[str, Mapping[str, float]]) -> None:
+        for r in rows:
+            c = compare_row(r, self.strongest, self.price, outcomes)
+            every, via = self.routes.setdefault(c.route, (Tally(), Tally()))
+            every.add(c)
+            if c.via_promise:
+                via.add(c)
+            self.against_strongest.add(
+                compare_row(r, self.strongest, self.price, outcomes, use_promise=False))
+
+    def route_savings(self) -> list[dict[str, Any]]:
+        """One entry per route (configured ones and those seen), each saving beside its
+        quality change; on a route with a promise only the rows with promise records are
+        compared (``compared`` of ``requests``)."""
+        out = []
+        for route in sorted(self.routes, key=lambda r: (r == "passthrough", r)):
+            every, via = self.routes[route]
+            cfg = self.promises.get(route) or {}
+            promised = bool(cfg) or via.requests > 0
+            comp = via if promised else every
+            named = comp.comparators.most_common(1)
+            reference = (cfg.get("reference") or (named[0][0] if named else None)
+                         ) if promised else self.strongest
+            q, money = comp.quality(), comp.money()
+            out.append({
+                "route": route,
+                "against": "reference" if promised else "strongest",
+                "reference": reference,
+                "promise": cfg.get("max_drop", comp.first_drop if promised else None),
+                "requests": every.requests,
+                "stand_in": comp.stand_in,
+                **money, **q,
+                "quality_change": _label(q, money["compared"]),
+            })
+        return out
+
+    def overall(self) -> dict[str, Any]:
+        """The quality change against the strongest over every folded row."""
+        q = self.against_strongest.quality()
+        n = self.against_strongest.requests
+        return {**q, "compared": n, "quality_change": _label(q, n)}
 
 
 def _label(q: Mapping[str, Any], n: int) -> str:
@@ -215,33 +269,24 @@ def _label(q: Mapping[str, Any], n: int) -> str:
     return ", ".join(parts)
 
 
-def overall_saving(answered: pd.DataFrame, rows: Sequence[Mapping[str, Any]],
-                   prices: Mapping[str, Any], outcomes: Mapping[str, Mapping[str, float]],
-                   n_buckets: int) -> dict[str, Any]:
-    """Today's saving against always using the strongest backend (the cumulative chart),
-    with the quality change against that same backend beside it."""
-    strongest = strongest_backend(prices)
+def overall_saving(strongest: str | None, price: Any, actual_b: Sequence[float],
+                   prompt_b: Sequence[int], completion_b: Sequence[int]) -> dict[str, Any]:
+    """Today's saving against always using the strongest backend s (the cumulative chart):
+    per bucket the answered rows' Σ c and Σ ĉ_s = Σ n_prompt·p_in,s + Σ n_completion·p_out,s
+    (database sums); the quality change beside it comes from ``SavingsFold.overall``."""
     saving: dict[str, Any] = {"strongest": strongest}
     if strongest is None:
         return {**saving, "compared": 0, "quality_change": UNKNOWN,
                 "quality_change_known": False}
-    ps = prices[strongest]
-    est = (answered["prompt_tokens"] * ps.input_per_token
-           + answered["completion_tokens"] * ps.output_per_token)
-    actual_b = answered.groupby("bucket")["cost_usd"].sum()
-    est_b = est.groupby(answered["bucket"]).sum()
+    est_b = [p * price.input_per_token + c * price.output_per_token
+             for p, c in zip(prompt_b, completion_b, strict=True)]
     saving.update({
-        "actual_usd": float(answered["cost_usd"].sum()),
-        "strongest_usd": float(est.sum()),
-        "cumulative_actual": np.cumsum(
-            [float(actual_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
-        "cumulative_strongest": np.cumsum(
-            [float(est_b.get(b, 0.0)) for b in range(n_buckets)]).tolist(),
+        "actual_usd": float(sum(actual_b)),
+        "strongest_usd": float(sum(est_b)),
+        "cumulative_actual": list(accumulate(actual_b)),
+        "cumulative_strongest": list(accumulate(est_b)),
     })
     saving["saving_usd"] = saving["strongest_usd"] - saving["actual_usd"]
     saving["saving_share"] = (saving["saving_usd"] / saving["strongest_usd"]
                               if saving["strongest_usd"] > 0 else None)
-    compared = [compare_row(r, strongest, ps, outcomes, use_promise=False) for r in rows]
-    q = quality_change(compared)
-    return {**saving, **q, "compared": len(compared),
-            "quality_change": _label(q, len(compared))}
+    return saving

@@ -1,4 +1,4 @@
-"""The dashboard's numbers, computed from request-log rows (pure functions, no I/O).
+"""The dashboard's numbers, from the database's aggregates of the request log (log_sql.py).
 
 Time series share one bucketing: the span from the first row in the window to now is cut
 into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a month both read.
@@ -20,24 +20,36 @@ into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a mon
   request, its key, its budget or rate limit) and upstream failures (5xx: every upstream
   attempt failed, or the gateway did); fallback rate: share with more than one attempt;
   feedback coverage: share of answered requests with at least one feedback event.
+
+Every figure but the per-request comparisons is a database aggregate over the whole window;
+the comparisons (route savings, quality changes) fold the newest ``FOLD_ROWS`` answered rows,
+a page at a time, and ``truncated`` says when the window had more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from itertools import accumulate
 from typing import Any
 
-import numpy as np
-import pandas as pd
+import sqlalchemy as sa
+from sqlalchemy import Engine
 
-from gateway.review.dashboard.savings import overall_saving, route_savings
+from gateway.review.dashboard import log_sql
+from gateway.review.dashboard.log_sql import LogWindow, StatusGroup
+from gateway.review.dashboard.queries import judged_outcomes
+from gateway.review.dashboard.savings import SavingsFold, overall_saving
+from gateway.store.models import request_logs
 from gateway.store.periods import period_end
 
 TARGET_BUCKETS = 30
 BUCKET_WIDTHS_S = (5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 PERCENTILES = (50, 90, 95, 99)
+FOLD_ROWS = 20_000  # answered rows the per-request comparisons read, newest first
+Judge = Callable[[Sequence[Mapping[str, Any]]], Mapping[str, Mapping[str, float]]]
 
 
 def bucket_width(span_s: float) -> int:
@@ -45,210 +57,217 @@ def bucket_width(span_s: float) -> int:
     for w in BUCKET_WIDTHS_S:
         if span_s / w <= TARGET_BUCKETS:
             return w
-    return BUCKET_WIDTHS_S[-1] * int(np.ceil(span_s / BUCKET_WIDTHS_S[-1] / TARGET_BUCKETS))
-
-
-def frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The columns the charts need, one row per request."""
-    cols = ["id", "created_at", "tenant_id", "route", "chosen_model", "status", "cost_usd",
-            "prompt_tokens", "completion_tokens", "latency_ms", "ttft_ms", "n_attempts",
-            "n_feedback", "feedback_mean", "router_version"]
-    recs = []
-    for r in rows:
-        fb = [float(f["score"]) for f in r.get("feedback") or [] if f.get("score") is not None]
-        recs.append({
-            "id": r["id"], "created_at": r["created_at"], "tenant_id": r.get("tenant_id"),
-            "route": r.get("route") or "passthrough", "chosen_model": r.get("chosen_model"),
-            "status": r.get("status"), "cost_usd": r.get("cost_usd") or 0.0,
-            "prompt_tokens": r.get("prompt_tokens") or 0,
-            "completion_tokens": r.get("completion_tokens") or 0,
-            "latency_ms": r.get("latency_ms"), "ttft_ms": r.get("ttft_ms"),
-            "n_attempts": len(r.get("attempts") or []),
-            "n_feedback": len(r.get("feedback") or []),
-            "feedback_mean": float(np.mean(fb)) if fb else None,
-            "router_version": r.get("router_version"),
-        })
-    df = pd.DataFrame.from_records(recs, columns=cols)
-    df["created_at"] = pd.to_datetime(df["created_at"], utc=True)
-    for c in ("latency_ms", "ttft_ms", "feedback_mean", "cost_usd", "status"):
-        df[c] = pd.to_numeric(df[c], errors="coerce")
-    return df
-
-
-def _percentiles(values: pd.Series) -> dict[str, float | None]:
-    v = values.dropna().to_numpy(dtype=float)
-    if v.size == 0:
-        return {f"p{p}": None for p in PERCENTILES}
-    return {f"p{p}": float(np.percentile(v, p)) for p in PERCENTILES}
-
-
-def _none(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and not np.isfinite(x)) else float(x)
+    return BUCKET_WIDTHS_S[-1] * math.ceil(span_s / BUCKET_WIDTHS_S[-1] / TARGET_BUCKETS)
 
 
 @dataclass(frozen=True)
-class _Buckets:
+class Buckets:
     width: int  # seconds
-    origin: pd.Timestamp
+    origin_s: int  # epoch second of bucket 0's start (a multiple of width)
     n: int
-    ends: list[pd.Timestamp]
-    labels: list[str]
+
+    def start(self, b: int) -> datetime:
+        return datetime.fromtimestamp(self.origin_s + self.width * b, tz=UTC)
+
+    def clamp(self, b: int) -> int:
+        """Rows stamped after now (a replica's clock ahead) count in the last bucket."""
+        return min(max(b, 0), self.n - 1)
 
 
-def _buckets(df: pd.DataFrame, now: datetime, window_start: datetime) -> _Buckets:
+def buckets_for(first: datetime | None, now: datetime, window_start: datetime) -> Buckets:
     """Round-width buckets from the first row in the window (or the window's start) to now."""
-    first = df["created_at"].min() if len(df) else pd.Timestamp(now)
-    start = max(pd.Timestamp(window_start), first)
-    width = bucket_width(max(1.0, (pd.Timestamp(now) - start).total_seconds()))
-    origin = pd.Timestamp(start).floor(f"{width}s")
-    n_buckets = int(np.floor((pd.Timestamp(now) - origin).total_seconds() / width)) + 1
-    edges = [origin + pd.Timedelta(seconds=width * i) for i in range(n_buckets)]
-    ends = [e + pd.Timedelta(seconds=width) for e in edges]
-    return _Buckets(width, origin, n_buckets, ends, [e.isoformat() for e in edges])
+    start = max(window_start, first) if first is not None else now
+    width = bucket_width(max(1.0, (now - start).total_seconds()))
+    origin_s = math.floor(start.timestamp() / width) * width
+    n = math.floor((now.timestamp() - origin_s) / width) + 1
+    return Buckets(width, origin_s, n)
 
 
-def summarise(
-    rows: Sequence[Mapping[str, Any]],
-    *,
-    now: datetime,
-    window_start: datetime,
-    tenants: Sequence[Any],
-    prices: Mapping[str, Any],
-    names: Mapping[str, str],
-    outcomes: Mapping[str, Mapping[str, float]] | None = None,
-    promises: Mapping[str, Mapping[str, Any]] | None = None,
-    routes: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Every chart and card of the dashboard as JSON-ready lists.
+@dataclass(frozen=True)
+class View:
+    """What the summary reads besides the log: the tenants in view (TenantInfo-like: id,
+    name, budget_usd, spent_usd, period, period_start), the pool's prices (backend ->
+    Price), tenant names, route promises (route -> {reference, max_drop}) and the
+    configured routes."""
 
-    ``tenants``: TenantInfo-like records (id, name, budget_usd, spent_usd, period_start);
-    ``prices``: backend -> Price (input_per_token, output_per_token); ``outcomes``: request
-    id -> router model -> mean observed quality on its prompt (queries.judged_outcomes);
-    ``promises``: route -> {reference, max_drop}; ``routes``: the configured routes."""
-    df = frame(rows)
-    bk = _buckets(df, now, window_start)
-    idx = ((df["created_at"] - bk.origin).dt.total_seconds() // bk.width).astype(int) if len(
-        df) else pd.Series([], dtype=int)
-    df = df.assign(bucket=idx)
-    answered = df[df["status"] == 200]
-    answered_rows = [r for r in rows if r.get("status") == 200]
-    outcomes = outcomes or {}
-    mix = _model_mix(answered, bk.n)
-    latency, rates = _latency_and_rates(df, bk.n)
+    tenants: Sequence[Any]
+    prices: Mapping[str, Any]
+    names: Mapping[str, str]
+    promises: Mapping[str, Mapping[str, Any]]
+    routes: Sequence[str] = ()
+
+
+def summarise(engine: Engine, window: LogWindow, now: datetime, view: View, *,
+              judge: Judge | None = None, secret: bytes | None = None,
+              fold_rows: int = FOLD_ROWS) -> dict[str, Any]:
+    """Every chart and card of the dashboard as JSON-ready lists. ``judge``: request rows ->
+    request id -> router model -> mean observed quality on its prompt (default
+    queries.judged_outcomes with the store's ``secret``)."""
+    dialect = engine.dialect.name
+    with engine.connect() as conn:
+        bk = buckets_for(log_sql.first_row_time(conn, window), now, window.start)
+        bucket = log_sql.bucket_of(dialect, bk.origin_s, bk.width)
+        groups = log_sql.status_groups(conn, window, bucket)
+        spend = log_sql.tenant_spend(conn, window, bucket)
+        latency = _latency(conn, window, bucket, bk)
+        feedback = log_sql.feedback_by_model(conn, engine, window)
+        answered = log_sql.answered_count(conn, window)
+    fold = SavingsFold(view.prices, view.promises, view.routes)
+    _fold(engine, window, fold, judge, secret, fold_rows)
+    mix = _model_mix(groups, bk)
     return {
-        "now": pd.Timestamp(now).isoformat(),
-        "window_start": pd.Timestamp(window_start).isoformat(),
+        "now": now.isoformat(),
+        "window_start": window.start.isoformat(),
         "bucket_seconds": bk.width,
-        "buckets": bk.labels,
-        "tenant_names": dict(names),
-        "spend": _spend(df, tenants, bk),
-        "budgets": budget_bars(tenants, now),
+        "buckets": [bk.start(b).isoformat() for b in range(bk.n)],
+        "tenant_names": dict(view.names),
+        "spend": _spend(spend, view.tenants, bk),
+        "budgets": budget_bars(view.tenants, now),
         "model_mix": mix,
-        "saving": overall_saving(answered, answered_rows, prices, outcomes, bk.n),
-        "route_savings": route_savings(answered_rows, prices, outcomes, promises or {},
-                                       routes),
+        "saving": {**_saving(groups, bk, fold), **fold.overall()},
+        "route_savings": fold.route_savings(),
         "latency": latency,
-        "rates": rates,
-        "feedback": _feedback(answered, mix["models"]),
+        "rates": _rates(groups, bk),
+        "feedback": _feedback(feedback, answered, mix["totals"]),
+        "truncated": answered > fold_rows,
     }
 
 
-def _spend(df: pd.DataFrame, tenants: Sequence[Any], bk: _Buckets) -> list[dict[str, Any]]:
+def _fold(engine: Engine, window: LogWindow, fold: SavingsFold, judge: Judge | None,
+          secret: bytes | None, limit: int) -> None:
+    """The per-request comparisons, a page of answered rows at a time."""
+    with_prompt = judge is None and "observations" in set(
+        sa.inspect(engine).get_table_names())
+    for page in log_sql.answered_pages(engine, window, limit, with_prompt):
+        seen = judge(page) if judge is not None else judged_outcomes(engine, page, secret)
+        fold.add(page, seen)
+
+
+def _per_bucket(groups: Sequence[StatusGroup], bk: Buckets,
+                keep: Callable[[StatusGroup], bool], value: Callable[[StatusGroup], float]
+                ) -> list[float]:
+    out = [0.0] * bk.n
+    for g in groups:
+        if keep(g):
+            out[bk.clamp(g.bucket)] += value(g)
+    return out
+
+
+def _saving(groups: Sequence[StatusGroup], bk: Buckets, fold: SavingsFold) -> dict[str, Any]:
+    def ok(g: StatusGroup) -> bool:
+        return g.status == 200
+
+    return overall_saving(fold.strongest, fold.price,
+                          _per_bucket(groups, bk, ok, lambda g: g.cost_usd),
+                          _per_bucket(groups, bk, ok, lambda g: g.prompt_tokens),
+                          _per_bucket(groups, bk, ok, lambda g: g.completion_tokens))
+
+
+def _spend(per_bucket: Mapping[tuple[str | None, int], float], tenants: Sequence[Any],
+           bk: Buckets) -> list[dict[str, Any]]:
     """Each tenant's spend in its budget period up to the end of each bucket, S(t)."""
-    # rows at or after the end of bucket b are exactly the rows of buckets > b
-    per_bucket = df.groupby(["tenant_id", "bucket"])["cost_usd"].sum()
     spend = []
     for t in tenants:
-        costs = np.zeros(bk.n)
-        if t.id in per_bucket.index.get_level_values(0):
-            mine = per_bucket.loc[t.id]
-            costs[mine.index.to_numpy(dtype=int)] = mine.to_numpy(dtype=float)
-        later = np.concatenate([np.cumsum(costs[::-1])[::-1][1:], [0.0]])
+        costs = [0.0] * bk.n
+        for (tid, b), c in per_bucket.items():
+            if tid == t.id:
+                costs[bk.clamp(b)] += c
+        # rows at or after the end of bucket b are exactly the rows of buckets > b
+        later = list(accumulate(reversed(costs)))[::-1][1:] + [0.0]
         series: list[float | None] = [
-            None if pd.Timestamp(t.period_start) > end
-            else max(0.0, float(t.spent_usd) - float(later[b]))
-            for b, end in enumerate(bk.ends)
-        ]
+            None if t.period_start > bk.start(b + 1)
+            else max(0.0, float(t.spent_usd) - later[b]) for b in range(bk.n)]
         spend.append({"tenant_id": t.id, "tenant": t.name, "budget_usd": t.budget_usd,
                       "period": t.period, "spent_usd": t.spent_usd, "spend": series})
     return spend
 
 
-def _model_mix(answered: pd.DataFrame, n_buckets: int) -> dict[str, Any]:
-    models = sorted(m for m in answered["chosen_model"].dropna().unique())
-    counts = answered.groupby(["bucket", "chosen_model"]).size()
-    mix = {m: [int(counts.get((b, m), 0)) for b in range(n_buckets)] for m in models}
-    totals = answered["chosen_model"].value_counts()
-    return {"models": models, "series": mix,
-            "totals": {m: int(totals.get(m, 0)) for m in models}}
+def _model_mix(groups: Sequence[StatusGroup], bk: Buckets) -> dict[str, Any]:
+    answered = [g for g in groups if g.status == 200 and g.model is not None]
+    models = sorted({g.model for g in answered if g.model is not None})
+    series = {m: [0] * bk.n for m in models}
+    for g in answered:
+        series[g.model][bk.clamp(g.bucket)] += g.n  # type: ignore[index]
+    return {"models": models, "series": series, "totals": {m: sum(series[m]) for m in models}}
 
 
-def _latency_and_rates(df: pd.DataFrame, n_buckets: int) -> tuple[dict, dict]:
-    """Latency percentiles, and request volume, error (client 4xx, upstream 5xx) and
-    fallback rates, per bucket and over the window."""
-    by_b = df.groupby("bucket")
-    lat_series: dict[str, list] = {f"p{p}": [] for p in (50, 95)}
-    err, client_err, upstream_err, fb_rate, volume = [], [], [], [], []
-    client = (df["status"] >= 400) & (df["status"] < 500)
-    upstream = df["status"] >= 500
-    for b in range(n_buckets):
-        g = by_b.get_group(b) if b in by_b.groups else df.iloc[0:0]
-        pct = _percentiles(g["latency_ms"])
-        lat_series["p50"].append(pct["p50"])
-        lat_series["p95"].append(pct["p95"])
-        n = len(g)
-        volume.append(n)
-        err.append(float((g["status"] >= 400).mean()) if n else None)
-        client_err.append(float(client[g.index].mean()) if n else None)
-        upstream_err.append(float(upstream[g.index].mean()) if n else None)
-        fb_rate.append(float((g["n_attempts"] > 1).mean()) if n else None)
-    n_all = len(df)
-    latency = {
-        "total_ms": _percentiles(df["latency_ms"]),
-        "ttft_ms": _percentiles(df["ttft_ms"]),
-        "series": lat_series,
+def _latency(conn: sa.Connection, window: LogWindow, bucket: Any, bk: Buckets
+             ) -> dict[str, Any]:
+    col = request_logs.c
+    total = log_sql.percentile_points(conn, window, col.latency_ms, PERCENTILES)
+    ttft = log_sql.percentile_points(conn, window, col.ttft_ms, PERCENTILES)
+    per_b = log_sql.percentile_points(conn, window, col.latency_ms, (50, 95), bucket)
+    series = {f"p{p}": [(per_b.get(b) or {}).get(p) for b in range(bk.n)] for p in (50, 95)}
+    return {"total_ms": _named(total.get(None, {})), "ttft_ms": _named(ttft.get(None, {})),
+            "series": series}
+
+
+def _named(points: Mapping[int, float | None]) -> dict[str, float | None]:
+    return {f"p{p}": points.get(p) for p in PERCENTILES}
+
+
+def _share(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def _rates(groups: Sequence[StatusGroup], bk: Buckets) -> dict[str, Any]:
+    """Request volume, error (client 4xx, upstream 5xx) and fallback rates, per bucket and
+    over the window."""
+    kinds: dict[str, Callable[[StatusGroup], bool]] = {
+        "requests": lambda g: True,
+        "errors": lambda g: g.status is not None and g.status >= 400,
+        "client_errors": lambda g: g.status is not None and 400 <= g.status < 500,
+        "upstream_errors": lambda g: g.status is not None and g.status >= 500,
+        "fallbacks": lambda g: g.fallback,
     }
-    rates = {
-        "requests": volume,
-        "error_rate": err,
-        "client_error_rate": client_err,
-        "upstream_error_rate": upstream_err,
-        "fallback_rate": fb_rate,
+    per = {k: [int(x) for x in _per_bucket(groups, bk, f, lambda g: g.n)]
+           for k, f in kinds.items()}
+    total = {k: sum(v) for k, v in per.items()}
+    n_all = total["requests"]
+    statuses: dict[str, int] = {}
+    for g in groups:
+        if g.status is not None:
+            statuses[str(g.status)] = statuses.get(str(g.status), 0) + g.n
+    vol = per["requests"]
+    return {
+        "requests": vol,
+        "error_rate": [_share(e, n) for e, n in zip(per["errors"], vol, strict=True)],
+        "client_error_rate": [_share(e, n) for e, n in zip(per["client_errors"], vol,
+                                                            strict=True)],
+        "upstream_error_rate": [_share(e, n) for e, n in zip(per["upstream_errors"], vol,
+                                                              strict=True)],
+        "fallback_rate": [_share(e, n) for e, n in zip(per["fallbacks"], vol, strict=True)],
         "overall": {
-            "requests": n_all,
-            "errors": int((df["status"] >= 400).sum()),
-            "fallbacks": int((df["n_attempts"] > 1).sum()),
-            "client_errors": int(client.sum()),
-            "upstream_errors": int(upstream.sum()),
-            "client_error_rate": _none(float(client.mean())) if n_all else None,
-            "upstream_error_rate": _none(float(upstream.mean())) if n_all else None,
-            "error_rate": _none(float((df["status"] >= 400).mean())) if n_all else None,
-            "fallback_rate": _none(float((df["n_attempts"] > 1).mean())) if n_all else None,
-            "statuses": {str(int(k)): int(v)
-                         for k, v in df["status"].dropna().value_counts().items()},
+            **total,
+            "client_error_rate": _share(total["client_errors"], n_all),
+            "upstream_error_rate": _share(total["upstream_errors"], n_all),
+            "error_rate": _share(total["errors"], n_all),
+            "fallback_rate": _share(total["fallbacks"], n_all),
+            "statuses": dict(sorted(statuses.items(), key=lambda kv: -kv[1])),
         },
     }
-    return latency, rates
 
 
-def _feedback(answered: pd.DataFrame, models: list[str]) -> dict[str, Any]:
+def _feedback(by_model: Mapping[str | None, log_sql.FeedbackTally], answered: int,
+              answered_by_model: Mapping[str, int]) -> dict[str, Any]:
     """Feedback coverage: overall and per model."""
-    with_fb = answered[answered["n_feedback"] > 0]
     per_model = []
-    for m in models:
-        g = answered[answered["chosen_model"] == m]
-        gf = g[g["n_feedback"] > 0]
+    for m, n in answered_by_model.items():
+        t = by_model.get(m, log_sql.FeedbackTally())
         per_model.append({
-            "model": m, "answered": len(g), "with_feedback": len(gf),
-            "coverage": len(gf) / len(g) if len(g) else None,
-            "mean_score": _none(float(gf["feedback_mean"].mean())) if len(gf) else None,
+            "model": m, "answered": n, "with_feedback": t.with_feedback,
+            "coverage": _share(t.with_feedback, n),
+            "mean_score": t.score_sum / t.scored if t.scored else None,
         })
+    every = list(by_model.values())
+    with_fb = sum(t.with_feedback for t in every)
+    scored = sum(t.scored for t in every)
     return {
-        "answered": len(answered),
-        "with_feedback": len(with_fb),
-        "coverage": len(with_fb) / len(answered) if len(answered) else None,
-        "events": int(answered["n_feedback"].sum()),
-        "mean_score": _none(float(with_fb["feedback_mean"].mean())) if len(with_fb) else None,
+        "answered": answered,
+        "with_feedback": with_fb,
+        "coverage": _share(with_fb, answered),
+        "events": sum(t.events for t in every),
+        "mean_score": sum(t.score_sum for t in every) / scored if scored else None,
         "per_model": per_model,
     }
 
@@ -266,4 +285,3 @@ def budget_bars(tenants: Sequence[Any], now: datetime) -> list[dict[str, Any]]:
                      "percent_used": 100.0 * spent / budget if budget > 0 else 100.0,
                      "period_end": end.isoformat() if end else None})
     return sorted(bars, key=lambda b: -b["percent_used"])
-

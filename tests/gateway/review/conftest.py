@@ -30,6 +30,7 @@ from tests.gateway.conftest import (  # noqa: F401 - fixtures are used by name
     test_router,
     upstream,
 )
+from tests.gateway.review.log_db import create_log_tables
 
 
 @pytest.fixture(
@@ -72,3 +73,19 @@ def add_feedback(engine: sa.Engine, request_id: str, tenant_id: str, model: str,
             prompt_key=uuid.uuid4().hex, model=model, quality=quality, cost_usd=None,
             source=source, sample=0, request_id=request_id, tenant_id=tenant_id,
             comment=comment, created_at=datetime.now(UTC)))
+
+
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def log_engine(request: pytest.FixtureRequest) -> Iterator[sa.Engine]:
+    """An empty log database per module; each test starts from empty tables."""
+    urls = iter([]) if request.param == "sqlite" else _pg_database()
+    url = "sqlite://" if request.param == "sqlite" else next(urls)
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    create_log_tables(engine)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+        for _ in urls:  # drops the PostgreSQL database
+            pass

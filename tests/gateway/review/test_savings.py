@@ -13,10 +13,12 @@ from gateway.learning import tables as ldb
 from gateway.pricing import Price
 from gateway.review.dashboard.queries import judged_outcomes
 from gateway.review.dashboard.savings import UNKNOWN, promise_reference
-from gateway.review.dashboard.summary import summarise
+from gateway.store import prompt_keys
+from tests.gateway.review.log_db import summary_of
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 PRICES = {"cheap": Price(1e-6, 2e-6), "mid": Price(3e-6, 6e-6), "strong": Price(10e-6, 30e-6)}
+SECRET = prompt_keys.derive(b"test server secret")  # as a store derives its own
 RM = {"cheap": "m-cheap", "mid": "m-mid", "strong": "m-strong"}  # backend -> router model
 
 
@@ -55,11 +57,11 @@ def plain_row(i: int, route: str | None, chosen: str, cands: dict[str, float] | 
             "router_version": "v1", "candidates": c, "reason": "a = p − λc" if c else None}
 
 
-def _summary(rows: list[dict], outcomes: dict | None = None, **kw) -> dict:
-    return summarise(rows, now=NOW, window_start=NOW - timedelta(hours=1), tenants=[],
-                     prices=PRICES, names={}, outcomes=outcomes,
-                     promises={"auto": {"reference": "mid", "max_drop": 0.01}},
-                     routes=["auto", "auto-lam"], **kw)
+def _summary(engine: sa.Engine, rows: list[dict], outcomes: dict | None = None, **kw) -> dict:
+    return summary_of(engine, rows, now=NOW, window_start=NOW - timedelta(hours=1),
+                      tenants=[], prices=PRICES, names={}, outcomes=outcomes,
+                      promises={"auto": {"reference": "mid", "max_drop": 0.01}},
+                      routes=["auto", "auto-lam"], **kw)
 
 
 ROWS = [promise_row(0, "cheap"), promise_row(1, "cheap"), promise_row(2, "mid"),
@@ -77,8 +79,8 @@ def _never_alone(s: dict) -> None:
             assert entry["quality_change_known"] or entry["quality_change"] == UNKNOWN, entry
 
 
-def test_promise_route_saving_beside_its_estimated_quality_change() -> None:
-    s = _summary(ROWS)
+def test_promise_route_saving_beside_its_estimated_quality_change(log_engine) -> None:
+    s = _summary(log_engine, ROWS)
     _never_alone(s)
     by = {r["route"]: r for r in s["route_savings"]}
     assert list(by) == ["auto", "auto-lam", "passthrough"]
@@ -114,11 +116,11 @@ def test_promise_route_saving_beside_its_estimated_quality_change() -> None:
     assert sv["quality_change"] == "estimated -0.100 (on 2 of 6), measured n/a"
 
 
-def test_measured_quality_change_where_observations_exist() -> None:
+def test_measured_quality_change_where_observations_exist(log_engine) -> None:
     # p0 (cheap) judged 0.5 against the reference's 1.0 on the same prompt; p1 not judged
     outcomes = {"p0": {"m-cheap": 0.5, "m-mid": 1.0}, "p1": {"m-cheap": 0.9},
                 "q0": {"m-cheap": 0.7, "m-strong": 0.9}}
-    s = _summary(ROWS, outcomes)
+    s = _summary(log_engine, ROWS, outcomes)
     _never_alone(s)
     by = {r["route"]: r for r in s["route_savings"]}
     auto = by["auto"]
@@ -132,8 +134,8 @@ def test_measured_quality_change_where_observations_exist() -> None:
     assert lam["measured_quality_change"] == pytest.approx(0.5 * -0.2)
 
 
-def test_every_request_on_the_reference_measures_no_change() -> None:
-    s = _summary([promise_row(0, "mid"), promise_row(1, "mid")])
+def test_every_request_on_the_reference_measures_no_change(log_engine) -> None:
+    s = _summary(log_engine, [promise_row(0, "mid"), promise_row(1, "mid")])
     auto = {r["route"]: r for r in s["route_savings"]}["auto"]
     assert auto["saving_usd"] == pytest.approx(0.0)
     assert auto["estimated_quality_change"] == 0.0 and auto["measured_quality_change"] == 0.0
@@ -143,13 +145,13 @@ def test_every_request_on_the_reference_measures_no_change() -> None:
     assert lam["saving_usd"] is None and lam["quality_change"] == "no requests compared"
 
 
-def test_the_reference_is_read_from_the_reason_and_a_stand_in_is_named() -> None:
+def test_the_reference_is_read_from_the_reason_and_a_stand_in_is_named(log_engine) -> None:
     assert promise_reference(promise_row(0, "cheap")) == (0.01, "mid", False)
     # the configured reference was not allowed to this request: mid stood in for it
     stood = promise_row(0, "cheap", reference="strong", stand_in="mid")
     assert promise_reference(stood) == (0.01, "mid", True)
     assert promise_reference(plain_row(0, "x", "cheap", {"cheap": 0.5})) == (None, None, False)
-    s = _summary([stood])
+    s = _summary(log_engine, [stood])
     assert {r["route"]: r for r in s["route_savings"]}["auto"]["stand_in"] == 1
 
 
@@ -170,10 +172,11 @@ def test_judged_outcomes_read_every_source_on_the_request_prompt() -> None:
         request_id="r0")  # the reference judged on an earlier request of the same prompt
     add(engine, key="k2", model="m-mid", quality=0.0, cost_usd=None, source="shadow")
     add(engine, key="k1", model="m-mid", quality=0.0, cost_usd=None, source="import")
-    got = judged_outcomes(engine, [{"id": "r1"}, {"id": "r2", "prompt_text": "hello"}])
+    got = judged_outcomes(engine, [{"id": "r1"}, {"id": "r2", "prompt_text": "hello"}],
+                          SECRET)
     assert got == {"r1": {"m-cheap": pytest.approx(0.5), "m-mid": 1.0}}
     # the judge compared r3's answer beside the reference's: that comparison alone counts
-    hello = ldb.prompt_key("hello")  # no learning_requests row: the logged prompt's key
+    hello = ldb.prompt_key("hello", SECRET)  # no learning_requests row: the logged prompt's key
     add(engine, key=hello, model="m-cheap", quality=0.2, cost_usd=None, source="judge",
         request_id="r9")
     add(engine, key=hello, model="m-cheap", quality=0.6, cost_usd=None, source="paired",
@@ -181,6 +184,6 @@ def test_judged_outcomes_read_every_source_on_the_request_prompt() -> None:
     add(engine, key=hello, model="m-mid", quality=0.7, cost_usd=None, source="paired",
         request_id="r3")
     got = judged_outcomes(engine, [{"id": "r3", "prompt_text": "hello"},
-                                   {"id": "r4", "prompt_text": "hello"}])
+                                   {"id": "r4", "prompt_text": "hello"}], SECRET)
     assert got["r3"] == {"m-cheap": 0.6, "m-mid": 0.7}
     assert got["r4"] == {"m-cheap": pytest.approx(0.4), "m-mid": 0.7}  # all on the prompt

@@ -1,5 +1,6 @@
-"""The dashboard's arithmetic on hand-computable rows: buckets, spend against budget rebuilt
-from the ledger, the saving against the strongest backend, percentiles and rates."""
+"""The dashboard's arithmetic on hand-computable rows, aggregated by a real database (SQLite and
+PostgreSQL): buckets, spend against budget rebuilt from the ledger, the saving against the
+strongest backend, percentiles and rates."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 import pytest
 
 from gateway.pricing import Price
-from gateway.review.dashboard.summary import bucket_width, summarise
+from gateway.review.dashboard.summary import bucket_width
+from tests.gateway.review.log_db import summary_of
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -44,7 +46,7 @@ def test_bucket_width_is_round_and_bounded() -> None:
         assert span / bucket_width(span) <= 30
 
 
-def test_summary_numbers() -> None:
+def test_summary_numbers(log_engine) -> None:
     prices = {"cheap": Price(1e-6, 2e-6), "strong": Price(10e-6, 30e-6)}
     rows = [
         row(0, 50, "cheap", 200, 0.0002, fb=[1.0, 0.0]),
@@ -54,8 +56,8 @@ def test_summary_numbers() -> None:
     ]
     tenant = T("a", "acme", 0.01, spent_usd=0.0029, period="monthly",
                period_start=NOW - timedelta(days=3))
-    s = summarise(rows, now=NOW, window_start=NOW - timedelta(hours=1), tenants=[tenant],
-                  prices=prices, names={"a": "acme"})
+    s = summary_of(log_engine, rows, now=NOW, window_start=NOW - timedelta(hours=1),
+                   tenants=[tenant], prices=prices, names={"a": "acme"})
     assert s["bucket_seconds"] == 300
     spend = s["spend"][0]["spend"]
     # S(t) = spent_now − Σ cost after t: 0.0029 at the end, 0.0029 − 0.0027 after the first
@@ -78,17 +80,17 @@ def test_summary_numbers() -> None:
     assert fb["mean_score"] == pytest.approx((0.5 + 1.0) / 2)  # per request, then averaged
 
 
-def test_spend_before_the_period_start_is_not_drawn() -> None:
+def test_spend_before_the_period_start_is_not_drawn(log_engine) -> None:
     tenant = T("a", "acme", 1.0, spent_usd=0.0, period="daily",
                period_start=NOW - timedelta(minutes=10))
-    s = summarise([row(0, 50, "cheap", 200, 0.001)], now=NOW,
-                  window_start=NOW - timedelta(hours=1), tenants=[tenant],
-                  prices={"cheap": Price(1e-6, 2e-6)}, names={})
+    s = summary_of(log_engine, [row(0, 50, "cheap", 200, 0.001)], now=NOW,
+                   window_start=NOW - timedelta(hours=1), tenants=[tenant],
+                   prices={"cheap": Price(1e-6, 2e-6)}, names={})
     series = s["spend"][0]["spend"]
     assert series[0] is None and series[-1] == 0.0
 
 
-def test_budget_bars_and_errors_split_by_who_caused_them() -> None:
+def test_budget_bars_and_errors_split_by_who_caused_them(log_engine) -> None:
     rows = [row(0, 50, "cheap", 200, 0.001), row(1, 40, None, 429, 0.0),
             row(2, 30, None, 400, 0.0), row(3, 20, None, 502, 0.0),
             row(4, 10, None, 401, 0.0, tenant="b")]
@@ -100,8 +102,8 @@ def test_budget_bars_and_errors_split_by_who_caused_them() -> None:
                  period_start=datetime(1970, 1, 1, tzinfo=UTC)),
                T("d", "forever", 4.0, spent_usd=1.0, period="total",
                  period_start=datetime(1970, 1, 1, tzinfo=UTC))]
-    s = summarise(rows, now=NOW, window_start=NOW - timedelta(hours=1), tenants=tenants,
-                  prices={"cheap": Price(1e-6, 2e-6)}, names={})
+    s = summary_of(log_engine, rows, now=NOW, window_start=NOW - timedelta(hours=1),
+                   tenants=tenants, prices={"cheap": Price(1e-6, 2e-6)}, names={})
     bars = {b["tenant"]: b for b in s["budgets"]}
     assert list(bars) == ["beta", "acme", "forever"]  # fullest first; no budget, no bar
     assert bars["acme"]["percent_used"] == pytest.approx(25.0)

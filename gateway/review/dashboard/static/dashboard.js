@@ -55,11 +55,16 @@ function label(iso, bucketSeconds) {
   return `${d.getUTCFullYear()}-${p(d.getUTCMonth() + 1)}-${p(d.getUTCDate())}`;
 }
 
-async function api(path) {
+async function api(path, tries = 3) {
   const params = new URLSearchParams({ window: state.window });
   if (state.tenant) params.set("tenant", state.tenant);
   const sep = path.includes("?") ? "&" : "?";
   const r = await fetch(`/dashboard/api/${path}${sep}${params}`, { credentials: "same-origin" });
+  if (r.status === 429 && tries > 1) {  // rate limited or busy: wait as told, then again
+    const wait = Math.min(60, Number(r.headers.get("retry-after")) || 1);
+    await new Promise((done) => setTimeout(done, wait * 1000));
+    return api(path, tries - 1);
+  }
   if (r.status === 401) { window.location.assign("/dashboard"); throw new Error("signed out"); }
   const body = await r.json();
   if (!r.ok) throw new Error(body.error ? body.error.message : r.statusText);
