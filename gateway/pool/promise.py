@@ -11,11 +11,14 @@ once per pool, what that rule reads:
   from outcomes; n measured on validation prompts), ``prior from published results`` (the
   backend's published aggregate figure, router_core/identity/capability.yaml, put on the
   router's scale by the line through the trained experts that have both, then placed among
-  its capability neighbours), ``prior from price only`` (last resort: one pseudo-outcome, so
+  its capability neighbours), ``prior from a vendor claim`` (no number sourced, but the
+  vendor relates it to a model with one: that model's figure, half the pseudo-outcomes),
+  ``prior from price only`` (last resort: one pseudo-outcome, so
   it is neither assumed adequate as a candidate nor weak as a reference), ``refined by n
   outcomes`` (a cold-start expert the learning loop refitted).
 - ``RoutePromise`` per promising route: its reference (named in config, else the strongest
-  backend by what is known; a dearer backend known by price alone is never assumed weaker),
+  backend by what is known, a claim or a price not counting as known; a dearer backend known
+  by price or claim alone is never assumed weaker),
   its drop, and the rule's confidence z and per-prompt tolerance, measured for the artifact
   by scripts/route_promises.py (``router.config["promise"]``) or, without them, the
   conservative defaults below.
@@ -50,6 +53,10 @@ from router_core.router import Router
 TRAINED_N = 20.0  # a trained expert's pseudo-count when the artifact has none measured
 PRIOR_N0 = 2.0  # an aggregate prior's, likewise
 DEFAULT_Z = 3.0  # the rule's confidence when the artifact has none measured for the drop
+# a prior on a vendor's ordering claim ("outperforms X") holds half the pseudo-outcomes of
+# one on a published score: the claim is a floor or a likeness, usually on other benchmarks
+CLAIM_WEIGHT = 0.5
+UNINFORMED = ("prior from price", "prior from a vendor claim")  # never the default reference
 
 
 @dataclass(frozen=True)
@@ -103,14 +110,15 @@ def reference_queries(router: Router, phi_ref: np.ndarray | None) -> np.ndarray:
     return np.stack([np.asarray(e.descriptor, dtype=float) for e in router.experts])
 
 
-def published_figure(b: Backend) -> tuple[float, str] | None:
-    """(value on the MMLU-Pro scale, how) from the first of the backend's names the
-    capability table knows (exact names and aliases only)."""
+def published_figure(b: Backend) -> tuple[float, str, bool] | None:
+    """(value on the MMLU-Pro scale, how, whether it is only a vendor's claim) from the
+    first of the backend's names the capability table knows (exact names and aliases)."""
     base = (b.model_info.model_extra or {}).get("base_model")
     for name in (b.model_name, b.litellm_model, *( [str(base)] if base else [])):
         cap = capability(name)
         if cap is not None:
-            return cap.value, f"{cap.how} {cap.value:.3f} ({cap.scores[0].source.title})"
+            how = f"{cap.how} {cap.value:.3f} ({cap.source_title})"
+            return cap.value, how, cap.claim is not None
     return None
 
 
@@ -167,8 +175,8 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
     figures = {}
     for m in trained:
         fig = published_figure(backends[m]) if m in backends else None
-        cap = fig or ((v.value, "") if (v := capability(m)) is not None else None)
-        if cap is not None:
+        cap = fig or ((v.value, "", v.claim is not None) if (v := capability(m)) else None)
+        if cap is not None and not cap[2]:  # a vendor's claim never fits the level line
             figures[m] = cap[0]
     levels = {m: out[m].level for m in trained}
     alpha, _ = _level_line(levels, figures)
@@ -186,8 +194,9 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
         fig = published_figure(backend)
         if fig is not None:
             target = _placed_level(fig[0], with_fig, figures, levels, alpha)
-            prior = prior_from_aggregate(target, Wk, bk, pk, Q_ref, n0)
-            how = f"prior from published results: {fig[1]}"
+            prior = prior_from_aggregate(target, Wk, bk, pk, Q_ref,
+                                         n0 * CLAIM_WEIGHT if fig[2] else n0)
+            how = f"prior from a {fig[1]}" if fig[2] else f"prior from published results: {fig[1]}"
         else:
             usd = prices[k.backend].cost(*TYPICAL_TOKENS)
             prior = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, 1.0)
@@ -203,18 +212,18 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
 
 def default_reference(route_backends: list[str], known: Mapping[str, Known],
                       qualities: Mapping[str, Quality], prices: Mapping[str, Price]) -> tuple[str, str]:
-    """(backend, why): the strongest by what is known; a dearer backend known by price alone
-    is taken instead (an unknown reference is never assumed weak)."""
+    """(backend, why): the strongest by what is known; a dearer backend known by price or a
+    vendor's claim alone is taken instead (an unknown reference is never assumed weak)."""
     def usd(name: str) -> float:
         return prices[name].cost(*TYPICAL_TOKENS)
 
     ranked = [(qualities[known[n].expert], n) for n in route_backends
               if known[n].expert in qualities]
-    informed = [(q.level, n) for q, n in ranked if not q.how.startswith("prior from price")]
+    informed = [(q.level, n) for q, n in ranked if not q.how.startswith(UNINFORMED)]
     if informed:
         level, best = max(informed)
         dearer_unknown = [n for q, n in ranked
-                          if q.how.startswith("prior from price") and usd(n) > usd(best)]
+                          if q.how.startswith(UNINFORMED) and usd(n) > usd(best)]
         if not dearer_unknown:
             return best, f"strongest known: mean p̂ {level:.3f}"
     best = max((n for _, n in ranked), key=usd)

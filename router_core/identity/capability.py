@@ -79,8 +79,13 @@ class Capability:
     model: str
     value: float
     sd: float | None
-    how: str  # "published mmlu_pro" or "mapped from mmlu"
+    how: str  # "published mmlu_pro", "mapped from mmlu" or "vendor claim: at least X"
     scores: tuple[Score, ...]
+    claim: Relation | None = None  # set when the value is another model's, by a vendor claim
+
+    @property
+    def source_title(self) -> str:
+        return self.claim.source.title if self.claim else self.scores[0].source.title
 
 
 @dataclass(frozen=True)
@@ -155,10 +160,12 @@ class CapabilityTable:
             tuple(p[0] for p in pairs),
         )  # fmt: skip
 
-    def capability(self, model: str, second: str = SECOND) -> Capability | None:
+    def capability(self, model: str, second: str = SECOND,
+                   claims: bool = True) -> Capability | None:
         """The model on the primary scale: its published mean (sd: the spread between its
         sources), else its second benchmark mapped by ``benchmark_map`` (sd: the fit's
-        residual, widened by the sources' spread), else None."""
+        residual, widened by the sources' spread), else (``claims``) a vendor's claim
+        relating it to a model with a number (``_claimed``), else None."""
         model_id = self.resolve(model)
         if model_id is None:
             return None
@@ -170,11 +177,25 @@ class CapabilityTable:
         other = [s.value for s in scores if s.benchmark == second]
         line = self.benchmark_map(second) if other else None
         if line is None:
-            return None
+            return self._claimed(model_id, second) if claims else None
         value, residual = line(sum(other) / len(other))
         spread = line.slope * (_sd(other) or 0.0)
         return Capability(model_id, value, math.hypot(residual, spread),
                           f"mapped from {second}", scores)  # fmt: skip
+
+
+    def _claimed(self, model_id: str, second: str) -> Capability | None:
+        """A vendor's ``at_least`` / ``about`` claim against a model with a number: that
+        model's value (for ``at_least`` a floor, taken as the level). A claim is weaker
+        evidence than a score, and usually made on other benchmarks than the primary:
+        ``claim`` marks it so a prior built on it carries fewer pseudo-outcomes
+        (gateway/pool/promise.py), and it never fits a benchmark line."""
+        for r in self.relations.get(model_id, ()):
+            other = None if r.other is None else self.capability(r.other, second, claims=False)
+            if other is not None:
+                how = f"vendor claim: {r.relation.replace('_', ' ')} {other.model}"
+                return Capability(model_id, other.value, other.sd, how, other.scores, claim=r)
+        return None
 
 
 def _sd(values: list[float]) -> float | None:

@@ -57,10 +57,20 @@ def test_the_packaged_pool_knows_the_frontier_by_published_results_and_promises_
     # published results put gpt-4o and claude-sonnet-4-6 above the strongest open model
     assert level["gpt-4o"] > level["llama-3.1-70b-instruct"]
     assert level["claude-sonnet-4-6"] > level["gpt-4o"]
-    # the reference is never a model assumed weak: the strongest known, or a dearer unknown
+    # gemini-3.5-flash has no sourced number, only Google's claim that it outperforms
+    # gemini-3.1-pro: a prior on that claim, with half a published prior's pseudo-outcomes
+    assert how["gemini-3.5-flash"].startswith("prior from a vendor claim: at least gemini-3.1-pro")
+    from gateway.pool.promise import reference_queries
+    Q = reference_queries(pool.router, phi_ref)
+    flash = pool.qualities[pool.expert_of("gemini-3.5-flash")].prior
+    sonnet = pool.qualities[pool.expert_of("claude-sonnet-4-6")].prior
+    assert flash.estimate(Q)[1].mean() < sonnet.estimate(Q)[1].mean()
+    # the reference is never a model assumed weak, nor one known by a claim or a price alone:
+    # the strongest known by published results, or a dearer unknown
     for route in ROUTES:
         promise = pool.promises[route]
         assert promise.max_drop == settings.routes[route].max_drop
+        assert promise.reference != "gemini-3.5-flash"
         assert level[promise.reference] >= level["claude-sonnet-4-6"] or (
             how[promise.reference] == "prior from price only")
 

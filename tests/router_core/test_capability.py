@@ -104,8 +104,9 @@ def test_the_packaged_frontier_backends_resolve_and_are_placed_by_a_source_or_no
         sourced = [s.value for s in published(model_id) if s.benchmark == PRIMARY]
         if value is None:  # no MMLU-Pro number: mapped from a sourced MMLU number, or nothing
             assert not sourced
-            cap = capability(model_id)
-            assert cap is None or any(s.benchmark == "mmlu" for s in cap.scores)
+            cap = capability(model_id)  # or another model's number, by a vendor's claim
+            assert cap is None or cap.claim is not None or any(
+                s.benchmark == "mmlu" for s in cap.scores)
         else:
             assert value == pytest.approx(sum(sourced) / len(sourced))
     assert seen == 5
@@ -123,8 +124,21 @@ def test_a_frontier_model_with_only_mmlu_is_mapped_with_the_fit_uncertainty():
 def test_unknown_and_unsourced_models_have_no_number():
     assert published("openai/gpt-9") == () and aggregate("openai/gpt-9") is None
     assert capability("openai/gpt-9") is None
-    assert capability("gemini/gemini-3.5-flash") is None  # only a vendor's ordering claim
-    assert capability_table().relations["gemini-3.5-flash"][0].other == "gemini-3.1-pro"
+    table = capability_table()
+    assert table.relations["gemini-3.5-flash"][0].other == "gemini-3.1-pro"
+    assert table.capability("gemini/gemini-3.5-flash", claims=False) is None  # no number
+
+
+def test_a_vendor_claim_lends_the_other_models_number_marked_as_a_claim():
+    """Google claims gemini-3.5-flash outperforms gemini-3.1-pro, which has a number: the
+    flash is placed at that number, marked as a claim (its prior holds fewer pseudo-outcomes);
+    a claim against a model without a number (claude-haiku-4-5's) places nothing."""
+    cap = capability("gemini/gemini-3.5-flash")
+    pro = capability("gemini-3.1-pro")
+    assert cap is not None and cap.claim is not None and pro.claim is None
+    assert cap.value == pro.value and cap.how == "vendor claim: at least gemini-3.1-pro"
+    assert cap.source_title == cap.claim.source.title != pro.source_title
+    assert capability("anthropic/claude-haiku-4-5") is None
 
 
 def test_records_are_frozen():
