@@ -40,6 +40,10 @@ class ReliabilitySettings(BaseModel):
     outage: OutageSettings = Field(default_factory=OutageSettings)
     spool_dir: str = "./tollgate-spool"
     max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    # messages (Responses: input items) and content parts per request; 400 above
+    # (gateway/serving/validation.py check_counts: litellm walks each on the event loop)
+    max_messages: int = Field(default=2048, ge=1)
+    max_content_parts: int = Field(default=4096, ge=1)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
     log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
     # The edge (gateway.reliability.edge). Peers whose X-Forwarded-For / -Proto are believed:

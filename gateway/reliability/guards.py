@@ -7,6 +7,8 @@
       outage: {budget: refuse, allowance_usd: 0.0}   # or budget: allow (see gateway.reliability.outage)
       spool_dir: ./tollgate-spool                     # or TOLLGATE_SPOOL_DIR
       max_body_bytes: 8388608                         # 413 above this
+      max_messages: 2048                              # 400 above this many messages
+      max_content_parts: 4096                         # ... content parts in all
       shutdown_grace_s: 30                            # SIGTERM: in-flight requests get this long
       log_flush_timeout_s: 10                         # then the log queue; the rest is spooled
 

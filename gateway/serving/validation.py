@@ -9,6 +9,14 @@
   thread: a body of several MB still takes milliseconds to parse.
   Strings that cannot be encoded as UTF-8 (lone surrogates written as JSON ``\\ud800``
   escapes) would fail later, at the upstream call; refused here with 400 too.
+- ``check_counts``: at most ``max_messages`` messages (Responses: ``input`` items) and
+  ``max_content_parts`` content parts in all, checked before anything walks them (400
+  ``array_above_max_length``, OpenAI's code). litellm walks every message and part on the
+  event loop before it sends (``_truncate_base64_in_value``, ``_remove_thought_signatures_
+  from_messages``): 40,000 messages held the loop ~0.6 s, 2,048 take ~3 ms. 2,048 is
+  OpenAI's own bound on ``messages`` (Azure OpenAI's error "``$.messages`` exceeds the maximum
+  length of 2048 items", portkey.ai/error-library/length-limit-error-10026), enough for
+  real agents; both are ``reliability:`` settings.
 - ``fit_candidates``: a backend whose context window (``max_input_tokens``) cannot hold the
   prompt, or whose output
   cap is below the client's ``max_tokens``, is dropped from the ranked candidates; when none
@@ -124,13 +132,18 @@ INLINE_JSON_BYTES = 64 * 1024
 
 
 async def json_body(request: Request) -> Any:
-    """The request's body as strict JSON (``load_json``); a body over ``INLINE_JSON_BYTES``
-    is parsed in a worker thread (several MB would hold the event loop for tens of ms; the
-    parse itself holds the GIL, but the walk after it gives it back between values)."""
+    """The request's body as strict JSON (``load_json``) within the app's message counts
+    (``check_counts``); a body over ``INLINE_JSON_BYTES`` is parsed in a worker thread
+    (several MB would hold the event loop for tens of ms; the parse itself holds the GIL, but
+    the walk after it gives it back between values)."""
     raw = await request.body()
+    limits = request.app.state.ctx.reliability.settings
     if len(raw) <= INLINE_JSON_BYTES:
-        return load_json(raw)
-    return await anyio.to_thread.run_sync(load_json, raw)
+        body = load_json(raw)
+    else:
+        body = await anyio.to_thread.run_sync(load_json, raw)
+    check_counts(body, limits.max_messages, limits.max_content_parts)  # before any walk
+    return body
 
 
 def too_deep() -> GatewayError:
@@ -164,6 +177,28 @@ def _check_string(text: str) -> None:
         except UnicodeEncodeError as e:
             raise invalid("the request body contains text that is not valid UTF-8 "
                           f"(e.g. an unpaired surrogate): {e.reason}") from e
+
+
+def check_counts(body: Any, max_messages: int, max_content_parts: int) -> None:
+    """400 when a chat body's ``messages`` (a Responses body's ``input``) has more than
+    ``max_messages`` items or more than ``max_content_parts`` content parts in all; the
+    parts are counted only once the message count is known to be within bounds."""
+    if not isinstance(body, dict):
+        return
+    name = "messages" if "messages" in body else "input"
+    items = body.get(name)
+    if not isinstance(items, list):
+        return
+    if len(items) > max_messages:
+        raise invalid(f"Invalid '{name}': array too long. Expected an array with maximum "
+                      f"length {max_messages}, but got an array with length {len(items)} "
+                      "instead.", param=name, code="array_above_max_length")
+    parts = sum(len(m["content"]) for m in items
+                if isinstance(m, dict) and isinstance(m.get("content"), list))
+    if parts > max_content_parts:
+        raise invalid(f"Invalid '{name}': {parts} content parts in all, more than the "
+                      f"maximum of {max_content_parts}.", param=name,
+                      code="array_above_max_length")
 
 
 def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | None,
