@@ -10,7 +10,7 @@ library (FAISS, ~25 MB of every serving worker) buys nothing at this size.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -104,7 +104,8 @@ class DecisionCounts:
 
 @dataclass(frozen=True)
 class Cascade:
-    """The static encoder's head into the router's q space and its threshold.
+    """The static encoder's map into MiniLM's Φ space and the threshold its decision stands
+    at (router_core/cascade.py fits both).
 
     ``counts`` (``DecisionCounts``): decisions by the encoder that made them, for whoever
     reports the share that ran MiniLM (``counts.snapshot()``)."""
@@ -114,10 +115,25 @@ class Cascade:
     encoder: Mapping[str, Any]  # the static encoder's settings (router_core.encoders)
     fit: Mapping[str, Any] = field(default_factory=dict)  # how the threshold was chosen
     counts: DecisionCounts = field(default_factory=DecisionCounts, compare=False, repr=False)
+    _built: list = field(default_factory=list, compare=False, repr=False)
+    _lock: Any = field(default_factory=threading.Lock, compare=False, repr=False)
+
+    def static_encoder(self, make: Callable[[Mapping[str, Any]], Any]) -> Any:
+        """The static encoder, built by ``make`` (``router_core.encoders.make_encoder``) on
+        first use and kept with the cascade (a router swapped in keeps its own)."""
+        with self._lock:
+            if not self._built:
+                self._built.append(make(dict(self.encoder)))
+            return self._built[0]
 
     @property
     def kind(self) -> str:
         return str(self.encoder.get("kind", "minilm-static"))
+
+    def estimate(self, static_phi: np.ndarray) -> np.ndarray:
+        """Φ̂(x): the static encoder's vectors (n, 256) mapped into MiniLM's Φ space (n, 384),
+        unit length, for the router's own head (router_core/cascade.py)."""
+        return self.head(np.atleast_2d(static_phi))
 
     def confident(self, margin: float) -> bool:
         """Does the static decision stand? (margin ≥ t; a single candidate always does)."""
@@ -149,7 +165,7 @@ class Router:
     k: int = 4
     delta: float = 0.02
     config: Mapping = field(default_factory=dict)
-    # the static encoder's head into this router's q space, and when its decision stands
+    # the static encoder's map into the Φ space g_θ reads, and when its decision stands
     cascade: Cascade | None = field(default=None, compare=False)
     _index: np.ndarray | None = field(default=None, compare=False, repr=False)
 
@@ -175,15 +191,8 @@ class Router:
         return tuple(e.name for e in self.experts)
 
     def project(self, phi: np.ndarray) -> np.ndarray:
-        """Φ(x) (n, 384) → q (n, d) unit vectors. With a cascade, Φ of its static encoder
-        (told apart by its width) goes through the cascade's head into the same q space, so
-        descriptors, calibration and beliefs serve both encoders."""
-        x = np.atleast_2d(phi)
-        cascade = self.cascade
-        if (cascade is not None and x.shape[-1] != self.head.in_dim
-                and x.shape[-1] == cascade.head.in_dim):
-            return cascade.head(x)
-        return self.head(x)
+        """Φ(x) (n, 384) → q (n, d) unit vectors."""
+        return self.head(np.atleast_2d(phi))
 
     def normalised_costs(self, costs_usd: Mapping[str, float] | None = None) -> np.ndarray:
         """c̃ = c / max(c). With ``costs_usd`` the maximum is over the experts it prices (the

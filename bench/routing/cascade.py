@@ -1,11 +1,12 @@
 """The encoder cascade (router_core/cascade.py) beside int8 MiniLM and the static encoder alone.
 
-On the standard split of each dataset (seed 0 unless told): Tollgate trained on int8 MiniLM's
+On the standard split of each dataset (seed 0 unless told; by default the encoder
+comparison's paired subsets of bench/routing/encoder_runs.py, ``--full`` for whole tables): Tollgate trained on int8 MiniLM's
 vectors by the eval runner (``tollgate eval``'s protocol), then given a cascade (the static
 head fitted on the train prompts, the threshold on the val prompts; test rows are never read
 before scoring), and scored on the test rows over the runner's λ grid as
 - ``minilm``: int8 MiniLM alone (the reference);
-- ``static``: the static encoder alone through the cascade's head (no fallback);
+- ``static``: the static encoder alone through the cascade's map (no fallback);
 - ``cascade``: static where its margin clears the threshold, MiniLM elsewhere;
 with the share of test decisions that ran MiniLM (mean over the λ grid, and at the gateway's
 default cost_weight 0.5). Then, on the packaged router, the p50 of one decision (encode,
@@ -49,7 +50,7 @@ def choosers(router, width: int) -> dict:
 
     def static(X, pool, lams):
         r, col = _restricted(router, pool)
-        return col[r.route_batch(r.project(X[:, width:]), lams)]
+        return col[r.route_batch(r.project(r.cascade.estimate(X[:, width:])), lams)]
 
     def cascade(X, pool, lams):
         r, col = _restricted(router, pool)
@@ -60,14 +61,26 @@ def choosers(router, width: int) -> dict:
     return {"minilm": full, "static": static, "cascade": cascade}
 
 
-def measure(dataset: str, seed: int, agreement: float) -> dict:
-    """AUDC of the three and the MiniLM share on ``dataset``'s test rows."""
+def load_table(dataset: str, seed: int, full: bool):
+    """The standard split, whole or as the encoder comparison's paired subset
+    (bench/routing/encoder_runs.py: every test prompt where it can, a seeded part of the rest)."""
     from router_core.data import load_dataset
+
+    if full:
+        return load_dataset(dataset, split="standard", seed=seed)
+    from bench.routing.encoder_runs import RUNS, run_table
+
+    return run_table(next(r for r in RUNS if (r.dataset, r.split) == (dataset, "standard")),
+                     seed)
+
+
+def measure(dataset: str, seed: int, agreement: float, full: bool) -> dict:
+    """AUDC of the three and the MiniLM share on ``dataset``'s test rows."""
     from router_core.encoders import bulk_encoder
     from router_core.evaluation.fitting import eval_rows
     from router_core.evaluation.runner import run_evaluation
 
-    table = load_dataset(dataset, split="standard", seed=seed)
+    table = load_table(dataset, seed, full)
     prompts = [str(p) for p in table.prompts]
     full_enc, static_enc = bulk_encoder(FULL_KIND), bulk_encoder(STATIC_KIND)
     X_full = full_enc.encode(prompts, batch_size=64)
@@ -117,19 +130,27 @@ def latency(repeats: int) -> dict[str, dict[int, list[float]]]:
         rng = np.random.default_rng(0)
         dim = encoders["static"].dim
         head = fit_static_head(rng.normal(size=(4 * dim, dim)),
-                               rng.normal(size=(4 * dim, router.head.out_dim)))
+                               rng.normal(size=(4 * dim, router.head.in_dim)))
         router = replace(router, cascade=Cascade(head, 0.0, encoders["static"].settings()))
     prompts = {n: prompt_of(n) for n in LENGTHS}
     times = {p: {n: [] for n in LENGTHS} for p in encoders}
     for path, enc in encoders.items():  # load and warm
-        router.route(router.project(enc.encode([prompts[LENGTHS[0]]]))[0], DEFAULT_LAM)
+        decide(router, path, enc, prompts[LENGTHS[0]])
     for _ in range(repeats):
         for n, text in prompts.items():
             for path, enc in encoders.items():
                 t0 = time.perf_counter()
-                router.route(router.project(enc.encode([text]))[0], DEFAULT_LAM)
+                decide(router, path, enc, text)
                 times[path][n].append((time.perf_counter() - t0) * 1000)
     return times
+
+
+def decide(router, path: str, encoder, text: str):
+    """One decision on ``path``: static (Φ̂ through the cascade's map) or MiniLM."""
+    phi = encoder.encode([text])
+    if path == "static":
+        phi = router.cascade.estimate(phi)
+    return router.route(router.project(phi)[0], DEFAULT_LAM)
 
 
 def mixed_p50(static: list[float], full: list[float], share: float) -> float:
@@ -154,11 +175,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="the cascade must route as MiniLM on this share of val prompts at "
                     "every λ")
     ap.add_argument("--repeats", type=int, default=200, help="latency samples per cell")
+    ap.add_argument("--full", action="store_true",
+                    help="whole tables (default: the encoder comparison's subsets, "
+                    "bench/routing/encoder_runs.py; int8 MiniLM embeds ~10 prompts/s per core)")
     a = ap.parse_args(argv)
     datasets = [d for d in a.datasets.split(",") if d]
-    results = {d: measure(d, a.seed, a.agreement) for d in datasets}
+    results = {d: measure(d, a.seed, a.agreement, a.full) for d in datasets}
     times = latency(a.repeats)
-    print(f"seed {a.seed}; agreement target {a.agreement} at every λ (val prompts); "
+    print(f"{'whole tables' if a.full else 'encoder_runs subsets'}; seed {a.seed}; agreement target {a.agreement} at every λ (val prompts); "
           f"AUDC on test rows; share = test decisions that ran MiniLM (λ grid mean / λ=0.5)")
     print(f"{'dataset':<13}{'n_test':>7}{'minilm':>9}{'static':>18}{'cascade':>18}"
           f"{'threshold':>11}{'share':>8}{'@0.5':>7}{'val share':>10}")

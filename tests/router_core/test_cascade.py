@@ -49,7 +49,8 @@ def test_the_static_decision_stands_when_confident_and_minilm_decides_otherwise(
     full_counted = Counting(full)
     sources = []
     for text in held_out:
-        on_static = router.route(router.project(static.encode([text]))[0], 0.5)
+        phi = router.cascade.estimate(static.encode([text]))
+        on_static = router.route(router.project(phi)[0], 0.5)
         on_full = router.route(router.project(full.encode([text]))[0], 0.5)
         before = full_counted.calls
         decision = route_text(router, text, static, full_counted, 0.5)
@@ -99,5 +100,5 @@ def test_an_artifact_keeps_its_cascade(fitted, tmp_path):
         np.testing.assert_array_equal(w, w2)
         np.testing.assert_array_equal(b, b2)
     X = static.encode(held_out[:10])
-    np.testing.assert_array_equal(router.project(X), back.project(X))
+    np.testing.assert_array_equal(router.cascade.estimate(X), back.cascade.estimate(X))
     assert back.without_expert(back.model_names[0]).cascade is back.cascade

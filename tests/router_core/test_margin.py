@@ -59,6 +59,8 @@ def test_the_threshold_is_the_smallest_that_keeps_the_agreement():
     same = np.array([True, True, False, True, False, True])
     assert choose_threshold(margin, same, 1.0) == 0.4  # 0.3 is wrong: it must go to MiniLM
     assert choose_threshold(margin, same, 0.8) == 0.2  # one wrong of six is allowed
-    assert choose_threshold(margin, same, 0.5) == 0.1  # everything stays static
+    assert choose_threshold(margin, same, 0.5) == 0.0  # everything stays static
+    # where the encoders agree, no threshold is needed, however large the margins (large λ)
+    assert choose_threshold(margin + 8.0, np.ones(6, bool), 0.99) == 0.0
     never = choose_threshold(margin[:5], np.zeros(5, bool), 1.0)
     assert never > 0.5  # nothing can be trusted: every finite margin falls below it
