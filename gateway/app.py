@@ -41,7 +41,7 @@ from gateway.pool import PoolHolder, build_pool
 from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
 from gateway.pool.promise import RoutePromise
-from gateway.pricing import count_text_tokens, resolve_prices
+from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.review import explain
 from gateway.review import metrics as observability
@@ -236,10 +236,10 @@ def build_router() -> APIRouter:
 
 async def _warm_litellm(settings: Settings) -> None:
     """One offline mock completion: litellm's first call pays ~0.6 s of lazy imports and
-    setup, which would otherwise land on the first client's request; and each backend's
-    tokenizer loaded once (in a thread: loading one holds the GIL for ~0.2 s), after the
-    hub's reachability is decided once (router_core.hub_reach: offline, each hub tokenizer
-    would cost ~24 s of retries)."""
+    setup, which would otherwise land on the first client's request; and the hub's
+    reachability decided once (router_core.hub_reach: offline, each hub tokenizer would cost
+    ~24 s of retries when a count needs one). No tokenizer is loaded: most requests need
+    none (gateway/pricing.py), and each costs 40-100 MB per worker."""
     from router_core.hub_reach import hub_offline_if_unreachable
     from router_core.litellm_env import litellm
 
@@ -250,11 +250,6 @@ async def _warm_litellm(settings: Settings) -> None:
         await litellm.acompletion(model=settings.model_list[0].litellm_model,
                                   messages=[{"role": "user", "content": "warm up"}],
                                   mock_response="ok")
-        seen: set[str] = set()
-        for b in settings.model_list:
-            if b.litellm_model not in seen:
-                seen.add(b.litellm_model)
-                await anyio.to_thread.run_sync(count_text_tokens, b, "warm up")
     except Exception:  # a warm-up must never stop the gateway from starting
         log.warning("litellm warm-up failed", exc_info=True)
 

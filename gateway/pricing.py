@@ -15,9 +15,10 @@ when N_prompt fits the context window of every backend the request could reach, 
 change a decision but the cost routing compares, so no tokenizer runs (a tokenizer's tables
 are ~40-100 MB per encoding, bench/serving/serve_memory.py):
     n̂_prompt = ⌈(B + M) / 4⌉ + k · I
-(4 bytes a token: OpenAI's rule of thumb for English text). Otherwise ``litellm.token_counter``
-(offline tokenizer, loaded on first use) on the text, images counted as k each; it never
-sees an image URL (litellm would fetch a ``detail: high`` image to measure it).
+(4 bytes a token: OpenAI's rule of thumb for English text). Otherwise the text is counted
+with the tokenizer litellm selects for the backend (``litellm.encode``, offline, loaded on
+first use) plus OpenAI's per-message framing, images counted as k each; no image URL is
+ever read (litellm's counter would fetch a ``detail: high`` image to measure it).
 Actual cost (what is settled):
     c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out
 at the price of the deployment that answered; a price from litellm's map is settled by
@@ -293,21 +294,32 @@ def expected_prompt_tokens(backend: Backend, messages: list[dict], params: Mappi
     return count_prompt_tokens(backend, messages, params.get("tools")), size
 
 
+# Framing around the text of a chat prompt, as OpenAI counts it: 3 tokens a message (4 kept
+# here: a name field adds 1) and 3 priming the reply ("How to count tokens with tiktoken",
+# https://github.com/openai/openai-cookbook/blob/main/examples/How_to_count_tokens_with_tiktoken.ipynb)
+TOKENS_PER_MESSAGE = 4
+REPLY_PRIMING_TOKENS = 3
+
+
 def count_prompt_tokens(
     backend: Backend, messages: list[dict], tools: list[dict] | None = None
 ) -> int:
-    """Prompt tokens as the backend's tokenizer would count them (cl100k when unknown);
+    """Prompt tokens as the backend's tokenizer counts them: each message's text parts, its
+    other fields (name, tool calls) as JSON, the tool definitions as JSON, and the framing;
     each image part counts ``max_image_tokens`` and its URL is never read."""
     text_only, images = _split_images(messages)
-    extra = images * backend.model_info.max_image_tokens
-    pieces = _texts(text_only)
+    total = images * backend.model_info.max_image_tokens + REPLY_PRIMING_TOKENS
     try:
-        if sum(len(t) for t in pieces) > TOKENIZE_CHUNK_CHARS:  # long: in pieces
-            framing = 4 * len(text_only) + 3 + (json_bytes(tools) if tools else 0)
-            return extra + framing + sum(count_text_tokens(backend, t) for t in pieces)
-        return extra + int(litellm.token_counter(model=backend.litellm_model,
-                                                 messages=text_only, tools=tools or None))
-    except Exception:  # noqa: BLE001 - a part litellm cannot read: fall back to the bound
+        for m in text_only:
+            other = {k: v for k, v in m.items() if k not in ("role", "content")}
+            total += TOKENS_PER_MESSAGE + sum(count_text_tokens(backend, t)
+                                              for t in _texts([m]))
+            if other:
+                total += count_text_tokens(backend, json.dumps(other, ensure_ascii=False))
+        if tools:
+            total += count_text_tokens(backend, json.dumps(tools, ensure_ascii=False))
+        return total
+    except Exception:  # noqa: BLE001 - a part that is not JSON: fall back to the bound
         return prompt_token_bound(backend, messages, {"tools": tools} if tools else {})
 
 
@@ -324,12 +336,15 @@ def _texts(messages: list[dict]) -> list[str]:
 
 def count_text_tokens(backend: Backend, text: str) -> int:
     """Tokens of ``text`` (streamed text when a stream ends without a usage chunk), counted
-    in pieces of ``TOKENIZE_CHUNK_CHARS`` (a piece boundary may split one token in two)."""
+    in pieces of ``TOKENIZE_CHUNK_CHARS`` (a piece boundary may split one token in two) by
+    the tokenizer litellm selects for the backend, loaded on first use. ``litellm.encode``,
+    not ``token_counter``: ``tollgate serve`` turns litellm's own counting off
+    (``disable_token_counter``, gateway/cli/serve.py), which zeroes ``token_counter``."""
     if not text:
         return 0
     try:
-        return sum(int(litellm.token_counter(model=backend.litellm_model,
-                                             text=text[i:i + TOKENIZE_CHUNK_CHARS]))
+        return sum(len(litellm.encode(model=backend.litellm_model,
+                                      text=text[i:i + TOKENIZE_CHUNK_CHARS]))
                    for i in range(0, len(text), TOKENIZE_CHUNK_CHARS))
     except Exception:  # noqa: BLE001 - never fewer than the bytes: a bound, as above
         return len(text.encode("utf-8", "replace"))

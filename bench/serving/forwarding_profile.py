@@ -25,7 +25,7 @@ throughput, in multiples of LiteLLM proxy's, for a server spending only litellm'
 
     python -m bench.serving.forwarding_profile [--rounds 3] [--duration 10] [--auto] [--keep DIR]
 
-Installs wrk (apt-get), LiteLLM's proxy (as bench/serving/overhead.py does) and py-spy (into
+Installs wrk (apt-get), LiteLLM's proxy (as bench/serving/overhead/ does) and py-spy (into
 ``$TOLLGATE_CACHE_DIR/bench/profilers-venv``) when missing; py-spy needs ptrace (root here).
 """
 

@@ -4,15 +4,18 @@ A fresh interpreter imports what ``tollgate serve`` loads, one group at a time i
 a worker loads them, and records its RSS (VmRSS) after each group; a group's share counts
 the dependencies it is the first to import. Then it builds the app (router, encoder, store),
 serves real HTTP in that process (the fake upstream runs in its own process) and sends
-``--requests`` ``auto`` and passthrough requests. The SQLite database is upgraded first by
-another process, as ``serve --workers N``'s parent does for its workers. It prints the table, the modules that must
-not load when serving (torch, transformers, pandas, scikit-learn, ...) if any did, and last
-one line ``rss_mb=… litellm_mb=… heavy_loaded=…``.
+``--requests`` ``auto``, passthrough and streamed passthrough requests, with litellm's own
+token counting off as ``tollgate serve`` runs it (gateway/cli/serve.py). The SQLite database
+is upgraded first by another process, as ``serve --workers N``'s parent does for its
+workers. It prints the table, the modules that must not load when serving (torch,
+transformers, pandas, scikit-learn, ...) if any did, the tokenizers loaded (none unless a
+request needed a count), and last one line
+``rss_mb=… litellm_mb=… heavy_loaded=… tokenizers=…``.
 
     python -m bench.serving.serve_memory [--encoder minilm-onnx-int8] [--requests 50]
 
 The encoder defaults to the packaged router's own; ``--encoder`` serves a copy of it
-recording another kind of the same vectors (as ``bench/serving/overhead.py --encoder``).
+recording another kind of the same vectors (as ``python -m bench.serving.overhead --encoder``).
 """
 
 from __future__ import annotations
@@ -58,12 +61,13 @@ from gateway.config import settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
 from router_core.artifact import load_router
 
+from gateway.cli.serve import no_litellm_token_counting
+no_litellm_token_counting()  # as `tollgate serve` does
 router = load_router(args["router"])
 app = create_app(settings_from_dict(args["config"], source="bench"), router=router)
 rows.append(("app built (router, store)", rss(), len(sys.modules)))
 # the lifespan's warm-ups, one at a time (serving's startup repeats them at no cost)
 import asyncio
-from gateway.pricing import count_text_tokens
 from router_core.litellm_env import litellm
 ctx = app.state.ctx
 ctx.encoder.encode(["warm up the encoder"])
@@ -72,9 +76,6 @@ asyncio.run(litellm.acompletion(model=ctx.settings.model_list[0].litellm_model,
                                 messages=[{"role": "user", "content": "warm up"}],
                                 mock_response="ok"))
 rows.append(("litellm's first completion (mock)", rss(), len(sys.modules)))
-for b in ctx.settings.model_list:
-    count_text_tokens(b, "warm up")
-    rows.append(("  tokenizer of " + b.litellm_model, rss(), len(sys.modules)))
 with serve_in_thread(app) as url:
     rows.append(("serving (store, log writer, learning loop)", rss(), len(sys.modules)))
     admin = {"authorization": "Bearer " + args["config"]["admin_key"]}
@@ -88,14 +89,25 @@ with serve_in_thread(app) as url:
         versions.add(raw.headers.get("x-tollgate-router-version"))
         client.chat.completions.create(
             model=args["passthrough"], messages=[{"role": "user", "content": f"Say {i}."}])
+        for _ in client.chat.completions.create(
+                model=args["passthrough"], stream=True, stream_options={"include_usage": True},
+                messages=[{"role": "user", "content": f"Stream {i}."}]):
+            pass
     time.sleep(1.0)  # the log writer's batch
-    rows.append((f"after {args['requests']} auto + {args['requests']} passthrough", rss(),
+    rows.append((f"after {args['requests']} auto + {2 * args['requests']} passthrough", rss(),
                  len(sys.modules)))
+import tiktoken.registry
+from litellm.rust_bridge import tokenizer as native
+tokenizers = sorted(tiktoken.registry.ENCODINGS) + [
+    f"native {k}" for k in ("_native_tiktoken", "_native_anthropic")
+    if getattr(getattr(native, k, None), "cache_info", lambda: None)() is not None
+    and getattr(native, k).cache_info().currsize]
 print("RESULT " + json.dumps({
     "rows": rows,
     "encoder": dict(router.config.get("encoder") or {}).get("kind", "minilm"),
     "router_versions": sorted(v or "" for v in versions),
     "heavy_loaded": sorted(m for m in args["heavy"] if m in sys.modules),
+    "tokenizers": tokenizers,
 }))
 """
 
@@ -150,11 +162,13 @@ def main(argv: list[str] | None = None) -> None:
         prev = rss
     heavy = res["heavy_loaded"]
     print("modules serving does not need, loaded: " + (", ".join(heavy) or "none"))
+    print("tokenizers loaded: " + (", ".join(res["tokenizers"]) or "none"))
     rows = {label: rss for label, rss, _ in res["rows"]}
     labels = [label for label, _, _ in res["rows"]]
     litellm_mb = rows["litellm"] - rows[labels[labels.index("litellm") - 1]]
     print(f"rss_mb={res['rows'][-1][1]:.0f} litellm_mb={litellm_mb:.0f} "
-          f"heavy_loaded={','.join(heavy) or 'none'}")
+          f"heavy_loaded={','.join(heavy) or 'none'} "
+          f"tokenizers={','.join(t.replace(' ', '_') for t in res['tokenizers']) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
     outage_log.install()  # a database outage: one line per message a minute, no tracebacks
+    no_litellm_token_counting()
     try:
         app = _build_app(settings)
     except ConfigError as e:  # e.g. a backend with no price anywhere
@@ -96,7 +97,24 @@ def worker_app() -> Any:
     configure_logging(os.environ.get("TOLLGATE_LOG_LEVEL", "info"),
                       os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
     outage_log.install()
+    no_litellm_token_counting()
     return _build_app(load_settings(resolve_config_path(None)))
+
+
+def no_litellm_token_counting() -> None:
+    """Turn litellm's own token counting off in a serving process. litellm counts the prompt
+    of every streamed call with the model's tokenizer, to price the call in its hidden
+    params (litellm/litellm_core_utils/llm_response_utils/response_metadata.py ->
+    cost_calculator.completion_cost), a price Tollgate never reads: it settles from the
+    upstream's usage (gateway/pricing.py). That count loaded tiktoken's cl100k and o200k
+    tables into every worker (~110 MB, bench/serving/serve_memory.py) and ran per request.
+    Off, litellm passes the upstream's usage through unchanged; an answer without one is
+    counted by Tollgate (``count_text_tokens``, on ``litellm.encode``, which the flag leaves
+    alone). Only here: tests and tools sharing a process with a gateway keep litellm's
+    counter."""
+    from router_core.litellm_env import litellm
+
+    litellm.disable_token_counter = True
 
 
 def worker_count(asked: int | None, database_url: str) -> tuple[int, str]:

@@ -57,6 +57,7 @@ MODES = (
     "reset",  # close the TCP connection with RST before any response byte
     "stall_mid_stream",  # streams: half the content, then nothing; non-streams: like "hang"
     "malformed_json",  # HTTP 200 with a body that is not JSON (streams: a broken data line)
+    "no_usage",  # streams: no usage chunk, whatever stream_options asks (some servers do not)
 )
 
 Reply = str | Callable[[dict], str]

@@ -255,7 +255,7 @@ class _Handler(BaseHTTPRequestHandler):
                 completion = (self.up.count_tokens or word_count)(b.text_for(body))
                 finish = "stop"
             chunk({}, finish)
-            if (body.get("stream_options") or {}).get("include_usage"):
+            if (body.get("stream_options") or {}).get("include_usage") and mode != "no_usage":
                 chunk(None, usage=self._usage(body, completion))
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
