@@ -16,7 +16,8 @@ HTTP server span of FastAPI's own telemetry (FastAPI ≥ 0.165 makes one wheneve
 records, continuing the caller's ``traceparent``) or of an ASGI instrumentation; with none
 (FastAPI's tracing turned off), it is the server span itself and continues the caller's
 ``traceparent`` (W3C trace context, through the global propagator). It is current while the
-request is planned and attempted, so litellm's own spans nest under it too.
+request is planned and attempted, so litellm's own spans nest under it too (a stream's, which
+litellm logs once it is relayed, after the handler, nest under the HTTP server span).
 
 Timing: the routing span covers planning (Φ(x), measuring, ranking); an attempt span is
 placed from its attempt-log record (``latency_ms``, ended when the record was made;

@@ -190,3 +190,44 @@ def test_with_no_server_span_the_request_span_continues_the_callers_traceparent(
     assert f"{span.parent.span_id:016x}" == PARENT_ID
     assert span.attributes["http.response.status_code"] == 404
     assert span.attributes["error.type"] == "404" and span.status.status_code is StatusCode.ERROR
+
+
+@pytest.fixture(scope="module")
+def otel_gw(tmp_path_factory: pytest.TempPathFactory, upstream: FakeUpstream,
+            test_router: Router, encoder, exporter: InMemorySpanExporter) -> Iterator[Gateway]:
+    """A gateway whose config turns on litellm's own ``otel`` callback (LiteLLM Proxy's
+    ``litellm_settings.callbacks: ["otel"]``)."""
+    tmp = tmp_path_factory.mktemp("tracing-otel")
+    cfg = gateway_config(upstream, tmp / "spool", database_url=f"sqlite:///{tmp / 'tg.db'}",
+                         litellm_settings={"callbacks": ["otel"]})
+    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_litellms_otel_spans_nest_under_the_request_span(
+    otel_gw: Gateway, exporter: InMemorySpanExporter, stream: bool
+) -> None:
+    """litellm's ``otel`` callback uses the process's provider (here the test's) and the span
+    current when it logs: its span of the upstream call is in the request's trace, under
+    Tollgate's request span (a stream's, logged once relayed, under the HTTP server span)."""
+    key, _ = otel_gw.tenant()
+    with otel_gw.client(key).chat.completions.with_streaming_response.create(
+            model="fake-cheap", messages=[{"role": "user", "content": "hi"}],
+            stream=stream) as raw:
+        rid = raw.headers["x-tollgate-request-id"]
+        raw.read()
+    deadline = time.monotonic() + 30
+    while True:
+        spans = request_spans(exporter, rid)
+        [req] = [s for s in spans if s.attributes.get("tollgate.request_id") == rid]
+        theirs = [s for s in spans if s.instrumentation_scope.name != "tollgate"
+                  and "litellm" in s.instrumentation_scope.name.lower()]
+        if theirs or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert theirs, sorted({s.instrumentation_scope.name for s in spans})
+    if stream:  # litellm logs a stream as it ends, after the handler: under the HTTP span
+        root = ancestors(spans, req)[-1]
+        assert all(ancestors(spans, s)[-1] == root for s in theirs)
+    else:
+        assert all(f"{req.context.span_id:016x}" in ancestors(spans, s) for s in theirs)
