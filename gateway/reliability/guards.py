@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry
 from gateway.config import ReliabilitySettings
 from gateway.errors import GatewayError
 from gateway.reliability.circuit import BACKEND, REQUEST, CircuitBreakers
-from gateway.reliability.ratelimit import Limits, RateLimiter
+from gateway.reliability.ratelimit import Limits, RateLimiter, TokenGrant
 from gateway.store.records import Tenant
 
 if TYPE_CHECKING:
@@ -101,6 +101,33 @@ class Reliability:
 
     async def used_tokens(self, tenant: Tenant, tokens: int) -> None:
         await self.limiter.add_tokens(str(tenant.id), tokens, tenant.policy)
+
+    async def reserve_tokens(self, tenant: Tenant, least: int, most: int) -> TokenGrant | None:
+        """Reserve a planned request's token bound against the tenant's TPM (None: no TPM
+        limit): ``most`` tokens, or as few as ``least`` (gateway/reliability/ratelimit.py).
+        Raises a 429: retryable while the window is full, final (``x-should-retry: false``)
+        when ``least`` alone passes the limit."""
+        tpm = self.limiter.tokens_per_minute(tenant.policy)
+        if tpm is None:
+            return None
+        if least > tpm:
+            raise GatewayError(
+                429, f"Request too large: it may use up to {least} tokens (its prompt bound "
+                f"and output cap), more than this tenant's limit of {tpm} tokens per minute. "
+                "Reduce the prompt or max_tokens.", "rate_limit_error",
+                code="request_too_large", headers={"x-should-retry": "false"})
+        grant = await self.limiter.reserve_tokens(str(tenant.id), tpm, least, most)
+        if grant.tokens == 0:
+            raise rate_limited("tokens", str(max(1, math.ceil(grant.retry_after_s))))
+        return grant
+
+    async def settle_tokens(self, tenant: Tenant, grant: TokenGrant | None, used: int) -> None:
+        """A reserved request's window counts the tokens it used; without a reservation
+        (embeddings), they are added."""
+        if grant is None:
+            await self.used_tokens(tenant, used)
+        else:
+            await self.limiter.settle_tokens(str(tenant.id), grant, used)
 
     async def close(self) -> None:
         await self.limiter.close()

@@ -3,9 +3,13 @@
 Windows are fixed calendar minutes (``window = ⌊t / 60⌋``), counted per tenant:
 - a request is admitted iff ``requests_in_window + 1 ≤ rpm`` and ``tokens_in_window < tpm``;
   admission increments the request count in the same atomic step;
-- tokens (prompt + completion, as settled) are added to the window when the request ends.
-TPM is therefore enforced on tokens already used in this minute (the exact count is only
-known afterwards): one request may take the window past ``tpm``, the next is refused.
+- TPM is reserved at admission (issue 24): once a request is planned, its token bound
+  R = N_prompt + n·m (the prompt bound of gateway/pricing.py and its output cap) is added to
+  its window iff ``tokens_in_window + R ≤ tpm``, atomically; a request without a client
+  ``max_tokens`` may be granted less, down to N_prompt + n·``min_output_tokens``, its
+  output cap lowered to fit. When it ends, the window it was reserved in is settled to the
+  tokens actually used (prompt + completion), so concurrent requests never admit more than
+  ``tpm`` tokens in a window. A request whose bound alone passes ``tpm`` is refused for good.
 A refusal carries ``retry_after_s`` = seconds to the next window. Every verdict under a limit
 also carries the window's counts, which the response reports in OpenAI's ``x-ratelimit-*``
 headers (limit, remaining, reset for requests and for tokens).
@@ -64,6 +68,45 @@ redis.call('INCRBY', tkey, tonumber(ARGV[1]))
 redis.call('EXPIRE', tkey, tonumber(ARGV[2]) * 2)
 return 1
 """
+
+
+# KEYS[1]: key prefix. ARGV: tpm, tokens wanted at least, at most, window_s. Reserves
+# min(most, tpm - tokens in the window) when that is at least ``least``. Returns {tokens
+# granted (0: none), the window, seconds to the next window, tokens in the window}.
+RESERVE_LUA = """
+local now = redis.call('TIME')
+local t = tonumber(now[1]) + tonumber(now[2]) / 1e6
+local window_s = tonumber(ARGV[4])
+local w = math.floor(t / window_s)
+local tkey = KEYS[1] .. ':' .. w .. ':t'
+local toks = tonumber(redis.call('GET', tkey) or '0')
+local room = tonumber(ARGV[1]) - toks
+local left = (w + 1) * window_s - t
+if room < tonumber(ARGV[2]) then return {0, w, tostring(left), toks} end
+local grant = math.min(tonumber(ARGV[3]), room)
+redis.call('INCRBY', tkey, grant)
+redis.call('EXPIRE', tkey, window_s * 2)
+return {grant, w, tostring(left), toks + grant}
+"""
+
+# KEYS[1]: key prefix. ARGV: the window a reservation was made in, tokens to add (negative:
+# give back), window_s. A window already expired is left alone.
+SETTLE_LUA = """
+local tkey = KEYS[1] .. ':' .. ARGV[1] .. ':t'
+if redis.call('EXISTS', tkey) == 1 then redis.call('INCRBY', tkey, tonumber(ARGV[2])) end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class TokenGrant:
+    """Tokens reserved against TPM for one request, in ``window``; ``local``: held by the
+    in-process limiter (no Redis, or Redis was down)."""
+
+    tokens: int
+    window: int
+    retry_after_s: float
+    local: bool
 
 
 @dataclass(frozen=True)
@@ -144,6 +187,22 @@ class LocalLimiter:
         slot, _ = self._slot(tenant)
         slot[1] += tokens
 
+    def reserve(self, tenant: str, tpm: int, least: int, most: int) -> TokenGrant:
+        """RESERVE_LUA's rule in process (the event loop makes it atomic)."""
+        slot, left = self._slot(tenant)
+        w = int(self._clock() // self._window_s)
+        room = tpm - slot[1]
+        if room < least:
+            return TokenGrant(0, w, left, True)
+        grant = min(most, room)
+        slot[1] += grant
+        return TokenGrant(grant, w, left, True)
+
+    def settle(self, tenant: str, window: int, delta: int) -> None:
+        slot = self._counts.get((tenant, window))
+        if slot is not None:
+            slot[1] += delta
+
 
 class RateLimiter:
     """Redis-backed when ``redis_url`` is set, in-process otherwise or while Redis is down."""
@@ -157,6 +216,8 @@ class RateLimiter:
         self._redis: Any = None
         self._admit: Any = None
         self._tokens: Any = None
+        self._reserve: Any = None
+        self._settle: Any = None
         self.redis_errors = 0
         if redis_url:
             import redis.asyncio as aioredis
@@ -165,6 +226,8 @@ class RateLimiter:
                                                   socket_connect_timeout=1.0)
             self._admit = self._redis.register_script(ADMIT_LUA)
             self._tokens = self._redis.register_script(TOKENS_LUA)
+            self._reserve = self._redis.register_script(RESERVE_LUA)
+            self._settle = self._redis.register_script(SETTLE_LUA)
 
     @property
     def shared(self) -> bool:
@@ -209,6 +272,38 @@ class RateLimiter:
             except Exception as exc:  # noqa: BLE001
                 self._degraded(exc)
         self.local.add_tokens(tenant, tokens)
+
+    def tokens_per_minute(self, policy: TenantPolicy | None) -> int | None:
+        return limits_for(policy, self.default).tokens_per_minute
+
+    async def reserve_tokens(self, tenant: str, tpm: int, least: int, most: int
+                             ) -> TokenGrant:
+        """Reserve between ``least`` and ``most`` tokens of ``tenant``'s window atomically
+        (``tokens`` 0: the window has no room for ``least``)."""
+        if self._redis is not None:
+            try:
+                got, w, left, _ = await self._reserve(
+                    keys=[self._key(tenant)], args=[tpm, least, most, self.window_s])
+            except Exception as exc:  # noqa: BLE001 - any Redis fault: fall back, never 500
+                self._degraded(exc)
+            else:
+                return TokenGrant(int(got), int(w), float(left), False)
+        return self.local.reserve(tenant, tpm, least, most)
+
+    async def settle_tokens(self, tenant: str, grant: TokenGrant, used: int) -> None:
+        """The grant's window counts ``used`` tokens instead of the reserved ones."""
+        delta = max(0, used) - grant.tokens
+        if delta == 0 or grant.tokens == 0:
+            return
+        if not grant.local and self._redis is not None:
+            try:
+                await self._settle(keys=[self._key(tenant)],
+                                   args=[grant.window, delta, self.window_s])
+                return
+            except Exception as exc:  # noqa: BLE001
+                self._degraded(exc)
+                return  # the reservation stays counted: the safe side
+        self.local.settle(tenant, grant.window, delta)
 
     async def close(self) -> None:
         if self._redis is not None:

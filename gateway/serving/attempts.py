@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -66,6 +67,7 @@ class Attempts:
 
     async def respond(self) -> Response:
         """Forward to the candidates in order until one answers: its response to the client."""
+        await self._reserve_tokens()
         plan = self.plan
         last: UpstreamFailure | None = None
         async for b, params in self._attempts(plan):
@@ -82,6 +84,22 @@ class Attempts:
             self.out.answered = b
             return await self._reply(b, reply)
         raise self._final_error(last)
+
+    async def _reserve_tokens(self) -> None:
+        """Reserve the request's token bound against the tenant's TPM (429 when it does not
+        fit): R = max_h N_prompt(h) + n·max_h m_h; without a client max_tokens as little as
+        N_prompt + n·min_output_tokens, the output cap lowered to what was granted
+        (gateway/reliability/ratelimit.py)."""
+        plan = self.plan
+        backends = [plan.pool.backends[name] for name in plan.candidates]
+        prompt = max(plan.prompt_bound(b) for b in backends)
+        out = plan.n * max(plan.output_cap(b) for b in backends)
+        least = prompt + (out if plan.request.max_tokens is not None
+                          else min(out, plan.n * self.ctx.settings.min_output_tokens))
+        grant = await self.ctx.reliability.reserve_tokens(self.out.tenant, least, prompt + out)
+        self.out.tpm_grant = grant
+        if grant is not None and grant.tokens < prompt + out:
+            self.plan = replace(plan, tpm_tokens=grant.tokens)
 
     async def _forward(self, b: Backend, params: dict[str, Any], billed: Billed) -> Any:
         """One attempt on ``b``: its reply (an OpenStream when streamed), or UpstreamFailure.

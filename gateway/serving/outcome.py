@@ -19,6 +19,7 @@ import anyio
 from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.pricing import count_text_tokens
+from gateway.reliability.ratelimit import TokenGrant
 from gateway.serving.access_log import log_access
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.log_row import log_row, served
@@ -67,6 +68,7 @@ class Outcome:
         self.bounds: dict[str, tuple[int, int]] = {}
         self.excess_tokens = (0, 0)  # reported past the bounds (prompt, completion): overrun
         self.settle_error: str | None = None
+        self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM (attempts.py)
         self.finished = False
 
     @property
@@ -176,9 +178,19 @@ class Outcome:
         log_access(row, self.tenant)
         if self.ctx.learning is not None:
             await self.ctx.learning.after_request(served(self, status))
-        if self.answered is not None:  # tokens per minute
-            await self.ctx.reliability.used_tokens(
-                self.tenant, (self.prompt_tokens or 0) + (self.completion_tokens or 0))
+        if self.answered is not None or self.tpm_grant is not None:  # tokens per minute
+            await self.ctx.reliability.settle_tokens(self.tenant, self.tpm_grant,
+                                                     self._tokens_used())
+
+    def _tokens_used(self) -> int:
+        """What the request counts against TPM: the answer's tokens; unanswered, its whole
+        reservation if an attempt timed out after it was sent (the provider worked on it),
+        else none."""
+        if self.answered is not None:
+            return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
+        if self.timeout_charges and self.tpm_grant is not None:
+            return self.tpm_grant.tokens
+        return 0
 
     def _count(self, status: int) -> None:
         m, route = self.ctx.metrics, self.route_label

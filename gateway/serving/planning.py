@@ -57,6 +57,9 @@ class Plan:
     candidates: tuple[str, ...] = ()
     routed: Routed | None = None
     phi: Any = None  # Φ(x) of a routed request, kept for the learning loop
+    # tokens reserved against the tenant's TPM when fewer than the request's bound
+    # (gateway/reliability/ratelimit.py): the output cap is lowered to fit them
+    tpm_tokens: int | None = None
 
     def prompt_bound(self, backend: Backend) -> int:
         """N_prompt on ``backend``: prompt tokens no tokenizer exceeds (gateway/pricing.py)."""
@@ -68,8 +71,12 @@ class Plan:
         return int(self.request.params.get("n") or 1)
 
     def output_cap(self, backend: Backend) -> int:
-        """m: the client's max_tokens, else the backend's max_output_tokens."""
-        return self.request.max_tokens or backend.model_info.max_output_tokens
+        """m: the client's max_tokens, else the backend's max_output_tokens, lowered to what
+        the TPM reservation left after the prompt bound (``tpm_tokens``)."""
+        m = self.request.max_tokens or backend.model_info.max_output_tokens
+        if self.tpm_tokens is not None:
+            m = min(m, max(1, (self.tpm_tokens - self.prompt_bound(backend)) // self.n))
+        return m
 
 
 def cost_weight(options: TollgateOptions, policy: TenantPolicy, route_lam: float) -> float:

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import openai
 import pytest
 
 from gateway.reliability.ratelimit import Limits, LocalLimiter, RateLimiter
+from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.reliability.conftest import MSG, MakeGateway
 from tests.gateway.reliability.harness import REDIS_URL, free_port
@@ -144,14 +147,107 @@ def test_redis_down_falls_back_instead_of_failing(make_gateway: MakeGateway) -> 
     assert 500 not in codes and codes.count(429) >= 1 and codes.count(200) >= 2
 
 
-def test_tokens_per_minute(make_gateway: MakeGateway) -> None:
+def test_a_request_larger_than_the_tpm_limit_is_refused_for_good(
+        make_gateway: MakeGateway) -> None:
     gw = make_gateway()
-    key, _ = gw.tenant(policy={"tokens_per_minute": 5})  # one request uses more than 5
-    first = _burst([gw], key, 1)[0]
-    gw.log_row(first.headers["x-tollgate-request-id"])  # its tokens are counted by now
-    second = _burst([gw], key, 1)[0]
-    if second.status_code == 200:  # a new minute began in between
-        second = _burst([gw], key, 1)[0]
-    assert first.status_code == 200
-    assert second.status_code == 429
-    assert "tokens per minute" in second.json()["error"]["message"]
+    key, _ = gw.tenant(policy={"tokens_per_minute": 5})  # one request's bound is more
+    r = _burst([gw], key, 1)[0]
+    assert r.status_code == 429 and r.headers["x-should-retry"] == "false"
+    err = r.json()["error"]
+    assert err["code"] == "request_too_large" and "5 tokens per minute" in err["message"]
+
+
+def test_token_reservations_local_and_settled() -> None:
+    clock = Clock(6000.0)
+    lim = LocalLimiter(clock=clock)
+    first = lim.reserve("t", 1000, 300, 600)
+    assert first.tokens == 600
+    second = lim.reserve("t", 1000, 300, 600)
+    assert second.tokens == 400  # what was left, at least the 300 it needs
+    assert lim.reserve("t", 1000, 1, 1).tokens == 0  # full
+    lim.settle("t", first.window, 50 - 600)  # the first used 50 tokens
+    assert lim.reserve("t", 1000, 500, 550).tokens == 550
+
+
+@pytest.mark.redis
+def test_redis_token_reservations_are_atomic_across_limiters(redis_prefix: str) -> None:
+    """Two limiters (two replicas), 40 concurrent reservations of 100 under tpm 1000:
+    exactly 10 granted; settling gives back what was not used."""
+
+    async def main(tenant: str) -> tuple[int, int, int]:
+        lims = [RateLimiter(REDIS_URL, Limits(None, 1000), prefix=redis_prefix)
+                for _ in range(2)]
+        for lim in lims:
+            await lim.admit("warm-up", None)
+        grants = await asyncio.gather(*(lims[i % 2].reserve_tokens(tenant, 1000, 100, 100)
+                                        for i in range(40)))
+        won = [g for g in grants if g.tokens]
+        for g in won:
+            await lims[0].settle_tokens(tenant, g, 10)  # each used 10
+        again = await lims[1].reserve_tokens(tenant, 1000, 900, 900)
+        errors = sum(lim.redis_errors for lim in lims)
+        for lim in lims:
+            await lim.close()
+        return len(won), again.tokens, errors
+
+    for attempt in range(3):  # a minute boundary inside the burst spoils an attempt
+        won, again, errors = asyncio.run(main(f"tenant-{attempt}"))
+        if errors == 0 and won == 10:
+            break
+    assert errors == 0 and won == 10 and again == 900
+
+
+def _wait_for_room_in_the_minute() -> None:
+    """A burst must not straddle a window boundary (two windows may admit twice the limit)."""
+    if time.time() % 60 > 50:
+        time.sleep(60.5 - time.time() % 60)
+
+
+@pytest.mark.parametrize("shared", [False, pytest.param(True, marks=pytest.mark.redis)])
+def test_tpm_is_reserved_at_admission(make_gateway: MakeGateway, upstream: FakeUpstream,
+                                      redis_prefix: str, shared: bool) -> None:
+    """tpm_overadmit ≤ 1.0: 20 concurrent requests (OpenAI SDK) under tokens_per_minute
+    1,000, each really using ~520 tokens (the upstream bills a token per byte): the answered
+    ones used at most 1,000 tokens; the rest got a retryable 429 (before: all 20 were admitted,
+    ~10,000 tokens)."""
+    rel = {"redis_url": REDIS_URL, "redis_prefix": redis_prefix} if shared else None
+    gw = make_gateway(reliability=rel)
+    key, _ = gw.tenant(policy={"tokens_per_minute": 1000})
+    client = gw.client(key)
+    prompt = [{"role": "user", "content": "word " * 100}]
+    saved, upstream.count_tokens = upstream.count_tokens, (lambda text: len(text.encode()))
+    _wait_for_room_in_the_minute()
+
+    def one(_: int) -> int | str:
+        try:
+            r = client.chat.completions.create(model="fake-cheap", messages=prompt,
+                                               max_tokens=20)
+        except openai.RateLimitError as e:
+            assert e.response.headers.get("retry-after")
+            return str(e.body["code"])  # type: ignore[index]
+        assert r.usage is not None
+        return r.usage.total_tokens
+
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            results = list(pool.map(one, range(20)))
+    finally:
+        upstream.count_tokens = saved
+    used = [x for x in results if isinstance(x, int)]
+    assert used and all(u > 500 for u in used)  # each answer really used ~520 tokens
+    assert sum(used) / 1000 <= 1.0, results  # tpm_overadmit
+    assert [x for x in results if isinstance(x, str)] == ["rate_limit_exceeded"] * (20 - len(used))
+
+
+def test_without_max_tokens_the_output_cap_is_lowered_to_the_tpm_grant(
+        make_gateway: MakeGateway, upstream: FakeUpstream) -> None:
+    """No client max_tokens: the bound would be the backend's max_output_tokens (4,096), more
+    than tokens_per_minute 1,000; the request is served with its output cap lowered to what
+    the reservation left after the prompt bound."""
+    gw = make_gateway()
+    key, _ = gw.tenant(policy={"tokens_per_minute": 1000})
+    _wait_for_room_in_the_minute()
+    r = gw.client(key).chat.completions.create(model="fake-cheap", messages=MSG)
+    assert r.choices[0].message.content
+    sent = upstream.requests_for("fake-cheap")[-1]["max_tokens"]
+    assert 16 <= sent < 1000
