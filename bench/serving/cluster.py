@@ -1,4 +1,4 @@
-"""Real parts for the reliability benches (bench/serving/reliability.py, hostile.py) and the
+"""Real parts for the reliability benches (bench/serving/reliability.py, hostile/) and the
 reliability tests: a TCP proxy that simulates a database outage, `tollgate serve` replicas as
 separate processes, and the schemathesis fuzz.
 

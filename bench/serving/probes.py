@@ -1,4 +1,4 @@
-"""What the hostile bench (bench/serving/hostile.py) sends with and watches: a client that
+"""What the hostile bench (bench/serving/hostile/) sends with and watches: a client that
 records every request id and 5xx it gets back, a listener that never answers (an image URL
 that would hang a fetch), and the replicas' /metrics.
 """

@@ -1,0 +1,45 @@
+"""Hostile-tenant report: every abuse of a multi-tenant gateway we know of, replayed against two
+`tollgate serve` replicas sharing PostgreSQL and Redis, plus a property-based fuzz.
+
+    python -m bench.serving.hostile            # full size (several minutes)
+    python -m bench.serving.hostile --small    # fewer fuzz examples
+
+Scenarios (abuse.py, stall.py and fuzz.py: earlier rounds; budgets.py and neighbours.py:
+issue 24):
+1. overspend: concurrent requests over both replicas with CJK and emoji text, a
+   ``detail: high`` image, functions and a response_format schema, to an upstream that bills
+   the most any tokenizer could (one token per UTF-8 byte, 1,600 tokens per image), against a
+   $0.50 budget; overspend = max(0, spent + overrun − budget).
+2. client faults: untyped content parts, NaN temperature, tools that are not objects, n =
+   10**16, deep JSON...; every one must be a 4xx.
+3. loop stall: /health polled every 20 ms on one replica while an image that never loads and
+   an 8 MB prompt are in flight; the stall is the slowest /health minus the median before.
+4. fuzz: schemathesis over the OpenAPI schema and hypothesis bodies for chat and feedback:
+   the count of 5xx answers.
+5. lost rows: NUL in prompts and model names, and every request of the run: request ids
+   without a log row.
+6. metrics: /metrics without a key and with a tenant key: answers that were not 401.
+7. burst: 200 concurrent ``auto`` requests (OpenAI SDK, max_tokens=64) over both replicas on
+   a budget paying for 50 at what one costs: burst_served_share = answered / 50.
+8. timeouts: non-streamed requests whose backend times out (5 plain, 1 with two body
+   ``fallbacks``): timeout_undercharge_usd = Σ max(0, what the provider bills (prompt plus
+   the output cap it was sent, per attempt it received) − what the tenant was charged).
+9. fee parameters (``web_search_options``, ``service_tier: priority``): fee_params_unpriced
+   = those answered, forwarded upstream and booked no dearer than the plain request.
+10. overrun: 20 concurrent requests to a backend that answers 2,000 tokens whatever cap it
+    was sent, on a $0.05 budget: overrun_multiple = (spent + overrun) / budget; the bound
+    printed beside it is gateway/serving/budget_gate.py's (1 + replicas × exposure + one
+    request per replica).
+11. tpm: tokens_per_minute 1,000, 20 concurrent ~170-token requests: tpm_overadmit =
+    answered tokens / limit.
+12. breakers: 6 streams that litellm cuts as repeating and 6 generations longer than the
+    backend's timeout, from one tenant on one replica; breakers_opened_by_client counts the
+    openings of the whole run, except of the backends that hang for everyone.
+13. dashboard: 50,000 log rows, 12 concurrent admin summaries on one replica:
+    dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms).
+Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
+
+The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
+lost_rows=… metrics_open=… burst_served_share=… timeout_undercharge_usd=…
+fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…``.
+"""

@@ -1,0 +1,59 @@
+"""The event loop under hostile payloads: /health polled while an image that never loads and
+an 8 MB prompt are in flight."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from bench.serving.hostile.common import hostile_messages
+from bench.serving.probes import Blackhole, Recorder
+from bench.serving.replica_env import Env
+
+# Polls /health from its own interpreter: in this process the fake upstreams' threads parse
+# the 8 MB prompt, and their hold on this process's GIL would count as the replica's stall.
+POLLER = """
+import sys, time, httpx
+url, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+with httpx.Client(timeout=30) as c:
+    while time.monotonic() < end:
+        t = time.monotonic()
+        c.get(url)
+        print(t, (time.monotonic() - t) * 1000, flush=True)
+        time.sleep(0.02)
+"""
+
+
+def loop_stall_scenario(env: Env, rec: Recorder, hole: Blackhole,
+                        prompt_bytes: int = 8_000_000) -> dict[str, Any]:
+    base = env.replicas[0].base_url
+    key, _ = env.tenant()
+    poller = subprocess.Popen([sys.executable, "-c", POLLER, base + "/health", "120"],
+                              stdout=subprocess.PIPE, text=True)
+    time.sleep(3.0)
+    started = time.monotonic()
+    big = {"model": "auto", "messages": [{"role": "user", "content": "word " *
+                                          (prompt_bytes // 5)}], "max_tokens": 8}
+    image = {"model": "auto", "messages": hostile_messages(hole.url), "max_tokens": 8}
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(rec.post, base + "/v1/chat/completions", key, json=b)
+                   for b in (image, big)]
+        codes = [f.result().status_code for f in futures]
+    ended = time.monotonic()
+    time.sleep(0.3)
+    poller.terminate()
+    out, _ = poller.communicate()
+    latencies = [(float(t), float(ms)) for t, ms in (line.split() for line in out.splitlines())]
+    before = [ms for t, ms in latencies if t < started]
+    during = [ms for t, ms in latencies if started <= t <= ended]
+    baseline = statistics.median(before) if before else 0.0
+    return {"codes": codes, "in_flight_s": round(ended - started, 2),
+            "health_baseline_ms": round(baseline, 1),
+            "health_max_ms": round(max(during, default=0.0), 1), "polls": len(during),
+            "loop_stall_ms": round(max(0.0, max(during, default=0.0) - baseline), 1),
+            "image_fetches": hole.accepted}
