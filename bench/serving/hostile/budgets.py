@@ -33,10 +33,12 @@ def burst_scenario(env: Env, rec: Recorder, n: int = 200, paid: int = 50) -> dic
     cost per answer."""
     body = {"model": "auto", "max_tokens": 64,
             "messages": [{"role": "user", "content": BURST_PROMPT}]}
-    probe_key, probe_tid = env.tenant()
-    openai.OpenAI(base_url=env.replicas[0].base_url + "/v1", api_key=probe_key,
-                  max_retries=0).chat.completions.create(**body)
-    unit = env.settled(probe_tid)["spent_usd"]
+    unit = 0.0
+    for _ in range(2):  # without a budget, then on one like the burst's (routing reads it)
+        probe_key, probe_tid = env.tenant(budget_usd=paid * unit if unit else None)
+        openai.OpenAI(base_url=env.replicas[0].base_url + "/v1", api_key=probe_key,
+                      max_retries=0).chat.completions.create(**body)
+        unit = env.settled(probe_tid)["spent_usd"] or unit
     budget = paid * unit
     key, tid = env.tenant(budget_usd=budget)
     clients = [openai.OpenAI(base_url=r.base_url + "/v1", api_key=key) for r in env.replicas]

@@ -12,15 +12,11 @@ from bench.serving.probes import Recorder
 from bench.serving.replica_env import ADMIN_KEY, MSG, Env
 
 
-def fuzz_scenario(env: Env, rec: Recorder, examples: int, schema_examples: int
-                  ) -> dict[str, Any]:
-    """Hypothesis bodies for chat and feedback, then schemathesis over the OpenAPI schema."""
-    from hypothesis import HealthCheck, given, settings
+def _bodies(rid: str) -> tuple[Any, Any]:
+    """Hypothesis strategies: chat bodies (any JSON where the schema has a value, wrong
+    types in every field) and feedback bodies about request ``rid``."""
     from hypothesis import strategies as st
 
-    key, _ = env.tenant(budget_usd=20.0)
-    first = rec.post(chat_url(env, 0), key, json={"model": "auto", "messages": MSG})
-    rid = first.headers.get("x-tollgate-request-id", "tg-x")
     scalar = (st.none() | st.booleans() | st.integers(min_value=-(10**20), max_value=10**20)
               | st.floats() | st.text(max_size=20))
     anything = st.recursive(scalar, lambda c: st.lists(c, max_size=3)
@@ -47,6 +43,18 @@ def fuzz_scenario(env: Env, rec: Recorder, examples: int, schema_examples: int
     feedback_body = st.fixed_dictionaries(
         {}, optional={"request_id": st.just(rid) | anything, "score": anything,
                       "correct": anything, "comment": anything})
+    return chat_body, feedback_body
+
+
+def fuzz_scenario(env: Env, rec: Recorder, examples: int, schema_examples: int
+                  ) -> dict[str, Any]:
+    """Hypothesis bodies for chat and feedback, then schemathesis over the OpenAPI schema."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    key, _ = env.tenant(budget_usd=20.0)
+    first = rec.post(chat_url(env, 0), key, json={"model": "auto", "messages": MSG})
+    chat_body, feedback_body = _bodies(first.headers.get("x-tollgate-request-id", "tg-x"))
     wrap = st.integers(min_value=0, max_value=3)
     count = {"chat": 0, "feedback": 0}
 
