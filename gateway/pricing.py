@@ -33,6 +33,7 @@ Counting is CPU work proportional to the prompt: callers run it in a worker thre
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,7 @@ class Price:
     output_per_token: float
     model: str | None = field(default=None, compare=False)  # equal prices: equal rates
     above: tuple[tuple[int, float, float], ...] = ()
+    service_tier: str | None = None  # a tier's price (``tier_price``), settled at that tier
 
     def rates(self, prompt_tokens: int) -> tuple[float, float]:
         """(p_in, p_out) for a prompt of ``prompt_tokens`` (never below the base rates)."""
@@ -76,7 +78,8 @@ class Price:
             return bound
         try:
             got = float(sum(litellm.cost_per_token(model=self.model, prompt_tokens=prompt_tokens,
-                                                   completion_tokens=completion_tokens)))
+                                                   completion_tokens=completion_tokens,
+                                                   service_tier=self.service_tier)))
         except Exception:  # noqa: BLE001 - litellm's look-up failing: the formula's price
             return bound
         return min(got, bound) if got >= 0 else bound
@@ -111,6 +114,31 @@ def _litellm_price(model: str) -> Price | None:
             above.append((int(m.group(1)) * 1000, float(value),
                           float(out if out is not None else pout)))
     return Price(float(pin), float(pout), model, tuple(sorted(above)))
+
+
+@functools.lru_cache(maxsize=1024)
+def tier_price(price: Price, tier: str) -> Price | None:
+    """``price`` at OpenAI-style ``service_tier`` ``tier`` (flex, priority, ...), from litellm's
+    map: its ``input/output_cost_per_token_<tier>`` keys (the key named by litellm's own
+    ``get_service_tier_cost_key``); None when the price is not litellm's or the map has no
+    such rates. Reserved at the dearer of the standard and the tier rate, rate by rate (a
+    provider serving the standard tier instead still fits the hold); settled by litellm's
+    ``cost_per_token(service_tier=...)``, never above that."""
+    if price.model is None:
+        return None
+    key = litellm.litellm_core_utils.llm_cost_calc.utils.get_service_tier_cost_key
+    try:
+        info = litellm.get_model_info(price.model)
+    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for unknown models
+        return None
+    names = [key(f"{side}_cost_per_token", tier) for side in ("input", "output")]
+    rates = [info.get(name) for name in names]
+    if names == ["input_cost_per_token", "output_cost_per_token"] or None in rates:
+        return None  # a tier litellm does not price, or not for this model
+    pin, pout = (float(r) for r in rates)  # type: ignore[arg-type]
+    above = tuple((t, max(i, pin), max(o, pout)) for t, i, o in price.above)
+    return Price(max(price.input_per_token, pin), max(price.output_per_token, pout),
+                 price.model, above, tier)
 
 
 def dearest(prices: list[Price]) -> Price:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import invalid
+from gateway.serving.fee_params import refuse_fee_params
 
 # OpenAI chat completion parameters forwarded as they are (model, messages, stream and
 # stream_options are handled by the gateway).
@@ -303,6 +304,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
     _check_drop_params(body)
     if body.get("drop_params") is not None:
         params["drop_params"] = body["drop_params"]
+    refuse_fee_params(params)  # fees outside token prices (gateway/serving/fee_params.py)
     _check_params(params)
     caps = [params[f] for f in ("max_completion_tokens", "max_tokens") if f in params]
     max_tokens = min(caps) if caps else None

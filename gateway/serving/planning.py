@@ -30,6 +30,7 @@ from gateway.pool.modes import CHAT
 from gateway.pricing import PromptSize, expected_prompt_tokens
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
+from gateway.serving.fee_params import billable_tier, tier_pool, tier_unpriced
 from gateway.serving.promise_routing import promise_route
 from gateway.serving.routing import Routed, embed_text, route_request
 from gateway.serving.validation import fit_candidates
@@ -153,6 +154,9 @@ def deployable(plan: Plan, share: PriorShare | None = None) -> dict[str, str]:
     if share is not None and by_rm:
         explore = pool.routes[plan.route].explore_share
         by_rm = cap_priors(share, plan.route, explore, pool.priors, by_rm)
+    tier = billable_tier(plan.request.params)
+    if not by_rm and tier is not None:
+        raise tier_unpriced(tier, [])
     if not by_rm:
         raise GatewayError(503, f"route {plan.route!r} has no backend the router knows",
                            "service_unavailable", code="no_deployable_backend")
@@ -208,6 +212,9 @@ def priced(plan: Plan, backend: Backend) -> Backend:
     """A backend without a price is refused: a budget cannot bound what it costs (503)."""
     if backend.model_name in plan.pool.prices:
         return backend
+    tier = billable_tier(plan.request.params)
+    if tier is not None:
+        raise tier_unpriced(tier, [backend.model_name])
     if backend.wildcard is not None:
         raise GatewayError(503, f"model {backend.model_name!r} (wildcard "
                            f"{backend.wildcard!r}) has no price: litellm's price map does not "
@@ -261,6 +268,9 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     The candidates are not yet checked against the request (``admissible``), so a refusal
     there still logs what was planned."""
     req = plan.request
+    tier = billable_tier(req.params)
+    if tier is not None:  # priced at that tier (gateway/serving/fee_params.py)
+        plan = replace(plan, pool=tier_pool(plan.pool, tier))
     if plan.route is None:
         backend = priced(plan, passthrough_backend(plan))
         n_prompt, size = await measure(req, backend, plan.pool)
@@ -280,7 +290,12 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
 
 
 def admissible(plan: Plan) -> Plan:
-    """The candidates that can take this request (400 when none can); a passthrough must
-    also be within its cost cap (a routed one was ranked within it)."""
-    plan = fitted(plan)
+    """The candidates that can take this request (400 when none can): priced (a fallback
+    without a price at the request's service_tier is left out), fitting the request; a
+    passthrough must also be within its cost cap (a routed one was ranked within it)."""
+    priced_ones = tuple(n for n in plan.candidates if n in plan.pool.prices)
+    tier = billable_tier(plan.request.params)
+    if tier is not None and not priced_ones:
+        raise tier_unpriced(tier, list(plan.candidates))
+    plan = fitted(replace(plan, candidates=priced_ones or plan.candidates))
     return plan if plan.route is not None else within_cap(plan)
