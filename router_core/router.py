@@ -86,6 +86,9 @@ class Expert:
     kind: str = "probe-outcome"  # descriptor kind: probe-outcome | perplexity | logit
 
 
+CHECK_COSINE = 0.999  # the static encoder's vector of the check text, against the recorded one
+
+
 class DecisionCounts:
     """How many decisions each encoder made (thread-safe): the share that ran MiniLM."""
 
@@ -120,10 +123,19 @@ class Cascade:
 
     def static_encoder(self, make: Callable[[Mapping[str, Any]], Any]) -> Any:
         """The static encoder, built by ``make`` (``router_core.encoders.make_encoder``) on
-        first use and kept with the cascade (a router swapped in keeps its own)."""
+        first use and kept with the cascade (a router swapped in keeps its own); None when
+        it does not give the vectors the map was fitted on (``fit["check"]``: an export
+        distilled elsewhere differs), so that MiniLM decides everything."""
         with self._lock:
             if not self._built:
-                self._built.append(make(dict(self.encoder)))
+                encoder = make(dict(self.encoder))
+                check = self.fit.get("check")
+                if check:
+                    got = np.asarray(encoder.encode([check["text"]]), dtype=np.float64)[0]
+                    want = np.asarray(check["vector"], dtype=np.float64)
+                    if got.shape != want.shape or float(got @ want) < CHECK_COSINE:
+                        encoder = None
+                self._built.append(encoder)
             return self._built[0]
 
     @property

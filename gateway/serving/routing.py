@@ -8,6 +8,10 @@ now; when a conversation is longer than the window, the oldest turns (usually a 
 prompt or few-shot examples) fall off, as the long few-shot prompts of the training data do.
 Assistant and tool turns are not embedded: they are answers, not the task.
 
+With an encoder cascade in the artifact (router_core/cascade.py), the decision is made on the
+static encoder's Φ̂ first and stands when its margin under the route's own rule (λ or promise)
+clears the artifact's threshold; only the rest wait for MiniLM (``cascaded``).
+
 The router works on *router model names* (experts in the artifact); a backend maps to one
 by ``model_info.router_model``, its name or the identity table (gateway/pool/known.py). The
 deployable pool of a route is its priced backends the router knows, a cold-start prior
@@ -16,12 +20,17 @@ included (``Pool.deployable``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import anyio.to_thread
+import numpy as np
+
 from router_core.decision import Decision
-from router_core.router import Router
+from router_core.encoders import make_encoder
+from router_core.margin import decision_margin, promise_margin
+from router_core.router import Cascade, Router
 
 EMBEDDED_ROLES = ("system", "developer", "user")
 
@@ -96,3 +105,50 @@ def route_request(
         by_router_model=dict(backends_by_router_model),
         priors=priors,
     )
+
+
+def routed_margin(routed: Routed) -> float:
+    """How far the decision is from changing under the rule that made it (router_core.margin):
+    the promise rule's drop bounds when the route has a promise, else the λ rule's scores."""
+    record = routed.promise
+    if record is None:
+        return decision_margin(routed.decision)
+    cands = record["candidates"]
+    names = [c["backend"] for c in cands]
+    drop = np.array([np.inf if c["drop_bound"] is None else c["drop_bound"] for c in cands])
+    return promise_margin(drop, np.array([c["cost"] for c in cands]),
+                          names.index(record["chosen"]),
+                          names.index(record["reference"]["backend"]), record["tolerance"])
+
+
+async def cascaded(router: Router, text: str, embed: Callable[[str], Awaitable[Any]],
+                   rank: Callable[[Any], Any]) -> Any:
+    """``rank(Φ)`` (a plan with ``.routed``) on the static encoder's Φ̂ when the router has a
+    cascade and that decision's margin clears its threshold, else on MiniLM's Φ (``embed``,
+    the batched encoder). The decision names the encoder that made it, and the cascade
+    counts it (``router.cascade.counts``)."""
+    cascade = router.cascade
+    phi = None if cascade is None else await anyio.to_thread.run_sync(_static_phi, cascade, text)
+    if phi is not None:
+        plan = rank(phi)
+        if cascade.confident(routed_margin(plan.routed)):
+            cascade.counts.record(cascade.kind)
+            return _decided_by(plan, cascade.kind)
+    plan = rank(await embed(text))
+    if cascade is None:
+        return plan
+    kind = str((router.config.get("encoder") or {}).get("kind", "minilm"))
+    cascade.counts.record(kind)
+    return _decided_by(plan, kind)
+
+
+def _static_phi(cascade: Cascade, text: str) -> Any:
+    """Φ̂(text), in a worker thread (the first call loads the static encoder and checks it);
+    None when the check failed."""
+    static = cascade.static_encoder(make_encoder)
+    return None if static is None else cascade.estimate(static.encode([text]))
+
+
+def _decided_by(plan: Any, kind: str) -> Any:
+    routed = plan.routed
+    return replace(plan, routed=replace(routed, decision=replace(routed.decision, encoder=kind)))
