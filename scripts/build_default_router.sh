@@ -20,6 +20,11 @@
 # The packaged routes (config.yaml, gateway/sandbox/demo_config.yaml) are promises
 # (max_drop), which read those parameters at startup; a route that trades by cost_weight
 # instead has its λ chosen by scripts/route_lambdas.py (not run here: no packaged route has one).
+# Last, gives each artifact its encoder cascade (scripts/route_cascade.py; router_core/cascade.py):
+# the static encoder's map into MiniLM's space fitted on its training prompts, the margin
+# threshold on its validation prompts, so that serving runs MiniLM only where the static
+# encoder's decision is not safe (the version gets "@cascade-<hash>"). Set TOLLGATE_CASCADE=0 to
+# skip it; TOLLGATE_CASCADE_ONLY=1 runs only this step on the artifacts as they are.
 # Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,11 +32,17 @@ TOLLGATE="${TOLLGATE:-tollgate}"
 PYTHON="${PYTHON:-python}"
 DATASET="${TOLLGATE_DEFAULT_DATASET:-all}"
 ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DEFAULT_KIND; print(DEFAULT_KIND)')}"
-"$PYTHON" -m router_core.encoders.build "$ENCODER"
-"$TOLLGATE" train --dataset "$DATASET" --split standard --seed 0 --encoder "$ENCODER" \
-    --out router_core/default_router --quiet "$@"
-"$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
-    --out router_core/routerbench_router --quiet "$@"
-"$PYTHON" scripts/route_promises.py --router router_core/default_router --write
-"$PYTHON" scripts/route_promises.py --router router_core/routerbench_router --write
+"$PYTHON" -m router_core.encoders.build "$ENCODER" minilm-static
+if [ "${TOLLGATE_CASCADE_ONLY:-0}" != 1 ]; then
+    "$TOLLGATE" train --dataset "$DATASET" --split standard --seed 0 --encoder "$ENCODER" \
+        --out router_core/default_router --quiet "$@"
+    "$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
+        --out router_core/routerbench_router --quiet "$@"
+    "$PYTHON" scripts/route_promises.py --router router_core/default_router --write
+    "$PYTHON" scripts/route_promises.py --router router_core/routerbench_router --write
+fi
+if [ "${TOLLGATE_CASCADE:-1}" != 0 ]; then
+    "$PYTHON" scripts/route_cascade.py --router router_core/default_router --write
+    "$PYTHON" scripts/route_cascade.py --router router_core/routerbench_router --write
+fi
 du -sh router_core/default_router router_core/routerbench_router
