@@ -317,9 +317,17 @@ def expected_prompt_tokens(backend: Backend, messages: list[dict], params: Mappi
     tokenizer only when N_prompt passes the window of a backend in ``reachable`` (those a
     fit check may weigh it against); else estimated (module docstring)."""
     size = prompt_size(messages, params)
-    if all(size.fits(b) for b in reachable):
-        return size.estimate(backend), size
+    estimate = estimated_prompt_tokens(backend, size, reachable)
+    if estimate is not None:
+        return estimate, size
     return count_prompt_tokens(backend, messages, params.get("tools")), size
+
+
+def estimated_prompt_tokens(backend: Backend, size: PromptSize, reachable: Iterable[Backend]
+                            ) -> int | None:
+    """n̂_prompt on ``backend`` when N_prompt fits every window of ``reachable``; None when
+    a window is in question (then only a count will do)."""
+    return size.estimate(backend) if all(size.fits(b) for b in reachable) else None
 
 
 # Framing around the text of a chat prompt, as OpenAI counts it: 3 tokens a message (4 kept

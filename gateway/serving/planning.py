@@ -27,7 +27,12 @@ from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pool import Pool
 from gateway.pool.explore_share import PriorShare, cap_priors
 from gateway.pool.modes import CHAT
-from gateway.pricing import PromptSize, expected_prompt_tokens
+from gateway.pricing import (
+    PromptSize,
+    estimated_prompt_tokens,
+    expected_prompt_tokens,
+    prompt_size,
+)
 from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
 from gateway.serving.fee_params import billable_tier, tier_pool, tier_unpriced
@@ -252,13 +257,36 @@ def within_cap(plan: Plan) -> Plan:
     return plan
 
 
+# A prompt of plain text messages up to this many characters is measured on the event loop:
+# its size takes tens of µs, less than the hand-off to a worker thread and back.
+INLINE_MEASURE_CHARS = 16_384
+
+
+def _small(req: ChatRequest) -> bool:
+    """Plain text messages of at most INLINE_MEASURE_CHARS, no list or object parameter
+    (tools, a schema) but ``stream_options``: cheap to measure whatever it holds."""
+    chars = 0
+    for m in req.messages:
+        content = m.get("content")
+        if not isinstance(content, str) or len(m) > 2:
+            return False
+        chars += len(content)
+    return chars <= INLINE_MEASURE_CHARS and not any(
+        isinstance(v, (list, dict)) for k, v in req.params.items() if k != "stream_options")
+
+
 async def measure(req: ChatRequest, backend: Backend, pool: Pool | None = None
                   ) -> tuple[int, PromptSize]:
-    """(expected prompt tokens on ``backend``, the prompt's size), in a worker thread: CPU
-    work proportional to the prompt (an 8 MB prompt takes seconds). Counted with a tokenizer
+    """(expected prompt tokens on ``backend``, the prompt's size). Counted with a tokenizer
     only when the prompt's bound passes a context window of ``pool`` (else ``backend``'s):
-    gateway/pricing.py ``expected_prompt_tokens``."""
+    gateway/pricing.py ``expected_prompt_tokens``; in a worker thread (CPU work proportional
+    to the prompt: an 8 MB prompt takes seconds) unless the prompt is small and estimated."""
     reachable = tuple(pool.backends.values()) if pool is not None else (backend,)
+    if _small(req):
+        size = prompt_size(req.messages, req.params)
+        estimate = estimated_prompt_tokens(backend, size, reachable)
+        if estimate is not None:
+            return estimate, size
     return await anyio.to_thread.run_sync(expected_prompt_tokens, backend, req.messages,
                                           req.params, reachable)
 

@@ -62,3 +62,14 @@ def test_planning_measures_against_the_pools_windows(mid_window: int | None) -> 
     n, size = anyio.run(measure, req, strong, pool)
     expected = size.estimate(strong) if mid_window is None else count_prompt_tokens(strong, MSG)
     assert n == expected
+
+
+def test_a_prompt_measured_on_the_loop_or_in_a_thread_gets_the_same_figures() -> None:
+    settings = _settings(mid_window=None)
+    pool = build_pool(settings, resolve_prices(settings), build_router())
+    strong = settings.backend("fake-strong")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    for body in ({}, {"tools": [tool]}, {"user": "u-1"}):  # the tools go to the thread
+        req = parse_chat_request({"model": "fake-strong", "messages": MSG, **body})
+        assert anyio.run(measure, req, strong, pool) == expected_prompt_tokens(
+            strong, req.messages, req.params, settings.model_list)
