@@ -114,11 +114,11 @@ def feedback_scenario(env: Env, rec: Recorder) -> dict[str, Any]:
             "unknown_id_wait_s": round(time.perf_counter() - t, 2)}
 
 
-def login_scenario(env: Env) -> dict[str, Any]:
+def login_scenario(env: Env, key: str) -> dict[str, Any]:
     """Wrong tenant keys, then wrong admin keys, from this address on one replica (429 past
-    20); the admin key from another loopback address (127.0.0.2) is still answered."""
+    20); the admin key from another loopback address (127.0.0.2) is still answered. ``key``:
+    a tenant's, made before anything throttled this address (the fuzz's wrong keys do)."""
     base = env.replicas[0].base_url
-    key, _ = env.tenant()  # before the guesses: the admin key is refused here after them
     codes = [httpx.post(base + "/v1/chat/completions", json={"model": "auto", "messages": MSG},
                         headers={"authorization": f"Bearer sk-tg-guess{i}"},
                         timeout=30).status_code for i in range(25)]

@@ -26,19 +26,38 @@ from gateway.sandbox.local_upstream import FakeUpstream, count_prompt_tokens
 BURST_PROMPT = "Say hello to the burst, in one short sentence."
 
 
+def _unit_cost(env: Env, body: dict, paid: int, n: int) -> float:
+    """What one answer costs in a burst like the main one: routing reads the budget (a
+    tight one goes to cheaper backends), so a pre-burst of n/5 requests on a budget paying
+    for paid/5 at an unbudgeted answer's cost, then its spend per answer."""
+    key, tid = env.tenant()
+    url = env.replicas[0].base_url + "/v1"
+    openai.OpenAI(base_url=url, api_key=key, max_retries=0).chat.completions.create(**body)
+    alone = env.settled(tid)["spent_usd"]
+    key, tid = env.tenant(budget_usd=paid // 5 * alone)
+    client = openai.OpenAI(base_url=url, api_key=key)
+
+    def one(_: int) -> bool:
+        try:
+            client.chat.completions.create(**body)
+            return True
+        except openai.APIStatusError:
+            return False
+
+    with ThreadPoolExecutor(n // 5) as pool:
+        answered = sum(pool.map(one, range(n // 5)))
+    spent = env.settled(tid)["spent_usd"]
+    return spent / answered if answered and spent else alone
+
+
 def burst_scenario(env: Env, rec: Recorder, n: int = 200, paid: int = 50) -> dict[str, Any]:
     """n concurrent ``auto`` requests (OpenAI SDK, its retries as shipped, max_tokens=64)
-    over the replicas, on a budget that pays for ``paid`` of them at what one costs a tenant
-    without a budget: burst_served_share = answered / min(n, budget / c), c the burst's own
-    cost per answer."""
+    over the replicas, on a budget that pays for ``paid`` of them at what one cost in a
+    pre-burst (``_unit_cost``): burst_served_share = answered / min(n, budget / c), c the
+    burst's own cost per answer."""
     body = {"model": "auto", "max_tokens": 64,
             "messages": [{"role": "user", "content": BURST_PROMPT}]}
-    unit = 0.0
-    for _ in range(2):  # without a budget, then on one like the burst's (routing reads it)
-        probe_key, probe_tid = env.tenant(budget_usd=paid * unit if unit else None)
-        openai.OpenAI(base_url=env.replicas[0].base_url + "/v1", api_key=probe_key,
-                      max_retries=0).chat.completions.create(**body)
-        unit = env.settled(probe_tid)["spent_usd"] or unit
+    unit = _unit_cost(env, body, paid, n)
     budget = paid * unit
     key, tid = env.tenant(budget_usd=budget)
     clients = [openai.OpenAI(base_url=r.base_url + "/v1", api_key=key) for r in env.replicas]
