@@ -235,10 +235,9 @@ class _Api:
             f = LogFilter(tenant_ids=_scope(who, tenant), since=start, route=route,
                           model=model, status=status, feedback=feedback, limit=limit + 1,
                           offset=offset)
-            rows = await self.guard.run(_table_page, ctx.store.engine, f)
+            rows, names = await self.guard.run(_table_page, ctx.store.engine, f)
         except ValueError as e:
             raise invalid(str(e)) from e
-        names = await self.guard.run(tenant_names, ctx.store.engine)
         if not who.admin:
             names = {k: v for k, v in names.items() if k == who.tenant_id}
         return JSONResponse({"object": "list", "offset": offset, "limit": limit,
@@ -271,9 +270,10 @@ class _Api:
         return Response(png, media_type="image/png", headers={"cache-control": "no-store"})
 
 
-def _table_page(engine: Any, f: LogFilter) -> list[dict[str, Any]]:
-    """The table's rows without the logged prompt (the table never shows it)."""
-    return select_logs(engine, f, skip=("prompt_text",))
+def _table_page(engine: Any, f: LogFilter) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """The table's rows without the logged prompt (the table never shows it), and the
+    tenants' names."""
+    return select_logs(engine, f, skip=("prompt_text",)), tenant_names(engine)
 
 
 def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
