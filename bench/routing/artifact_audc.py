@@ -9,7 +9,10 @@ over the eval runner's λ grid as the runner routes its own Tollgate, and is sco
     python -m bench.routing.artifact_audc --router old=/tmp/old_router --router new=router_core/default_router
     python -m bench.routing.artifact_audc --dataset routerbench --seed 0 --router packaged=
 
-(an empty path: the packaged default router). The last line: ``name=AUDC`` per artifact.
+(an empty path: the packaged default router). An artifact with an encoder cascade is also
+scored as served, ``NAME+cascade``: static Φ̂ first, MiniLM where the margin is below its
+threshold (router_core/cascade.py), with the share of test decisions that ran MiniLM. The
+last line: ``name=AUDC`` per artifact (and per cascade).
 """
 
 from __future__ import annotations
@@ -29,6 +32,39 @@ def chooser(router, table):
     if not set(table.models) <= set(router.model_names):
         return dataset_chooser(router, table)
     return lambda X, pool, lams: trained_choices(router, X, pool, lams)
+
+
+def pool_router(router, table, pool):
+    """``router`` restricted to ``pool`` (by canonical id for a router trained on several
+    datasets), the pool column of each expert, and the costs it routes with (None: its own)."""
+    from router_core.data.combined import canonical_table
+
+    if set(table.models) <= set(router.model_names):
+        names, costs = {m: m for m in pool}, None
+    else:
+        canon = dict(zip(table.models, canonical_table(table).models))
+        train = np.asarray(table.split) == "train"
+        mean = dict(zip(table.models, np.nanmean(table.cost[train], axis=0)))
+        names = {canon[m]: m for m in pool}
+        costs = {e: float(mean[m]) for e, m in names.items()}
+    for expert in router.model_names:
+        if expert not in names:
+            router = router.without_expert(expert)
+    return router, np.array([pool.index(names[e]) for e in router.model_names]), costs
+
+
+def cascade_chooser(router, table, width: int, shares: dict, name: str):
+    """The artifact as served with its cascade, over rows [Φ_MiniLM | Φ_static]."""
+    from router_core.cascade import cascade_choices
+
+    def choose(X, pool, lams):
+        sub, col, costs = pool_router(router, table, pool)
+        idx, ran = cascade_choices(sub, X[:, :width], X[:, width:], lams,
+                                   sub.cascade.threshold, costs_usd=costs)
+        shares[name] = float(ran.mean())
+        return col[idx]
+
+    return choose
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,15 +88,26 @@ def main(argv: list[str] | None = None) -> None:
         router = load_router(path or None)
         encoder = encoder_for_router(router.config, cache=True, threads=0)  # as recorded
         X = encoder.encode(prompts, batch_size=64)
+        extra, shares, width = {name: chooser(router, table)}, {}, X.shape[1]
+        if router.cascade is not None:
+            from router_core.encoders import make_encoder
+
+            static = make_encoder(dict(router.cascade.encoder), cache=True, threads=0)
+            X = np.hstack([X, static.encode(prompts, batch_size=64)])
+            extra[f"{name}+cascade"] = cascade_chooser(router, table, width, shares,
+                                                       f"{name}+cascade")
+        full = extra[name]
+        extra[name] = lambda Xt, pool, lams, full=full, w=width: full(Xt[:, :w], pool, lams)
         res = run_evaluation(table, embeddings=X, routers=["cheapest", "best_single"],
-                             seed=a.seed, n_boot=0, extra={name: chooser(router, table)},
-                             log=lambda _m: None)
-        m = res.metrics[name]
-        results[name] = m.audc
-        print(f"{name:<12} {router.version:<36} encoder {encoder.kind:<18} test AUDC "
-              f"{m.audc:.4f} (n_test {int(test.sum())}; cheapest "
-              f"{res.metrics['cheapest'].audc:.4f}, best single "
-              f"{res.metrics['best_single'].audc:.4f})", flush=True)
+                             seed=a.seed, n_boot=0, extra=extra, log=lambda _m: None)
+        for key in extra:
+            m = res.metrics[key]
+            results[key] = m.audc
+            share = f"; MiniLM on {shares[key]:.1%}" if key in shares else ""
+            print(f"{key:<20} {router.version:<52} encoder {encoder.kind:<18} test AUDC "
+                  f"{m.audc:.4f} (n_test {int(test.sum())}; cheapest "
+                  f"{res.metrics['cheapest'].audc:.4f}, best single "
+                  f"{res.metrics['best_single'].audc:.4f}{share})", flush=True)
     print(" ".join(f"{k}={v:.4f}" for k, v in results.items()))
 
 
