@@ -172,8 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--datasets", default=",".join(DATASETS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--agreement", type=float, default=DEFAULT_AGREEMENT,
-                    help="the cascade must route as MiniLM on this share of val prompts at "
-                    "every λ")
+                    help="the cascade must route as MiniLM on this share of val (prompt, λ) decisions, "
+                    "pooled over the λ grid")
     ap.add_argument("--repeats", type=int, default=200, help="latency samples per cell")
     ap.add_argument("--full", action="store_true",
                     help="whole tables (default: the encoder comparison's subsets, "
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     datasets = [d for d in a.datasets.split(",") if d]
     results = {d: measure(d, a.seed, a.agreement, a.full) for d in datasets}
     times = latency(a.repeats)
-    print(f"{'whole tables' if a.full else 'encoder_runs subsets'}; seed {a.seed}; agreement target {a.agreement} at every λ (val prompts); "
+    print(f"{'whole tables' if a.full else 'encoder_runs subsets'}; seed {a.seed}; agreement target {a.agreement} pooled over the λ grid (val prompts); "
           f"AUDC on test rows; share = test decisions that ran MiniLM (λ grid mean / λ=0.5)")
     print(f"{'dataset':<13}{'n_test':>7}{'minilm':>9}{'static':>18}{'cascade':>18}"
           f"{'threshold':>11}{'share':>8}{'@0.5':>7}{'val share':>10}")
