@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     datasets = [d for d in a.datasets.split(",") if d]
     results = {d: measure(d, a.seed, a.agreement, a.full) for d in datasets}
     times = latency(a.repeats)
-    print(f"{'whole tables' if a.full else 'encoder_runs subsets'}; seed {a.seed}; agreement target {a.agreement} pooled over the λ grid (val prompts); "
+    print(f"{'whole tables' if a.full else 'encoder_runs subsets'}; seed {a.seed}; "
+          f"agreement target {a.agreement} pooled over the λ grid (val prompts); "
           f"AUDC on test rows; share = test decisions that ran MiniLM (λ grid mean / λ=0.5)")
     print(f"{'dataset':<13}{'n_test':>7}{'minilm':>9}{'static':>18}{'cascade':>18}"
           f"{'threshold':>11}{'share':>8}{'@0.5':>7}{'val share':>10}")
