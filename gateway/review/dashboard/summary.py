@@ -124,7 +124,7 @@ def summarise(engine: Engine, window: LogWindow, now: datetime, view: View, *,
         "spend": _spend(spend, view.tenants, bk),
         "budgets": budget_bars(view.tenants, now),
         "model_mix": mix,
-        "saving": {**_saving(groups, bk, fold), **fold.overall()},
+        "saving": _saving(groups, bk, fold),
         "route_savings": fold.route_savings(),
         "latency": latency,
         "rates": _rates(groups, bk),
@@ -157,21 +157,22 @@ def _saving(groups: Sequence[StatusGroup], bk: Buckets, fold: SavingsFold) -> di
     def ok(g: StatusGroup) -> bool:
         return g.status == 200
 
-    return overall_saving(fold.strongest, fold.price,
-                          _per_bucket(groups, bk, ok, lambda g: g.cost_usd),
-                          _per_bucket(groups, bk, ok, lambda g: g.prompt_tokens),
-                          _per_bucket(groups, bk, ok, lambda g: g.completion_tokens))
+    saving = overall_saving(fold.strongest, fold.price,
+                            _per_bucket(groups, bk, ok, lambda g: g.cost_usd),
+                            _per_bucket(groups, bk, ok, lambda g: g.prompt_tokens),
+                            _per_bucket(groups, bk, ok, lambda g: g.completion_tokens))
+    return saving if fold.strongest is None else {**saving, **fold.overall()}
 
 
 def _spend(per_bucket: Mapping[tuple[str | None, int], float], tenants: Sequence[Any],
            bk: Buckets) -> list[dict[str, Any]]:
     """Each tenant's spend in its budget period up to the end of each bucket, S(t)."""
+    by_tenant: dict[str | None, list[float]] = {}
+    for (tid, b), c in per_bucket.items():
+        by_tenant.setdefault(tid, [0.0] * bk.n)[bk.clamp(b)] += c
     spend = []
     for t in tenants:
-        costs = [0.0] * bk.n
-        for (tid, b), c in per_bucket.items():
-            if tid == t.id:
-                costs[bk.clamp(b)] += c
+        costs = by_tenant.get(t.id, [0.0] * bk.n)
         # rows at or after the end of bucket b are exactly the rows of buckets > b
         later = list(accumulate(reversed(costs)))[::-1][1:] + [0.0]
         series: list[float | None] = [
