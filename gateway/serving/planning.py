@@ -37,7 +37,7 @@ from gateway.serving.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.fallbacks import with_fallbacks
 from gateway.serving.fee_params import billable_tier, tier_pool, tier_unpriced
 from gateway.serving.promise_routing import promise_route
-from gateway.serving.routing import Routed, embed_text, route_request
+from gateway.serving.routing import Routed, cascaded, embed_text, route_request
 from gateway.serving.validation import fit_candidates
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
@@ -308,9 +308,11 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     by_rm = deployable(plan, ctx.prior_share)
     first = plan.pool.backends[next(iter(by_rm.values()))]
     started = time.perf_counter()
-    phi = await ctx.embedder.embed(embed_text(req.messages, ctx.settings.encoder_max_chars))
     n_prompt, size = await measure(req, first, plan.pool)
-    plan = ranked(replace(plan, prompt_size=size), by_rm, phi, n_prompt)
+    sized = replace(plan, prompt_size=size)
+    text = embed_text(req.messages, ctx.settings.encoder_max_chars)
+    plan = await cascaded(plan.pool.router, text, ctx.embedder.embed,
+                          lambda phi: ranked(sized, by_rm, phi, n_prompt))
     ctx.metrics.routing.observe(time.perf_counter() - started)
     chosen = plan.routed.decision.chosen  # what a cold-start prior backend's share counts
     ctx.prior_share.record(plan.route, by_rm.get(chosen), chosen in plan.pool.priors)
