@@ -65,6 +65,10 @@ def test_a_service_tier_without_a_known_price_is_refused(gateway: Gateway,
         client.chat.completions.create(model="auto", messages=MSG, max_tokens=16,
                                        service_tier="flex")
     assert exc.value.body["param"] == "service_tier"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as exc:  # the Responses API alike
+        client.responses.create(model="fake-cheap", input="What is new today?",
+                                max_output_tokens=16, service_tier="priority")
+    assert exc.value.body["param"] == "service_tier"  # type: ignore[index]
 
 
 @pytest.fixture(scope="module")
