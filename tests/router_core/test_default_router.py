@@ -49,3 +49,21 @@ def test_default_router_records_the_encoder_the_gateway_must_use():
     assert Encoder.for_router(meta["config"]).settings() == recorded
     # an artifact from before the setting was recorded was trained on right-truncated text
     assert Encoder.for_router({}).truncation_side == "right"
+
+
+def test_the_packaged_routers_carry_their_encoder_cascade():
+    """scripts/build_default_router.sh's last step: the static encoder's map and threshold,
+    fitted on each artifact's own train/val carve, and a check this install's static
+    encoder passes (else serving would fall back to MiniLM for every request)."""
+    from router_core.artifact import ROUTERBENCH_ROUTER_DIR
+    from router_core.encoders import make_encoder
+
+    for path in (DEFAULT_ROUTER_DIR, ROUTERBENCH_ROUTER_DIR):
+        router = load_router(path)
+        cascade = router.cascade
+        assert cascade is not None and "@cascade-" in router.version
+        assert 0.0 < cascade.threshold < 0.2  # in calibrated-quality units
+        assert cascade.head.in_dim == make_encoder(dict(cascade.encoder)).dim
+        assert cascade.head.out_dim == router.head.in_dim  # into MiniLM's Φ space
+        assert cascade.fit["val_prompts"] >= 100 and 0 < cascade.fit["val_minilm_share"] < 0.8
+        assert cascade.static_encoder(make_encoder) is not None
