@@ -1,5 +1,6 @@
-"""The routing decision alone, in the bench's own process: its p50 for prompts of about 20,
-50 and 200 tokens, and the share of decisions that ran MiniLM.
+"""The routing decision alone, in the bench's own process, as the gateway makes it
+(gateway/serving/routing.py ``cascaded``, the λ rule at λ = 0.2): its p50 for prompts of
+about 20, 50 and 200 tokens, and the share of decisions that ran MiniLM.
 
 The share is read from what the router reports (``Router.cascade.counts``: decisions by the
 encoder that made them); a router without a cascade runs MiniLM on every request (1.0).
@@ -62,11 +63,22 @@ def prompts(n: int, n_tokens: int, rng: random.Random) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class _Ranked:
+    """What ``cascaded`` ranks into: a plan with ``.routed`` (the gateway's Plan, reduced)."""
+
+    routed: Any
+
+
 def routing_decisions(n_samples: int, router_path: str | None) -> DecisionTimes:
-    """Encode + head + search + tie-break, as the gateway makes it, per prompt length."""
+    """Encode + head + search + tie-break as the gateway makes it (``cascaded``: the static
+    encoder first where the router has a cascade, MiniLM where its decision is not safe),
+    per prompt length."""
+    import anyio
+
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
     from gateway.pool.known import know_backends
-    from gateway.serving.routing import route_request
+    from gateway.serving.routing import cascaded, route_request
     from router_core.artifact import load_router
     from router_core.encoders import encoder_for_router
 
@@ -78,19 +90,30 @@ def routing_decisions(n_samples: int, router_path: str | None) -> DecisionTimes:
         if k.expert is not None:
             by_rm.setdefault(k.expert, k.backend)
     costs = {b: 1e-4 * (i + 1) for i, b in enumerate(by_rm.values())}
-    rng = random.Random(0)
-    p50, share = {}, {}
-    for n_tokens in LENGTHS:
-        times = []
-        for i, text in enumerate(prompts(n_samples + WARM_UP, n_tokens, rng)):
+
+    async def embed(text: str) -> Any:
+        return encoder.encode([text])
+
+    def rank(phi: Any) -> _Ranked:
+        return _Ranked(route_request(router, phi, lam=0.2, delta=None,
+                                     backends_by_router_model=by_rm,
+                                     costs_usd_by_backend=costs, max_cost_usd=None))
+
+    async def timed(texts: list[str]) -> tuple[list[float], float]:
+        times: list[float] = []
+        before: dict[str, int] = {}
+        for i, text in enumerate(texts):
             if i == WARM_UP:
                 before = _counts(router)
             t = time.perf_counter()
-            phi = encoder.encode([text])
-            route_request(router, phi, lam=0.2, delta=None, backends_by_router_model=by_rm,
-                          costs_usd_by_backend=costs, max_cost_usd=None)
+            await cascaded(router, text, embed, rank)
             if i >= WARM_UP:
                 times.append((time.perf_counter() - t) * 1000)
+        return times, minilm_share(router, before)
+
+    rng = random.Random(0)
+    p50, share = {}, {}
+    for n_tokens in LENGTHS:
+        times, share[n_tokens] = anyio.run(timed, prompts(n_samples + WARM_UP, n_tokens, rng))
         p50[n_tokens] = statistics.median(times)
-        share[n_tokens] = minilm_share(router, before)
     return DecisionTimes(p50, share)
