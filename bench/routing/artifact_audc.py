@@ -82,18 +82,24 @@ def main(argv: list[str] | None = None) -> None:
     table = load_dataset(a.dataset, split="standard", seed=a.seed)
     test = np.asarray(table.split) == "test"
     prompts = [str(p) for p in table.prompts]
+
+    def embed(enc) -> np.ndarray:
+        """Φ of the test rows (the only ones scored; the rest stay zero, unread)."""
+        out = np.zeros((len(prompts), enc.dim), dtype=np.float32)
+        out[test] = enc.encode([p for p, t in zip(prompts, test) if t], batch_size=64)
+        return out
     results = {}
     for spec in a.router:
         name, _, path = spec.partition("=")
         router = load_router(path or None)
         encoder = encoder_for_router(router.config, cache=True, threads=0)  # as recorded
-        X = encoder.encode(prompts, batch_size=64)
+        X = embed(encoder)
         extra, shares, width = {name: chooser(router, table)}, {}, X.shape[1]
         if router.cascade is not None:
             from router_core.encoders import make_encoder
 
             static = make_encoder(dict(router.cascade.encoder), cache=True, threads=0)
-            X = np.hstack([X, static.encode(prompts, batch_size=64)])
+            X = np.hstack([X, embed(static)])
             extra[f"{name}+cascade"] = cascade_chooser(router, table, width, shares,
                                                        f"{name}+cascade")
         full = extra[name]
