@@ -109,8 +109,11 @@ MAX_DEPTH = 32  # objects and arrays nested inside each other, the body itself c
 NON_NUMBERS = re.compile(rb"\b(?:NaN|-?Infinity)\b")
 
 
-def load_json(raw: bytes) -> Any:
-    """The body as JSON, or a 400 naming why not (see the module docstring)."""
+def load_json(raw: bytes, max_messages: int | None = None,
+              max_content_parts: int | None = None) -> Any:
+    """The body as JSON, or a 400 naming why not (see the module docstring); with limits,
+    its counts are checked (``check_counts``) between the parse and the walk of every value,
+    which is the costly part (~0.2 s for 36,000 messages, with the GIL contended)."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
@@ -122,6 +125,8 @@ def load_json(raw: bytes) -> Any:
         elif NON_NUMBERS.search(raw):
             reason += " (NaN and Infinity are not JSON numbers)"
         raise invalid(f"the request body is not valid JSON: {reason}") from e
+    if max_messages is not None and max_content_parts is not None:
+        check_counts(body, max_messages, max_content_parts)
     check_shape(body)
     return body
 
@@ -138,12 +143,10 @@ async def json_body(request: Request) -> Any:
     the walk after it gives it back between values)."""
     raw = await request.body()
     limits = request.app.state.ctx.reliability.settings
+    counts = (limits.max_messages, limits.max_content_parts)  # checked before any walk
     if len(raw) <= INLINE_JSON_BYTES:
-        body = load_json(raw)
-    else:
-        body = await anyio.to_thread.run_sync(load_json, raw)
-    check_counts(body, limits.max_messages, limits.max_content_parts)  # before any walk
-    return body
+        return load_json(raw, *counts)
+    return await anyio.to_thread.run_sync(load_json, raw, *counts)
 
 
 def too_deep() -> GatewayError:
