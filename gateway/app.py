@@ -31,6 +31,7 @@ from gateway.auth import (
     checked_secret,
     client_address,
     may_read_metrics,
+    may_use_model,
 )
 from gateway.config import ConfigError, Settings
 from gateway.context import GatewayContext
@@ -304,6 +305,8 @@ def _model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
     pool = ctx.pool.current
     data: list[dict[str, Any]] = []
     for name, route in pool.routes.items():
+        if not may_use_model(tenant, name):  # the calling key's ``models`` list
+            continue
         data.append({
             "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
             "tollgate": {"type": "route", "cost_weight": route.cost_weight,
@@ -312,7 +315,8 @@ def _model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
                          "promise": _promise_entry(pool.promises.get(name))},
         })
     for k in pool.known.values():
-        if allowed is not None and k.backend not in allowed:
+        if (allowed is not None and k.backend not in allowed) or not may_use_model(
+                tenant, k.backend):
             continue
         p = pool.prices.get(k.backend)
         data.append({

@@ -102,6 +102,12 @@ def test_models_restrict_named_models_and_auto(gateway: Gateway) -> None:
         assert "key not allowed to access model" in exc.value.message
     routed = _generate(gateway, team_id=tid, models=["auto"])["key"]
     assert _chat(gateway, routed, "auto")
+    # /v1/models lists what the key may call, as LiteLLM's does
+    listed = {m.id for m in openai.OpenAI(base_url=gateway.base_url + "/v1",
+                                          api_key=named).models.list()}
+    assert listed == {"fake-cheap"}
+    assert "auto" in {m.id for m in openai.OpenAI(base_url=gateway.base_url + "/v1",
+                                                   api_key=routed).models.list()}
 
 
 def test_an_expired_key_is_refused(gateway: Gateway) -> None:
