@@ -14,8 +14,11 @@ Expected prompt tokens (what routing compares and context windows are checked ag
 when N_prompt fits the context window of every backend the request could reach, no count can
 change a decision but the cost routing compares, so no tokenizer runs (a tokenizer's tables
 are ~40-100 MB per encoding, bench/serving/serve_memory.py):
-    n̂_prompt = ⌈(B + M) / 4⌉ + k · I
-(4 bytes a token: OpenAI's rule of thumb for English text). Otherwise the text is counted
+    n̂_prompt = ⌈B / 4⌉ + 3 + k · I
+(4 bytes a token: OpenAI's rule of thumb for English text; B is the JSON of the messages, whose
+role keys stand for the per-message framing; 3 prime the reply, as OpenAI counts; the margin
+M is a bound's, not an estimate's: with it a short prompt was estimated at 3x its count, and a
+timed-out stream's prompt charged so). Otherwise the text is counted
 with the tokenizer litellm selects for the backend (``litellm.encode``, offline, loaded on
 first use) plus OpenAI's per-message framing, images counted as k each; no image URL is
 ever read (litellm's counter would fetch a ``detail: high`` image to measure it).
@@ -267,8 +270,9 @@ class PromptSize:
         return window is None or self.bound(backend) <= window
 
     def estimate(self, backend: Backend) -> int:
-        """n̂_prompt = ⌈(B + M) / 4⌉ + k·I (module docstring): no tokenizer."""
-        return (-(-self.text_bytes // BYTES_PER_TOKEN_ESTIMATE)
+        """n̂_prompt = ⌈B / 4⌉ + 3 + k·I (module docstring): no tokenizer."""
+        text = max(0, self.text_bytes - PROMPT_MARGIN_TOKENS)
+        return (-(-text // BYTES_PER_TOKEN_ESTIMATE) + REPLY_PRIMING_TOKENS
                 + self.images * backend.model_info.max_image_tokens)
 
 

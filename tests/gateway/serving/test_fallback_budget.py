@@ -198,14 +198,16 @@ def test_a_timed_out_attempt_costs_what_the_provider_bills(
     assert [(a["model"], a["status"]) for a in row["attempts"]] == [
         ("fake-mid", 504), ("fake-cheap", 200)]
     estimate = count_prompt_tokens(gateway.settings.backend("fake-mid"), MSG)
-    owed = estimate * PRICES["fake-mid"][0] / 1e6
-    if not stream:  # the reservation: the prompt bound and fake-mid's 4096 output tokens
+    owed = row["attempts"][0]["charged_usd"]
+    if stream:  # the prompt's input cost, at the planner's estimate of its tokens (no
+        # tokenizer loaded for it): of the order of the tokenizer's count
+        tokens = owed / (PRICES["fake-mid"][0] / 1e6)
+        assert estimate / 2 <= tokens <= 2 * estimate
+    else:  # the reservation: the prompt bound and fake-mid's 4096 output tokens
         max_out = gateway.settings.backend("fake-mid").model_info.max_output_tokens
-        owed = row["attempts"][0]["charged_usd"]
         assert owed >= estimate * PRICES["fake-mid"][0] / 1e6 + (
             max_out * PRICES["fake-mid"][1] / 1e6)
         assert row["reserved_usd"] >= owed
-    assert row["attempts"][0]["charged_usd"] == pytest.approx(owed)
     assert "charged_usd" not in row["attempts"][1]
     answer = PRICES["fake-cheap"][0] / 1e6 * row["prompt_tokens"] + (
         PRICES["fake-cheap"][1] / 1e6 * row["completion_tokens"])

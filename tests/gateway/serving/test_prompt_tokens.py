@@ -11,6 +11,8 @@ from gateway.config import Settings, settings_from_dict
 from gateway.pool import build_pool
 from gateway.pricing import (
     BYTES_PER_TOKEN_ESTIMATE,
+    PROMPT_MARGIN_TOKENS,
+    REPLY_PRIMING_TOKENS,
     count_prompt_tokens,
     expected_prompt_tokens,
     prompt_size,
@@ -39,7 +41,8 @@ def test_a_prompt_whose_bound_fits_every_window_is_estimated_from_its_size() -> 
     strong = settings.backend("fake-strong")
     n, size = expected_prompt_tokens(strong, MSG, {}, settings.model_list)
     assert size == prompt_size(MSG, {})
-    assert n == -(-size.text_bytes // BYTES_PER_TOKEN_ESTIMATE) == size.estimate(strong)
+    assert n == size.estimate(strong) == -(-(size.text_bytes - PROMPT_MARGIN_TOKENS)
+                                           // BYTES_PER_TOKEN_ESTIMATE) + REPLY_PRIMING_TOKENS
     # an estimate of the same order as the tokenizer's count, never above the bound
     counted = count_prompt_tokens(strong, MSG)
     assert counted / 2 < n < 2 * counted and n <= size.bound(strong)
