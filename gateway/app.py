@@ -55,6 +55,7 @@ from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses_handler import responses_endpoint
+from gateway.serving.routing import warm_cascade
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from gateway.store.records import Tenant
 from router_core.artifact import load_router
@@ -187,6 +188,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
         if own_writer:
             await ctx.log_writer.start()
         await ctx.embedder.encode_now(["warm up the encoder"])
+        await warm_cascade(ctx.pool.current.router)
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
         uninstall_callbacks = litellm_callbacks.install(ctx.litellm_callbacks)

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from gateway.serving.embedding import EmbeddingBatcher
-from gateway.serving.routing import Routed, cascaded, route_request, routed_margin
+from gateway.serving.routing import (
+    Routed,
+    cascaded,
+    route_request,
+    routed_margin,
+    warm_cascade,
+)
 from router_core.artifact import load_router
 from router_core.cascade import STATIC_KIND, fit_cascade
 from router_core.data import load_dataset
@@ -94,3 +100,12 @@ def test_a_static_encoder_unlike_the_recorded_one_is_never_trusted(setup):
     decided = asyncio.run(asyncio.wait_for(_decide_all(doubtful, full, texts[:5]), HANG))
     assert all(ran for _, ran in decided)
     assert {p.routed.decision.encoder for p, _ in decided} == {full.kind}
+
+
+def test_the_packaged_routers_static_encoder_is_built_at_startup() -> None:
+    """The gateway's lifespan warms the cascade (gateway/app.py): after ``warm_cascade`` the
+    static encoder is built and checked, so no routed request waits for it."""
+    router = load_router()
+    assert router.cascade is not None and not router.cascade._built
+    asyncio.run(asyncio.wait_for(warm_cascade(router), HANG))
+    assert router.cascade._built and router.cascade._built[0] is not None
