@@ -88,11 +88,15 @@ def run_workers(app_factory: str, settings: Settings, host: str, port: int, work
     Steps 2-4 above hold in every worker; step 1's early "not ready" is uvicorn's own there
     (the listening socket closes first).
     """
+    from sqlalchemy.exc import OperationalError
     from uvicorn.supervisors import Multiprocess
 
     from gateway.store import migrate
 
-    migrate.upgrade(settings.database_url)
+    try:
+        migrate.upgrade(settings.database_url)
+    except OperationalError:  # unreachable or not created: the workers start anyway, each
+        pass  # store says why in one line and upgrades once the database answers
     reliability = settings.reliability.resolved()
     config.setdefault("log_level", "info")
     for name, value in edge.uvicorn_options(reliability, forwarded_allow_ips).items():
