@@ -179,7 +179,9 @@ def run_simulation(
                 t0 = time.perf_counter()
                 lams = [lam_rng.choice(LAMBDAS) for _ in chunk]
                 failures = client.send_round(table, chunk, lams, workers)
-                while ctx.learning._tasks:  # shadow calls and judging run behind the answers
+                # shadow calls and judging run behind the answers, and their rows are written
+                # behind those: retraining reads the database, so wait for both
+                while ctx.learning._tasks or ctx.log_writer.pending:
                     time.sleep(0.1)
                 report = _retrain_and_swap(ctx, margin)
                 row, spent_before = _score_round(ctx, p, rnd, spent_before)
@@ -345,7 +347,7 @@ def _score_round(ctx: Any, p: _Prompts, rnd: int, spent_before: float) -> tuple[
 def _log_round(log: Callable[[str], None], row: dict, n_prompts: int, report: dict,
                seconds: float) -> None:
     qnc = "never" if row["qnc"] is None else f"{row['qnc']:.3f}"
-    guard = ""
+    guard = f" ({report['reason']})" if report.get("reason") else ""
     if report.get("candidate") and report.get("current"):
         guard = (
             f" (held-out AUDC candidate {report['candidate']['audc']:.4f} vs live "
