@@ -38,9 +38,15 @@ def test_to_dict_holds_every_field_as_plain_json_types() -> None:
     d = decide(["a", "b"], np.array([0.9, 0.5]), np.array([0.8, 0.7]), np.array([1.0, 0.1]),
                lam=0.2, delta=0.05, cost_usd=[0.01, None])
     out = d.to_dict()
-    assert set(out) == {f.name for f in fields(Decision)}
+    # ``encoder`` (which encoder of a cascade decided) is written only when there is one
+    assert d.encoder is None and set(out) == {f.name for f in fields(Decision)} - {"encoder"}
     assert out["ranked"] == list(d.ranked) and out["equivalent"] == list(d.equivalent)
     assert out["candidates"] == [asdict(c) for c in d.candidates]
-    assert {k: v for k, v in out.items() if k not in ("ranked", "equivalent", "candidates")} \
-        == {k: v for k, v in asdict(d).items() if k not in ("ranked", "equivalent", "candidates")}
+    lists = ("ranked", "equivalent", "candidates", "encoder")
+    assert {k: v for k, v in out.items() if k not in lists} \
+        == {k: v for k, v in asdict(d).items() if k not in lists}
     json.dumps(out)  # the log row stores it as JSON
+    from dataclasses import replace
+    cascaded = replace(d, encoder="minilm-static").to_dict()
+    assert set(cascaded) == {f.name for f in fields(Decision)}
+    assert cascaded["encoder"] == "minilm-static"
