@@ -182,17 +182,8 @@ def _new_key(new: NewKey) -> dict[str, Any]:
 
 
 def build_router() -> APIRouter:
-    """The admin routers: /admin and LiteLLM's /key/* (stateless: the store and key come
-    from the hosting app)."""
-    from gateway.admin import litellm_keys  # it builds on this module's errors and checks
-
-    both = APIRouter()
-    both.include_router(_admin_router())
-    both.include_router(litellm_keys.build_router())
-    return both
-
-
-def _admin_router() -> APIRouter:
+    """The /admin router (stateless: the store and key come from the hosting app); LiteLLM's
+    /key/* is gateway/admin/litellm_keys.py's, mounted beside it."""
     r = APIRouter(prefix="/admin", tags=["admin"], route_class=OpenAIErrorRoute,
                   dependencies=[Depends(require_admin)])
 
