@@ -20,7 +20,10 @@ issue 24):
    without a log row.
 6. metrics: /metrics without a key and with a tenant key: answers that were not 401.
 7. burst: 200 concurrent ``auto`` requests (OpenAI SDK, max_tokens=64) over both replicas on
-   a budget paying for 50 at what one costs: burst_served_share = answered / 50.
+   a budget paying for about 50 (sized from a pre-burst on a tight budget, which routes as
+   the burst does): burst_served_share = answered / min(200, budget / the burst's own cost
+   per answer). Its ceiling is the hard budget's: a request is admitted only while its
+   worst-case reservation fits what the settled spend leaves.
 8. timeouts: non-streamed requests whose backend times out (5 plain, 1 with two body
    ``fallbacks``): timeout_undercharge_usd = Σ max(0, what the provider bills (prompt plus
    the output cap it was sent, per attempt it received) − what the tenant was charged).

@@ -102,9 +102,10 @@ def test_a_static_encoder_unlike_the_recorded_one_is_never_trusted(setup):
     assert {p.routed.decision.encoder for p, _ in decided} == {full.kind}
 
 
-def test_the_packaged_routers_static_encoder_is_built_at_startup() -> None:
-    """The gateway's lifespan warms the cascade (gateway/app.py): after ``warm_cascade`` the
-    static encoder is built and checked, so no routed request waits for it."""
+def test_warm_cascade_builds_the_packaged_routers_static_encoder() -> None:
+    """``warm_cascade`` (which the gateway's lifespan awaits, gateway/app.py) builds and checks
+    the static encoder, so no routed request waits for it. (That the lifespan calls it is
+    not asserted here: the packaged router's gateway is served only by subprocess tests.)"""
     router = load_router()
     assert router.cascade is not None and not router.cascade._built
     asyncio.run(asyncio.wait_for(warm_cascade(router), HANG))
