@@ -163,6 +163,7 @@ def run_simulation(
     out_rounds: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp, replay_upstream(replay) as up_url:
         db_url = f"sqlite:///{Path(tmp) / 'simulate.db'}"
+        _seed_secret(db_url, seed)
         settings = gateway_settings(replay, up_url, db_url, epsilon=epsilon,
                                     candidates=candidates, budget_usd=budget_usd,
                                     admin_key=admin_key)
@@ -183,13 +184,36 @@ def run_simulation(
                 # behind those: retraining reads the database, so wait for both
                 while ctx.learning._tasks or ctx.log_writer.pending:
                     time.sleep(0.1)
-                report = _retrain_and_swap(ctx, margin)
+                report = _retrain_and_swap(ctx, margin, min_holdout)
                 row, spent_before = _score_round(ctx, p, rnd, spent_before)
                 if failures:
                     log(f"round {rnd}: {len(failures)} feedback posts refused, e.g. {failures[0]}")
                 out_rounds.append(row)
                 _log_round(log, row, len(chunk), report, time.perf_counter() - t0)
     return {"rounds": out_rounds, **refs}
+
+
+def _seed_secret(db_url: str, seed: int) -> None:
+    """The new database's server secret, from the seed: prompt keys, and so retraining's
+    held-out split (a hash of each key), are the same on every run of one seed (with a
+    random secret the split, hence whether a round's candidate is promoted, varied by run)."""
+    import hashlib
+
+    from sqlalchemy import create_engine, insert
+
+    from gateway.store import migrate
+    from gateway.store.keys import SECRET_SETTING
+    from gateway.store.models import settings as settings_table
+
+    migrate.upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(settings_table).values(
+                key=SECRET_SETTING,
+                value=hashlib.sha256(f"tollgate-simulate-{seed}".encode()).hexdigest()))
+    finally:
+        engine.dispose()
 
 
 @dataclass(frozen=True)
@@ -313,7 +337,7 @@ class _Client:
         return None if fb.status_code == 200 else f"{fb.status_code} {fb.text[:200]}"
 
 
-def _retrain_and_swap(ctx: Any, margin: float) -> dict:
+def _retrain_and_swap(ctx: Any, margin: float, min_holdout: int) -> dict:
     """``retrain_once`` on what the round observed; waits until the gateway serves the
     active version. Returns the retrain report."""
     from gateway.learning import router_versions
@@ -321,7 +345,8 @@ def _retrain_and_swap(ctx: Any, margin: float) -> dict:
 
     engine = ctx.store.engine
     report = retrain_once(
-        engine, ctx.pool.current.router, RetrainConfig(min_new=0, margin=margin), force=True
+        engine, ctx.pool.current.router,
+        RetrainConfig(min_new=0, margin=margin, min_holdout=min_holdout), force=True,
     )
     active = router_versions.active_version(engine)["version"]
     deadline = time.monotonic() + 120
