@@ -45,6 +45,7 @@ from gateway.pool.known import table_text
 from gateway.pool.promise import RoutePromise
 from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
+from gateway.reliability.loop_watch import LoopWatch
 from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
@@ -198,11 +199,14 @@ def _lifespan(ctx: GatewayContext) -> Any:
             await ctx.learning.start()
         print(table_text(list(ctx.pool.current.known.values())),
               file=sys.stderr, flush=True)  # how each backend is known, once per start
+        watch = LoopWatch(ctx.metrics.loop_stalls)
+        watch.start()
         ctx.ready = True
         try:
             yield
         finally:
             ctx.ready = False
+            watch.stop()
             uninstall_callbacks()
             if ctx.learning is not None:
                 await ctx.learning.close()

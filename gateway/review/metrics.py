@@ -54,6 +54,11 @@ class GatewayMetrics:
         self.routing = Histogram(
             "tollgate_routing_seconds", "Encoder plus router decision time.",
             buckets=LATENCY_BUCKETS, registry=r)
+        self.loop_stalls = Histogram(
+            "tollgate_event_loop_stall_seconds",
+            "Times the event loop was held past 50 ms, by how long (gateway/reliability/"
+            "loop_watch.py logs where).", buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r)
         self.attempts = Counter(
             "tollgate_upstream_attempts",
             "Upstream attempts by backend and outcome (HTTP status or error kind).",

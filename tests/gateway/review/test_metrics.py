@@ -21,6 +21,7 @@ NAMES = {
     "tollgate_request_latency_seconds": "histogram",
     "tollgate_routing_seconds": "histogram",
     "tollgate_gateway_overhead_seconds": "histogram",
+    "tollgate_event_loop_stall_seconds": "histogram",
     "tollgate_upstream_attempts": "counter",
     "tollgate_cost_usd": "counter",
     "tollgate_tokens": "counter",

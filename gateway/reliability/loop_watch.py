@@ -1,0 +1,97 @@
+"""How long the event loop was held, and by what: a heartbeat on the loop, a watchdog thread.
+
+One request's CPU work on the event loop delays every other tenant's requests (and /health),
+so a held loop is an incident to see, not to infer from latency. A heartbeat on the loop is
+due every ``tick_s``; when it runs ``stall_s`` or more late, the loop could run nothing else
+for that long (its own work, or the GIL held by another thread: /health waited as long), and
+the stall is observed in ``tollgate_event_loop_stall_seconds`` and logged once with where the
+loop thread was: a daemon thread samples its stack (``sys._current_frames``) while the
+heartbeat is overdue, the place to move to a worker thread. Sampling reads frames only; it never holds the GIL for longer than a stack walk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import threading
+import time
+import traceback
+from collections import Counter
+
+log = logging.getLogger("tollgate.loop")
+
+STACK_FRAMES = 6  # frames of the held stack written to the log
+
+
+class LoopWatch:
+    """Watches the running event loop from a thread; ``stop`` ends both sides."""
+
+    def __init__(self, stalls, *, tick_s: float = 0.01, stall_s: float = 0.05) -> None:
+        self._stalls = stalls  # a prometheus Histogram (seconds)
+        self.tick_s, self.stall_s = tick_s, stall_s
+        self._due = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._seen: Counter[tuple[str, ...]] = Counter()
+        self._handle: asyncio.TimerHandle | None = None
+        self._thread: threading.Thread | None = None
+        self.worst_s = 0.0  # the longest stall seen (tests and the bench read it)
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._due = time.monotonic()
+        self._tick(loop)
+        self._thread = threading.Thread(target=self._watch, args=(threading.get_ident(),),
+                                        name="tollgate-loop-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The heartbeat: how late it runs is how long the loop could not run anything."""
+        now = time.monotonic()
+        late = now - self._due
+        if late >= self.stall_s:
+            self._ended(late)
+        self._due = now + self.tick_s
+        if not self._stop.is_set():
+            self._handle = loop.call_later(self.tick_s, self._tick, loop)
+
+    def _watch(self, loop_thread: int) -> None:
+        """While the heartbeat is overdue, sample where the loop thread is."""
+        while not self._stop.wait(self.tick_s):
+            if time.monotonic() - self._due >= self.stall_s:
+                frame = sys._current_frames().get(loop_thread)
+                if frame is not None:
+                    where = _where(frame)
+                    with self._lock:
+                        self._seen[where] += 1
+
+    def _ended(self, late_s: float) -> None:
+        with self._lock:
+            seen, self._seen = self._seen, Counter()
+        self.worst_s = max(self.worst_s, late_s)
+        self._stalls.observe(late_s)
+        where = (" <- ".join(seen.most_common(1)[0][0]) if seen else
+                 "no sample (the GIL held by another thread, or the process not scheduled)")
+        log.warning("event loop held for %.0f ms at: %s", late_s * 1000, where)
+
+
+def _where(frame) -> tuple[str, ...]:
+    """The innermost frames of a stack, as ``file:line function``, innermost first."""
+    frames = traceback.extract_stack(frame)[::-1][:STACK_FRAMES]
+    return tuple(f"{_short(f.filename)}:{f.lineno} {f.name}" for f in frames)
+
+
+def _short(path: str) -> str:
+    for marker in ("site-packages/", "/gateway/", "/router_core/"):
+        if marker in path:
+            return path.split(marker, 1)[1] if marker == "site-packages/" else \
+                marker.strip("/") + "/" + path.split(marker, 1)[1]
+    return path
