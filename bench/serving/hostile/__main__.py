@@ -53,8 +53,9 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
     ]
 
 
-def run(sizes: dict[str, int]) -> dict[str, Any]:
-    """Every scenario on a fresh environment: the last line's fields."""
+def run(sizes: dict[str, int], only: set[str] | None = None) -> dict[str, Any]:
+    """Every scenario (or those named in ``only``) on a fresh environment: the last line's
+    fields."""
     rec, hole = Recorder(), Blackhole()
     fields: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="tollgate-hostile-") as tmp:
@@ -66,6 +67,8 @@ def run(sizes: dict[str, int]) -> dict[str, Any]:
         try:
             login_key, _ = env.tenant()  # before the fuzz's wrong keys throttle this address
             for name, scenario in _scenarios(h, rec, hole, sizes):
+                if only and name not in only:
+                    continue
                 result = scenario()
                 print(f"{name}:", result, flush=True)
                 fields.update({k: v for k, v in result.items() if k in LAST_LINE})
@@ -84,8 +87,11 @@ def run(sizes: dict[str, int]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=(DOC or "").split("\n")[0])
     p.add_argument("--small", action="store_true", help="fewer fuzz examples")
+    p.add_argument("--only", default="", help="comma-separated scenario names (e.g. "
+                   "'burst,loop stall'); the others' fields print as None")
     a = p.parse_args(argv)
-    fields = run(SMALL if a.small else FULL)
+    only = {n.strip() for n in a.only.split(",") if n.strip()} or None
+    fields = run(SMALL if a.small else FULL, only)
     print(" ".join(f"{k}={fields.get(k)}" for k in LAST_LINE))
 
 
