@@ -2,10 +2,11 @@
 
 Reserved cost (what the budget holds before forwarding), a bound, not an estimate:
     ĉ = N_prompt · p_in + n_out_max · p_out
-    N_prompt = B + k · I + M
+    N_prompt = B + k · I + M (+ T with tools)
 B the UTF-8 bytes of everything sent upstream except image parts (messages, tools,
 functions, response_format schemas, every other parameter), I the number of image parts,
-k the backend's ``max_image_tokens``, M a fixed margin for the provider's own framing. Every
+k the backend's ``max_image_tokens``, M a fixed margin for the provider's own framing, T the
+system prompt a provider adds to a request with tools (TOOL_PREAMBLE_TOKENS). Every
 byte-level BPE or byte-fallback tokenizer spends at least one byte per token, so N_prompt
 bounds the prompt tokens whatever the tokenizer says (CJK text, emoji, odd scripts).
 n_out_max is the request's output cap (or the backend's max_output_tokens).
@@ -227,7 +228,12 @@ def _register(model: str, info: ModelInfo, pin: float, pout: float) -> None:
     litellm.register_model({model: entry})
 
 
-PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a tool-definition preamble
+PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a default system block
+# T: the system prompt a provider adds when a request carries tools, beyond the tools' own
+# bytes. Anthropic lists up to 530 tokens ("Tool use system prompt token count", Claude 3
+# Opus with tool_choice auto; https://docs.anthropic.com/en/docs/tool-use-pricing-and-tokens),
+# more than M: a request with one small tool on Claude would bill past a bound without it.
+TOOL_PREAMBLE_TOKENS = 530
 # "one token generally corresponds to ~4 characters of text for common English text"
 # (OpenAI, https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them)
 BYTES_PER_TOKEN_ESTIMATE = 4
@@ -257,8 +263,9 @@ def _split_images(messages: list[dict]) -> tuple[list[dict], int]:
 class PromptSize:
     """B + M and I of N_prompt = B + k·I + M, measured once per request."""
 
-    text_bytes: int  # B + M
+    text_bytes: int  # B + M (+ T with tools)
     images: int  # I
+    margin: int = PROMPT_MARGIN_TOKENS  # M (+ T): in the bound, not in the estimate
 
     def bound(self, backend: Backend) -> int:
         """N_prompt for ``backend`` (its k = ``max_image_tokens``)."""
@@ -271,7 +278,7 @@ class PromptSize:
 
     def estimate(self, backend: Backend) -> int:
         """n̂_prompt = ⌈B / 4⌉ + 3 + k·I (module docstring): no tokenizer."""
-        text = max(0, self.text_bytes - PROMPT_MARGIN_TOKENS)
+        text = max(0, self.text_bytes - self.margin)
         return (-(-text // BYTES_PER_TOKEN_ESTIMATE) + REPLY_PRIMING_TOKENS
                 + self.images * backend.model_info.max_image_tokens)
 
@@ -303,10 +310,13 @@ def json_bytes(value: Any) -> int:
 
 
 def prompt_size(messages: list[dict], params: Mapping[str, Any]) -> PromptSize:
-    """Measure what is sent upstream: messages and every parameter, image parts apart."""
+    """Measure what is sent upstream: messages and every parameter, image parts apart; a
+    request with tools (or functions) adds the provider's tool preamble T to the margin."""
     text_only, images = _split_images(messages)
-    return PromptSize(json_bytes({"messages": text_only, **params}) + PROMPT_MARGIN_TOKENS,
-                      images)
+    margin = PROMPT_MARGIN_TOKENS
+    if params.get("tools") or params.get("functions"):
+        margin += TOOL_PREAMBLE_TOKENS
+    return PromptSize(json_bytes({"messages": text_only, **params}) + margin, images, margin)
 
 
 def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[str, Any]

@@ -76,3 +76,20 @@ def test_a_prompt_measured_on_the_loop_or_in_a_thread_gets_the_same_figures() ->
         req = parse_chat_request({"model": "fake-strong", "messages": MSG, **body})
         assert anyio.run(measure, req, strong, pool) == expected_prompt_tokens(
             strong, req.messages, req.params, settings.model_list)
+
+
+def test_a_request_with_tools_bounds_the_providers_tool_preamble() -> None:
+    """Anthropic bills a tool-use system prompt of up to 530 tokens on top of the tools'
+    own tokens (https://docs.anthropic.com/en/docs/tool-use-pricing-and-tokens): one small
+    tool's bound must cover it, or the reservation is below what the provider bills."""
+    strong = _settings(mid_window=None).backend("fake-strong")
+    tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    msg = [{"role": "user", "content": "hi"}]
+    with_tool = prompt_size(msg, {"tools": [tool]})
+    plain = prompt_size(msg, {})
+    anthropic_preamble = 530
+    billed_at_least = anthropic_preamble + 1  # the preamble and one token of "hi"
+    assert with_tool.bound(strong) >= billed_at_least
+    assert plain.bound(strong) < billed_at_least  # no tools: no preamble reserved
+    # the estimate stays an estimate of the text (the margin is the bound's)
+    assert with_tool.estimate(strong) < with_tool.bound(strong) - anthropic_preamble
