@@ -205,7 +205,8 @@ class Attempts:
                     f"{hold.waited_s:.1f}s of budget_wait_s={wait:g}s. Retry shortly.",
                     retry_after_s=1)
             return budget_exceeded(
-                f"This request's predicted cost does not fit the remaining budget{detail}.")
+                f"This request's predicted cost does not fit the remaining budget{detail}."
+                + _affordable(hold.affordable_tokens, self.plan.request.max_tokens))
         if not last.retryable:
             return GatewayError(last.status, f"upstream refused the request: {last.message}",
                                 "invalid_request_error", code="upstream_bad_request")
@@ -280,3 +281,14 @@ class Attempts:
         if self.out.completion_tokens is None:
             self.out.completion_tokens = await anyio.to_thread.run_sync(
                 count_text_tokens, b, self.out.answer_text)
+
+
+def _affordable(tokens: int | None, asked: int | None) -> str:
+    """What the budget's room pays, for a client that set its output cap (with none set, the
+    cap is lowered already down to ``min_output_tokens``)."""
+    if asked is None or tokens is None:
+        return ""
+    if tokens < 1:
+        return " The remaining budget does not pay for this prompt on any backend."
+    return (f" You asked for up to {asked} output tokens; the remaining budget pays for up to "
+            f"{tokens} (a smaller output cap fits).")

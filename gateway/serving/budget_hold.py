@@ -54,6 +54,9 @@ class BudgetHold:
         self.smallest_usd: float | None = None  # the least this request could have held
         self.exposure_usd = 0.0  # what a provider could bill past the hold (budget_gate.py)
         self.waited_s = 0.0
+        # the largest output cap the budget's room would have paid on a candidate that did
+        # not fit (the refusal says it, as OpenRouter's 402 does: "can only afford N")
+        self.affordable_tokens: int | None = None
         self.settled = False
         # set by the handler: whether the client has gone (ends a wait)
         self.client_gone: Callable[[], Awaitable[bool]] | None = None
@@ -235,10 +238,11 @@ class BudgetHold:
         worst = price.cost(prompt_tokens, max(worst_tokens or 0, want) * n)
         if await self._fits(price.cost(prompt_tokens, want * n), worst):
             return want
-        if not shrink:
-            return None
         room = self.room_usd() - self.owed
         cap = min(want, price.affordable_output_tokens(room, prompt_tokens) // n)
+        self.affordable_tokens = max(self.affordable_tokens or 0, cap)
+        if not shrink:
+            return None
         if cap < min_tokens:
             return None
         if await self._fits(price.cost(prompt_tokens, cap * n), worst):

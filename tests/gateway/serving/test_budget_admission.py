@@ -5,6 +5,7 @@ overrun exposure. gateway/serving/budget_gate.py and budget_hold.py say the rule
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from gateway.serving.budget_gate import BudgetGate
@@ -285,3 +287,22 @@ async def test_a_refused_reservation_gives_its_exposure_back() -> None:
     assert ctx.budget_gate._lines[TENANT.id].in_flight == 1
     await admitted.settle(0.1)
     assert not ctx.budget_gate._lines
+
+
+def test_a_refusal_says_what_output_cap_the_budget_pays(gateway: Gateway) -> None:
+    """A client that set max_tokens is not answered with fewer behind its back; the refusal
+    says how many the remaining budget pays for (as OpenRouter's 402 says "can only afford
+    N"), and that many fits. Official SDK as the client."""
+    budget = 0.7 * _reservation(gateway)  # pays for the prompt and part of 40 tokens
+    key, tid = gateway.tenant(budget_usd=budget)
+    client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key=key, max_retries=0)
+    with pytest.raises(openai.RateLimitError) as refused:
+        client.chat.completions.create(model="fake-mid", messages=MSG, max_tokens=40)
+    message = refused.value.body["message"]
+    assert refused.value.body["code"] == "budget_exceeded"
+    affordable = int(re.search(r"pays for up to (\d+)", message).group(1))
+    assert 0 < affordable < 40, message
+    answer = client.chat.completions.create(model="fake-mid", messages=MSG,
+                                            max_tokens=affordable)
+    assert answer.choices[0].message.content
+    assert gateway.settled(tid)["spent_usd"] <= budget
