@@ -23,7 +23,10 @@ issue 24):
    a budget paying for about 50 (sized from a pre-burst on a tight budget, which routes as
    the burst does): burst_served_share = answered / min(200, budget / the burst's own cost
    per answer). Its ceiling is the hard budget's: a request is admitted only while its
-   worst-case reservation fits what the settled spend leaves.
+   worst-case reservation fits what the settled spend leaves, so at most
+   ⌊(budget − reservation) / cost⌋ + 1 are answered; the result line prints that share as
+   ``bound_ceiling_share`` beside it (reservation / cost is 23 here: a 175-token byte bound
+   and 64 output tokens held for an answer the fake upstream bills as 7 + 3 tokens).
 8. timeouts: non-streamed requests whose backend times out (5 plain, 1 with two body
    ``fallbacks``): timeout_undercharge_usd = Σ max(0, what the provider bills (prompt plus
    the output cap it was sent, per attempt it received) − what the tenant was charged).

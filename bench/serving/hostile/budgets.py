@@ -62,6 +62,8 @@ def burst_scenario(env: Env, rec: Recorder, n: int = 200, paid: int = 50) -> dic
     key, tid = env.tenant(budget_usd=budget)
     clients = [openai.OpenAI(base_url=r.base_url + "/v1", api_key=key) for r in env.replicas]
 
+    answered_ids: list[str] = []
+
     def one(i: int) -> str:
         try:
             raw = clients[i % len(clients)].chat.completions.with_raw_response.create(**body)
@@ -69,6 +71,7 @@ def burst_scenario(env: Env, rec: Recorder, n: int = 200, paid: int = 50) -> dic
             rec.ids.append(e.response.headers.get("x-tollgate-request-id", ""))
             return f"{e.status_code} {(e.body or {}).get('code', '')}"
         rec.ids.append(raw.headers.get("x-tollgate-request-id", ""))
+        answered_ids.append(raw.headers.get("x-tollgate-request-id", ""))
         return "answered"
 
     with ThreadPoolExecutor(n) as pool:
@@ -79,10 +82,17 @@ def burst_scenario(env: Env, rec: Recorder, n: int = 200, paid: int = 50) -> dic
     # the probe's): the budget pays for budget / that many
     burst_unit = info["spent_usd"] / answered if answered else unit
     payable = min(n, budget / burst_unit) if burst_unit > 0 else n
+    # the most a hard bound can serve: requests are admitted while the settled spend leaves
+    # room for one more reservation (the prompt's byte bound and the client's max_tokens)
+    held = env.reserved_usd(answered_ids[0]) if answered_ids else 0.0
+    bound_ceiling = (min(n, (budget - held) // burst_unit + 1) if burst_unit > 0 and held
+                     else payable)
     return {"unit_usd": unit, "burst_unit_usd": burst_unit, "budget_usd": budget,
             "answered": answered, "payable": round(payable, 1),
             "refused": {o: outcomes.count(o) for o in set(outcomes) - {"answered"}},
             "spent_share": round(info["spent_usd"] / budget, 3) if budget else None,
+            "reserved_per_answer_usd": held,
+            "bound_ceiling_share": round(min(1.0, bound_ceiling / payable), 3),
             "burst_served_share": round(min(1.0, answered / payable), 3)}
 
 
