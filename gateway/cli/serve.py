@@ -43,6 +43,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
                   forwarded_allow_ips: str | None) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
     from gateway.cli.log_setup import configure_logging
+    from gateway.cli.malloc_arenas import limit_malloc_arenas
     from gateway.config import ConfigError, load_settings, resolve_config_path
 
     path = resolve_config_path(config_path)
@@ -51,6 +52,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     check_port_free(host, port)  # before the seconds of startup work, not after them
+    limit_malloc_arenas()  # before any thread starts (gateway/cli/malloc_arenas.py)
     # weights load once at startup: a progress bar in a server log is noise
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
