@@ -78,6 +78,9 @@ def _restore_backend_timing(upstream: FakeUpstream) -> Iterator[None]:  # noqa: 
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
+    """A fresh PostgreSQL database, dropped at teardown. Ask for it before ``make_gateway``:
+    fixtures tear down in reverse, so the gateways stop (and flush their log) before the
+    database goes; the other way round each waited out its 10 s log flush timeout."""
     with pg_database() as url:
         yield url
 

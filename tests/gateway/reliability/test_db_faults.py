@@ -25,6 +25,8 @@ pytestmark = pytest.mark.postgres
 
 @pytest.fixture
 def proxy() -> Iterator[TcpProxy]:
+    """A TCP proxy to PostgreSQL the test can cut; ask for it before ``make_gateway`` (as
+    for ``pg_url``): the gateways stop while it still forwards."""
     p = TcpProxy(("127.0.0.1", 5432))
     yield p
     p.stop()
@@ -72,7 +74,7 @@ def _rows(url: str, ids: list[str]) -> int:
 
 
 def test_starts_without_the_database_and_recovers_by_itself(
-    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy
+    pg_url: str, proxy: TcpProxy, make_gateway: MakeGateway
 ) -> None:
     key, _ = make_tenant(pg_url)
     gw = make_gateway(db_url=via_proxy(pg_url, proxy))  # the proxy is not listening yet
@@ -87,8 +89,8 @@ def test_starts_without_the_database_and_recovers_by_itself(
     assert _chat(gw, key).status_code == 200
 
 
-def test_outage_under_load_refuse_policy(make_gateway: MakeGateway, pg_url: str,
-                                         proxy: TcpProxy, redis_prefix: str) -> None:
+def test_outage_under_load_refuse_policy(pg_url: str, proxy: TcpProxy,
+                                         make_gateway: MakeGateway, redis_prefix: str) -> None:
     key, tid = make_tenant(pg_url, budget_usd=1.0)
     proxy.start()
     # with Redis the key is still recognised (nothing revoked), so each request is the
@@ -109,7 +111,7 @@ def test_outage_under_load_refuse_policy(make_gateway: MakeGateway, pg_url: str,
 
 
 def test_outage_allow_policy_spends_up_to_the_allowance_then_reconciles(
-    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, redis_prefix: str
+    pg_url: str, proxy: TcpProxy, make_gateway: MakeGateway, redis_prefix: str
 ) -> None:
     key, tid = make_tenant(pg_url, budget_usd=1.0)
     proxy.start()
@@ -133,7 +135,7 @@ def test_outage_allow_policy_spends_up_to_the_allowance_then_reconciles(
 
 
 def test_log_rows_and_outage_spend_survive_a_shutdown_during_the_outage(
-    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, tmp_path: Path,
+    pg_url: str, proxy: TcpProxy, make_gateway: MakeGateway, tmp_path: Path,
     redis_prefix: str
 ) -> None:
     key, tid = make_tenant(pg_url, budget_usd=1.0)
@@ -162,7 +164,7 @@ def test_log_rows_and_outage_spend_survive_a_shutdown_during_the_outage(
 
 
 def test_revocation_holds_at_once_on_both_replicas_and_through_an_outage(
-    make_gateway: MakeGateway, pg_url: str, proxy: TcpProxy, redis_prefix: str
+    pg_url: str, proxy: TcpProxy, make_gateway: MakeGateway, redis_prefix: str
 ) -> None:
     """Two gateways on one PostgreSQL database: a key revoked on one stops at once on the
     other, and the other serves no possibly revoked key while it cannot reach the database."""

@@ -64,8 +64,8 @@ def _models(upstream: FakeUpstream, harsh: FakeUpstream) -> list[dict]:
 
 
 @pytest.fixture
-def gw(make_gateway: MakeGateway, upstream: FakeUpstream, harsh: FakeUpstream,
-       pg_url: str) -> Gateway:
+def gw(pg_url: str, make_gateway: MakeGateway, upstream: FakeUpstream,
+       harsh: FakeUpstream) -> Gateway:
     return make_gateway(db_url=pg_url, model_list=_models(upstream, harsh), log_prompts=True)
 
 
@@ -118,8 +118,8 @@ def test_no_overspend_with_cjk_images_functions_and_schemas(
 
 
 def test_a_provider_billing_past_the_bound_is_an_overrun_and_stops_the_tenant(
-        make_gateway: MakeGateway, upstream: FakeUpstream, harsh: FakeUpstream,
-        pg_url: str, image_host: tuple[str, list[str]]) -> None:
+        pg_url: str, make_gateway: MakeGateway, upstream: FakeUpstream, harsh: FakeUpstream,
+        image_host: tuple[str, list[str]]) -> None:
     """The provider bills 50,000 tokens per image, past max_image_tokens: spent takes only
     the reservation, the excess is an overrun (metric), the tenant is refused until the
     operator sets its budget again."""
@@ -188,7 +188,7 @@ def test_every_log_row_is_stored_with_nul_and_surrogates(gw: Gateway) -> None:
     assert row["status"] == 404
 
 
-def test_metrics_are_for_operators_only(make_gateway: MakeGateway, pg_url: str) -> None:
+def test_metrics_are_for_operators_only(pg_url: str, make_gateway: MakeGateway) -> None:
     gw = make_gateway(db_url=pg_url, metrics_token="scrape-token")
     key, _ = gw.tenant(budget_usd=1.0)
     url = gw.base_url + "/metrics"
@@ -243,8 +243,8 @@ def test_wrong_keys_are_throttled_per_address(gw: Gateway) -> None:
     client.chat.completions.create(model="auto", messages=MSG)
 
 
-def test_wrong_admin_keys_are_throttled_per_address(make_gateway: MakeGateway,
-                                                    pg_url: str) -> None:
+def test_wrong_admin_keys_are_throttled_per_address(pg_url: str,
+                                                    make_gateway: MakeGateway) -> None:
     """Wrong admin keys and metrics tokens count with wrong tenant keys: past 20 an address
     gets 429 (OpenAI error body, Retry-After) on the admin API, /metrics, the dashboard login
     and the chat API, even for the right admin key; another address is unaffected."""

@@ -111,7 +111,7 @@ def _burst(gws: list[Gateway], key: str, n: int) -> list[httpx.Response]:
 
 @pytest.mark.redis
 @pytest.mark.postgres
-def test_requests_per_minute_shared_by_two_replicas(make_gateway: MakeGateway, pg_url: str,
+def test_requests_per_minute_shared_by_two_replicas(pg_url: str, make_gateway: MakeGateway,
                                                      redis_prefix: str) -> None:
     rel = {"redis_url": REDIS_URL, "redis_prefix": redis_prefix}
     gws = [make_gateway(db_url=pg_url, reliability=rel) for _ in range(2)]
