@@ -20,10 +20,10 @@ aggregate priors among the others, the strongest as the reference, refined by as
 simulated judged outcomes as the real pool has had. On prompts the router was not fitted on,
 each z of a grid, with its own τ(z), routes the pseudo-pool, and the realized drop is measured
 against the pseudo-reference's true outcomes. A group of cases is one pseudo-pool under
-several judge draws (their d̄ + se averaged: the promise is cleared at about 84% one-sided
+several judge draws (their d̄ + se averaged: the promise is cleared at about 90% one-sided
 confidence on those prompts); the chosen z keeps the promise in every group:
 
-    z* = argmax_{z : max_groups mean_g [d̄(z) + se(z)] ≤ max_drop} saving_own(z),
+    z* = argmax_{z : max_groups mean_g [d̄(z) + 1.3·se(z)] ≤ max_drop} saving_own(z),
     d̄ = mean_x (y_r − y_h*(x))
 
 where saving_own is what the real pool's routing, with τ(z), would save on its own held-out
@@ -43,8 +43,10 @@ import numpy as np
 from router_core.promise.rule import drop_bounds, promise_choice
 
 Z_GRID = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, np.inf)
-SE_MARGIN = 1.0  # standard errors of the rung below's drop the promise must clear (≈ 84%;
-# 2.0 kept every promise with a wide margin but left auto 5% of saving, on the bench)
+SE_MARGIN = 1.3  # standard errors of the rung below's drop the promise must clear (≈ 90%
+# one-sided). 1.0 (≈ 84%) missed auto-cheap's 0.06 by 0.0005 on LLMRouter after 50 judged
+# outcomes (python -m bench.routing.promise, seeds 0-2); 2.0 kept every promise with a wide
+# margin but left auto 5% of saving
 TOLERANCE_STEPS = 40  # τ grid: max_drop · (1/max_drop)^(i/40), i = 0..40
 
 
