@@ -229,10 +229,9 @@ def _register(model: str, info: ModelInfo, pin: float, pout: float) -> None:
 
 
 PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a default system block
-# T: the system prompt a provider adds when a request carries tools, beyond the tools' own
-# bytes. Anthropic lists up to 530 tokens ("Tool use system prompt token count", Claude 3
-# Opus with tool_choice auto; https://docs.anthropic.com/en/docs/tool-use-pricing-and-tokens),
-# more than M: a request with one small tool on Claude would bill past a bound without it.
+# T: the system prompt a provider adds to a request with tools. Anthropic lists up to 530
+# tokens (Claude 3 Opus, tool_choice auto: "Tool use system prompt token count",
+# https://docs.anthropic.com/en/docs/tool-use-pricing-and-tokens), more than M.
 TOOL_PREAMBLE_TOKENS = 530
 # "one token generally corresponds to ~4 characters of text for common English text"
 # (OpenAI, https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them)
