@@ -43,8 +43,10 @@ class MiniLMStaticEncoder(CachedEncoder):
                 model.tokenizer.enable_truncation(
                     max(1, self.max_seq_length - 2), direction=self.truncation_side
                 )
-                table = np.asarray(model.embedding, dtype=np.float32)
-                mean = table.mean(axis=0)
+                # kept as stored (float16: 15 MB, not a 30 MB float32 copy per worker); a
+                # request's rows are widened when gathered, so Φ is the same to the bit
+                table = np.asarray(model.embedding)
+                mean = table.mean(axis=0, dtype=np.float32)
                 self._empty = mean / np.linalg.norm(mean)  # a text with no known token
                 self._table = table
                 self._model = model
@@ -58,7 +60,7 @@ class MiniLMStaticEncoder(CachedEncoder):
             if not ids:
                 out[i] = self._empty
                 continue
-            rows = self._table[ids if mapping is None else mapping[ids]]
+            rows = self._table[ids if mapping is None else mapping[ids]].astype(np.float32)
             if weights is not None:
                 rows = rows * weights[ids][:, None]
             v = rows.mean(axis=0)

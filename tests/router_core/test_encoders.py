@@ -83,6 +83,19 @@ def test_static_vectors_keep_minilm_neighbourhoods(exports, texts, torch_vectors
     assert hit >= 0.55  # measured 0.63: a coarser space, judged by the routing it gives
 
 
+def test_static_table_stays_as_stored_and_gives_the_widened_mean(exports, texts):
+    """The static table is held as stored (float16: half a float32 copy's memory per worker);
+    Φ is the normalised float32 mean of a text's rows, as with a widened table."""
+    enc = make_encoder("minilm-static")
+    x = enc.encode(texts[:5])
+    model = enc._load()
+    assert enc._table.dtype == model.embedding.dtype == np.float16
+    wide = np.asarray(model.embedding, dtype=np.float32)
+    for i, ids in enumerate(model.tokenize(texts[:5])):
+        v = wide[ids].mean(axis=0)
+        np.testing.assert_array_equal(x[i], v / max(float(np.linalg.norm(v)), 1e-12))
+
+
 def test_every_kind_round_trips_through_an_artifact(tmp_path):
     base = load_router()
     for kind in known_kinds():
