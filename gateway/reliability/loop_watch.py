@@ -3,10 +3,12 @@
 One request's CPU work on the event loop delays every other tenant's requests (and /health),
 so a held loop is an incident to see, not to infer from latency. A heartbeat on the loop is
 due every ``tick_s``; when it runs ``stall_s`` or more late, the loop could run nothing else
-for that long (its own work, or the GIL held by another thread: /health waited as long), and
-the stall is observed in ``tollgate_event_loop_stall_seconds`` and logged once with where the
-loop thread was: a daemon thread samples its stack (``sys._current_frames``) while the
-heartbeat is overdue, the place to move to a worker thread. Sampling reads frames only; it never holds the GIL for longer than a stack walk.
+for that long (its own work, or the GIL held by another thread: /health waited as long).
+Every such stall is observed in ``tollgate_event_loop_stall_seconds`` and logged, at most
+once every ``LOG_EVERY_S`` (with a count of those not written), with where the loop thread
+was: a daemon thread samples its stack (``sys._current_frames``) while the heartbeat is
+overdue, the place to move to a worker thread. Sampling reads frames only; it never holds
+the GIL for longer than a stack walk.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections import Counter
 log = logging.getLogger("tollgate.loop")
 
 STACK_FRAMES = 6  # frames of the held stack written to the log
+LOG_EVERY_S = 10.0  # at most one warning this often; the histogram counts every stall
 
 
 class LoopWatch:
@@ -37,6 +40,8 @@ class LoopWatch:
         self._handle: asyncio.TimerHandle | None = None
         self._thread: threading.Thread | None = None
         self.worst_s = 0.0  # the longest stall seen (tests and the bench read it)
+        self._logged_at = -LOG_EVERY_S
+        self._unlogged = 0  # stalls since the last warning, not written
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -78,9 +83,15 @@ class LoopWatch:
             seen, self._seen = self._seen, Counter()
         self.worst_s = max(self.worst_s, late_s)
         self._stalls.observe(late_s)
+        now = time.monotonic()
+        if now - self._logged_at < LOG_EVERY_S:  # a starved host must not flood the log
+            self._unlogged += 1
+            return
         where = (" <- ".join(seen.most_common(1)[0][0]) if seen else
                  "no sample (the GIL held by another thread, or the process not scheduled)")
-        log.warning("event loop held for %.0f ms at: %s", late_s * 1000, where)
+        more = f" (and {self._unlogged} more since the last line)" if self._unlogged else ""
+        log.warning("event loop held for %.0f ms at: %s%s", late_s * 1000, where, more)
+        self._logged_at, self._unlogged = now, 0
 
 
 def _where(frame) -> tuple[str, ...]:

@@ -54,3 +54,24 @@ def test_awaiting_is_not_a_stall() -> None:
         return watch
 
     assert asyncio.run(main()).worst_s < 0.5
+
+
+def test_a_starved_loop_is_counted_every_time_and_logged_once_a_while(caplog) -> None:
+    """Many stalls in a row (a starved host): each one is in the histogram, the log gets one
+    line, which says how many it left out when the next line is due."""
+    metrics = GatewayMetrics(CollectorRegistry())
+
+    async def main() -> None:
+        watch = LoopWatch(metrics.loop_stalls)
+        watch.start()
+        for _ in range(4):
+            await asyncio.sleep(0.03)
+            blocks_the_loop_for(0.12)
+        await asyncio.sleep(0.05)
+        watch.stop()
+
+    with caplog.at_level(logging.WARNING, logger="tollgate.loop"):
+        asyncio.run(main())
+    held = [r for r in caplog.records if "event loop held" in r.getMessage()]
+    assert _stall_count(metrics.registry) >= 4
+    assert len(held) == 1  # the others within LOG_EVERY_S are counted, not written
