@@ -5,8 +5,9 @@ freed for that arena. A worker's threads (the encoder's, anyio's pool for counti
 the database, onnxruntime's) each grow one, so the resident size after a burst stays well
 above what is in use. ``M_ARENA_MAX`` is glibc's own knob for this ("the more arenas
 you have, the lower the per-thread contention, but the higher the memory usage", mallopt(3),
-https://manpages.ubuntu.com/manpages/stonking/man3/mallopt.3.html); here it is set for this process with ``mallopt`` before any
-thread starts, and in the environment for the workers it spawns. An operator's own
+https://manpages.ubuntu.com/manpages/stonking/man3/mallopt.3.html); here it is set for this
+process with ``mallopt`` before any thread starts, and in the environment for the workers
+it spawns. An operator's own
 ``MALLOC_ARENA_MAX`` stands; on a libc without ``mallopt`` (musl, macOS) nothing changes.
 """
 

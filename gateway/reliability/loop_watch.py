@@ -39,7 +39,7 @@ class LoopWatch:
         self._seen: Counter[tuple[str, ...]] = Counter()
         self._handle: asyncio.TimerHandle | None = None
         self._thread: threading.Thread | None = None
-        self.worst_s = 0.0  # the longest stall seen (tests and the bench read it)
+        self.worst_s = 0.0  # the longest stall seen (the tests read it)
         self._logged_at = -LOG_EVERY_S
         self._unlogged = 0  # stalls since the last warning, not written
 
@@ -101,8 +101,9 @@ def _where(frame) -> tuple[str, ...]:
 
 
 def _short(path: str) -> str:
+    """A library's path from its package, ours from ``gateway/`` or ``router_core/``."""
     for marker in ("site-packages/", "/gateway/", "/router_core/"):
-        if marker in path:
-            return path.split(marker, 1)[1] if marker == "site-packages/" else \
-                marker.strip("/") + "/" + path.split(marker, 1)[1]
+        _, found, rest = path.partition(marker)
+        if found:
+            return rest if marker == "site-packages/" else marker.lstrip("/") + rest
     return path
