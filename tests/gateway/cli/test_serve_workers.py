@@ -54,8 +54,10 @@ def test_two_workers_share_the_database_and_the_budget(tmp_path: Path) -> None:
         assert set(statuses) <= {200, 429}, [a.text for a in answers if a.status_code >= 300]
         assert any(a.status_code == 200 for a in answers)
         for a in answers:
-            if a.status_code == 429:
-                assert a.json()["error"]["code"] == "budget_exceeded"
+            if a.status_code == 429:  # spent, or still held by the others after
+                # budget_wait_s (a retryable budget_busy: two workers on one SQLite file
+                # under load can hold their reservations that long)
+                assert a.json()["error"]["code"] in ("budget_exceeded", "budget_busy")
         ids = {a.headers["x-tollgate-request-id"] for a in answers}
 
         engine = sa.create_engine(f"sqlite:///{db}")
