@@ -83,15 +83,27 @@ def test_static_vectors_keep_minilm_neighbourhoods(exports, texts, torch_vectors
     assert hit >= 0.55  # measured 0.63: a coarser space, judged by the routing it gives
 
 
-def test_static_table_stays_as_stored_and_gives_the_widened_mean(exports, texts):
+def test_static_table_stays_as_stored_and_gives_model2vecs_mean(exports, texts):
     """The static table is held as stored (float16: half a float32 copy's memory per worker);
-    Φ is the normalised float32 mean of a text's rows, as with a widened table."""
+    Φ is the normalised float32 mean of the rows model2vec's own ``StaticModel`` tokenizes a
+    text to (serving reads the export without importing model2vec), to the bit."""
+    from model2vec import StaticModel
+
+    from router_core.encoders.exports import ensure_export
+
     enc = make_encoder("minilm-static")
-    x = enc.encode(texts[:5])
-    model = enc._load()
-    assert enc._table.dtype == model.embedding.dtype == np.float16
-    wide = np.asarray(model.embedding, dtype=np.float32)
-    for i, ids in enumerate(model.tokenize(texts[:5])):
+    edge = ["", "   ", "[UNK] [CLS] [SEP] hello", "日本語 🙂 e\u0301", "word " * 600]
+    sample = list(texts[:5]) + edge
+    x = enc.encode(sample)
+    reference = StaticModel.from_pretrained(str(ensure_export("minilm-static", enc.cache_dir)))
+    reference.tokenizer.enable_truncation(enc.max_seq_length - 2, direction=enc.truncation_side)
+    assert enc._table.dtype == reference.embedding.dtype == np.float16
+    wide = np.asarray(reference.embedding, dtype=np.float32)
+    for i, ids in enumerate(reference.tokenize(sample)):
+        if not ids:  # no known word piece: the table's mean direction
+            np.testing.assert_allclose(x[i], wide.mean(axis=0) / np.linalg.norm(wide.mean(axis=0)),
+                                       rtol=1e-5, atol=1e-6)
+            continue
         v = wide[ids].mean(axis=0)
         np.testing.assert_array_equal(x[i], v / max(float(np.linalg.norm(v)), 1e-12))
 
