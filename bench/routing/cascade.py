@@ -125,12 +125,13 @@ def latency(repeats: int) -> dict[str, dict[int, list[float]]]:
     if router.cascade is None:  # an artifact without one: a stand-in head, same shapes
         from dataclasses import replace
 
-        from router_core.cascade import Cascade, fit_static_head
+        from router_core.router import Cascade, Head
+        from router_core.training.static_head import HIDDEN
 
         rng = np.random.default_rng(0)
-        dim = encoders["static"].dim
-        head = fit_static_head(rng.normal(size=(4 * dim, dim)),
-                               rng.normal(size=(4 * dim, router.head.in_dim)))
+        shapes = ((HIDDEN, encoders["static"].dim), (router.head.in_dim, HIDDEN))
+        head = Head(tuple((rng.normal(size=s).astype(np.float32),
+                           np.zeros(s[0], dtype=np.float32)) for s in shapes))
         router = replace(router, cascade=Cascade(head, 0.0, encoders["static"].settings()))
     prompts = {n: prompt_of(n) for n in LENGTHS}
     times = {p: {n: [] for n in LENGTHS} for p in encoders}
