@@ -4,6 +4,9 @@ about 20, 50 and 200 tokens, and the share of decisions that ran MiniLM.
 
 The share is read from what the router reports (``Router.cascade.counts``: decisions by the
 encoder that made them); a router without a cascade runs MiniLM on every request (1.0).
+Beside it, the share of decisions that are the ones MiniLM alone would have made (each
+prompt ranked again on MiniLM's Φ, outside the timed call): a cascade that is fast because
+its static encoder decides wrongly shows here.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class DecisionTimes:
 
     p50_ms: dict[int, float]
     minilm_share: dict[int, float]
+    agreement: dict[int, float]  # share of decisions equal to MiniLM's own
 
     @property
     def overall_share(self) -> float:
@@ -99,21 +103,26 @@ def routing_decisions(n_samples: int, router_path: str | None) -> DecisionTimes:
                                      backends_by_router_model=by_rm,
                                      costs_usd_by_backend=costs, max_cost_usd=None))
 
-    async def timed(texts: list[str]) -> tuple[list[float], float]:
+    async def timed(texts: list[str]) -> tuple[list[float], float, float]:
         times: list[float] = []
         before: dict[str, int] = {}
+        chosen = []
         for i, text in enumerate(texts):
             if i == WARM_UP:
                 before = _counts(router)
             t = time.perf_counter()
-            await cascaded(router, text, embed, rank)
+            plan = await cascaded(router, text, embed, rank)
             if i >= WARM_UP:
                 times.append((time.perf_counter() - t) * 1000)
-        return times, minilm_share(router, before)
+                chosen.append(plan.routed.decision.chosen)
+        share = minilm_share(router, before)
+        alone = [rank(await embed(text)).routed.decision.chosen for text in texts[WARM_UP:]]
+        return times, share, statistics.fmean(a == b for a, b in zip(chosen, alone))
 
     rng = random.Random(0)
-    p50, share = {}, {}
+    p50, share, agree = {}, {}, {}
     for n_tokens in LENGTHS:
-        times, share[n_tokens] = anyio.run(timed, prompts(n_samples + WARM_UP, n_tokens, rng))
+        times, share[n_tokens], agree[n_tokens] = anyio.run(
+            timed, prompts(n_samples + WARM_UP, n_tokens, rng))
         p50[n_tokens] = statistics.median(times)
-    return DecisionTimes(p50, share)
+    return DecisionTimes(p50, share, agree)

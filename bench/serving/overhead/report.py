@@ -56,10 +56,10 @@ def report(targets: list[Target], routing: DecisionTimes, a: argparse.Namespace)
     print("(times in ms; added = p50 at c=1 minus the upstream's; /LL = ratio to LiteLLM proxy; "
           "the fake upstream ends a stream by closing the connection, which wrk counts as a "
           "read error on its own row)")
-    print("routing decision (encode + head + search + tie-break), p50 and share that ran "
-          "MiniLM: " + ", ".join(
-              f"{n} tokens {ms:.3f} ms ({routing.minilm_share[n]:.2f})"
-              for n, ms in routing.p50_ms.items()))
+    print("routing decision (encode + head + search + tie-break), p50, share that ran "
+          "MiniLM, share equal to MiniLM's own decision: " + ", ".join(
+              f"{n} tokens {ms:.3f} ms ({routing.minilm_share[n]:.2f}, "
+              f"{routing.agreement[n]:.3f})" for n, ms in routing.p50_ms.items()))
     base = med(up, 1, False, "p50_us") / 1000
     errors = sum(x["errors"] for t in targets if t.name != "upstream"
                  for v in t.runs.values() for x in v)
