@@ -54,6 +54,11 @@ class GatewayMetrics:
         self.routing = Histogram(
             "tollgate_routing_seconds", "Encoder plus router decision time.",
             buckets=LATENCY_BUCKETS, registry=r)
+        self.decisions = Counter(
+            "tollgate_routing_decisions",
+            "Routing decisions by the encoder that made them: the cascade's static encoder "
+            "where its decision was safe, MiniLM (the router's own) elsewhere.",
+            ["encoder"], registry=r)
         self.loop_stalls = Histogram(
             "tollgate_event_loop_stall_seconds",
             "Times the event loop was held past 50 ms, by how long (gateway/reliability/"

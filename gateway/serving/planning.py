@@ -314,6 +314,7 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     plan = await cascaded(plan.pool.router, text, ctx.embedder.embed,
                           lambda phi: ranked(sized, by_rm, phi, n_prompt))
     ctx.metrics.routing.observe(time.perf_counter() - started)
+    ctx.metrics.decisions.labels(encoder=plan.routed.decision.encoder or ctx.encoder.kind).inc()
     chosen = plan.routed.decision.chosen  # what a cold-start prior backend's share counts
     ctx.prior_share.record(plan.route, by_rm.get(chosen), chosen in plan.pool.priors)
     return with_plan_fallbacks(plan)

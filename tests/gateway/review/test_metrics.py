@@ -20,6 +20,7 @@ NAMES = {
     "tollgate_requests": "counter",
     "tollgate_request_latency_seconds": "histogram",
     "tollgate_routing_seconds": "histogram",
+    "tollgate_routing_decisions": "counter",
     "tollgate_gateway_overhead_seconds": "histogram",
     "tollgate_event_loop_stall_seconds": "histogram",
     "tollgate_upstream_attempts": "counter",
@@ -103,6 +104,10 @@ def test_metric_names_and_values(gw: Gateway, upstream) -> None:
         0.5 - ledger["spent_usd"], abs=1e-12)
     assert value(fams, "tollgate_router_info", version="test-router-1") == 1
     assert value(fams, "tollgate_routed_requests_total", router_version="test-router-1") == 3
+    # every routed request's decision, by the encoder that made it (no cascade here: Φ's own)
+    assert value(fams, "tollgate_routing_decisions_total") == 3
+    assert {s.labels["encoder"] for s in fams["tollgate_routing_decisions"].samples
+            if s.name.endswith("_total")} == {gw.app.state.ctx.encoder.kind}
     assert value(fams, "tollgate_log_queue_depth") >= 0
     assert value(fams, "tollgate_circuit_state", model="fake-mid") in (0, 1, 2)
     # each bucket count of a histogram is cumulative: +Inf holds every observation
