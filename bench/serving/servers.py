@@ -275,8 +275,8 @@ def start_all(stack: ExitStack, a: argparse.Namespace, tmp: Path) -> list[Target
     backend = passthrough_backend()
     return [Target("upstream", upstream, backend),
             Target("litellm", litellm, backend, ll_key),
-            Target("passthrough", tollgate, backend, tg_key),
-            Target("auto", tollgate, "auto", tg_key)]
+            Target("passthrough", tollgate, backend, tg_key, admin_key=admin),
+            Target("auto", tollgate, "auto", tg_key, admin_key=admin)]
 
 
 # ------------------------------------------------------------------ load and timing
@@ -289,6 +289,7 @@ class Target:
     model: str
     key: str = ""
     runs: dict[tuple[int, bool], list[dict]] = field(default_factory=dict)
+    admin_key: str = ""  # Tollgate's: what reads its /metrics
 
 
 def run_wrk(wrk: str, lua: Path, t: Target, conc: int, stream: bool, seconds: float) -> dict:

@@ -13,9 +13,12 @@ in turn; the table shows medians over rounds, RSS is the peak of the largest pro
 server. ``routing_p50_ms`` is the decision alone (encode + head + search + tie-break) in this
 process, for 20, 50 and 200-token prompts, with the share of those decisions that ran MiniLM
 (the router's encoder cascade: the static encoder's decision stands when it is confident;
-1.0 for a router without a cascade). The last line:
+1.0 for a router without a cascade) and the share equal to MiniLM's own decision; and
+``served_minilm_share``, the share of the served ``auto`` route's decisions under wrk that
+ran MiniLM (its ``tollgate_routing_decisions`` counter: the route's own rule). The last line:
 ``routing_p50_ms=… added_p50_ms=… litellm_added_p50_ms=… throughput_ratio_c32=… rss_mb=…
-litellm_rss_mb=… passthrough_ratio_c32=… minilm_share=… errors=…`` (added = p50 at c=1 minus
+litellm_rss_mb=… passthrough_ratio_c32=… minilm_share=… served_minilm_share=… errors=…``
+(added = p50 at c=1 minus
 the upstream's; the ratios are auto's and passthrough's req/s at c=32 over LiteLLM's, not
 streamed; RSS is Tollgate's and LiteLLM proxy's peak per worker; errors are the proxies',
 Tollgate's and LiteLLM's, over every cell).

@@ -48,6 +48,25 @@ def minilm_share(router: Any, before: dict[str, int]) -> float:
     return 1.0 if total == 0 else 1.0 - made.get(cascade.kind, 0) / total
 
 
+def served_minilm_share(url: str, admin_key: str, static_kind: str = "minilm-static"
+                        ) -> float | None:
+    """The share of a running gateway's routing decisions that ran MiniLM, from its
+    ``tollgate_routing_decisions`` counter: the share the wrk load met on the served route's
+    own rule (the in-process figure above uses λ = 0.2); None when it has routed nothing."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    r = httpx.get(f"{url}/metrics", headers={"authorization": f"Bearer {admin_key}"},
+                  timeout=30)
+    r.raise_for_status()
+    by_encoder = {s.labels["encoder"]: s.value
+                  for fam in text_string_to_metric_families(r.text)
+                  if fam.name == "tollgate_routing_decisions"
+                  for s in fam.samples if s.name.endswith("_total")}
+    total = sum(by_encoder.values())
+    return None if total == 0 else 1.0 - by_encoder.get(static_kind, 0.0) / total
+
+
 def _counts(router: Any) -> dict[str, int]:
     cascade = getattr(router, "cascade", None)
     return {} if cascade is None else cascade.counts.snapshot()

@@ -40,7 +40,8 @@ def _rows(targets: list[Target], stream: bool) -> list[str]:
     return out
 
 
-def report(targets: list[Target], routing: DecisionTimes, a: argparse.Namespace) -> None:
+def report(targets: list[Target], routing: DecisionTimes, a: argparse.Namespace,
+           served_share: float | None = None) -> None:
     by = {t.name: t for t in targets}
     ll, up, auto, passthrough = by["litellm"], by["upstream"], by["auto"], by["passthrough"]
     db = "PostgreSQL" if a.database_url else "SQLite"
@@ -60,6 +61,9 @@ def report(targets: list[Target], routing: DecisionTimes, a: argparse.Namespace)
           "MiniLM, share equal to MiniLM's own decision: " + ", ".join(
               f"{n} tokens {ms:.3f} ms ({routing.minilm_share[n]:.2f}, "
               f"{routing.agreement[n]:.3f})" for n, ms in routing.p50_ms.items()))
+    served = "nan" if served_share is None else f"{served_share:.2f}"
+    print(f"served auto route (its own rule, the wrk prompts): MiniLM ran on {served} of "
+          "its decisions (tollgate_routing_decisions)")
     base = med(up, 1, False, "p50_us") / 1000
     errors = sum(x["errors"] for t in targets if t.name != "upstream"
                  for v in t.runs.values() for x in v)
@@ -70,4 +74,5 @@ def report(targets: list[Target], routing: DecisionTimes, a: argparse.Namespace)
           f"throughput_ratio_c32={med(auto, 32, False, 'rps') / ll_rps:.2f} "
           f"rss_mb={auto.server.peak_rss_mb:.0f} litellm_rss_mb={ll.server.peak_rss_mb:.0f} "
           f"passthrough_ratio_c32={med(passthrough, 32, False, 'rps') / ll_rps:.2f} "
-          f"minilm_share={routing.overall_share:.2f} errors={errors}")
+          f"minilm_share={routing.overall_share:.2f} served_minilm_share={served} "
+          f"errors={errors}")

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import bench.serving.overhead as package
-from bench.serving.overhead.decision import routing_decisions
+from bench.serving.overhead.decision import routing_decisions, served_minilm_share
 from bench.serving.overhead.report import report
 from bench.serving.servers import (
     WRK_LUA,
@@ -62,5 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         a.router_path = a.router or served_router(tmp, a.encoder)
         targets = start_all(st, a, tmp)
         measure(a, wrk, lua, targets)
+        auto = next(t for t in targets if t.name == "auto")
+        served = served_minilm_share(auto.server.url, auto.admin_key)
         routing = routing_decisions(a.routing_samples, a.router_path)
-    report(targets, routing, a)
+    report(targets, routing, a, served)
