@@ -13,7 +13,9 @@ Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Optio
       refine_priors_s: 600      # refine cold-start backends from new outcomes (null: off)
 
 Recording a request happens after the client has its answer (in the response's background
-task), in a worker thread: the request path gains no database round trip.
+task), in a worker thread: the request path gains no database round trip. Requests that
+arrive while a write is in flight are written together next (``tables.record_served_many``):
+one transaction for a burst, not one each (at c=32 that was ~0.3 ms of CPU a request).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from gateway.store import prompt_keys
 from gateway.store.dberrors import is_unavailable
 
 log = logging.getLogger(__name__)
+RECORD_BATCH = 500  # requests per learning write
+MAX_UNRECORDED = 50_000  # waiting beyond this (a database far behind), the oldest are dropped
 
 
 class Learning:
@@ -69,6 +73,8 @@ class Learning:
         self._recent: OrderedDict[str, dict] = OrderedDict()
         self.recent_size = 50_000
         self._schedule: asyncio.Task[None] | None = None
+        self._unrecorded: list[dict] = []  # requests waiting for the next learning write
+        self._recording = False
 
     @property
     def engine(self) -> Any:
@@ -105,7 +111,14 @@ class Learning:
             k: v for k, v in kwargs.items() if k not in ("embedding", "text")}
         while len(self._recent) > self.recent_size:
             self._recent.popitem(last=False)
-        self._spawn(self._record(kwargs))
+        self._unrecorded.append(kwargs)
+        if len(self._unrecorded) > MAX_UNRECORDED:  # the database is far behind: keep the newest
+            del self._unrecorded[0]
+            log.warning("a served request was not recorded for learning: %d wait already",
+                        MAX_UNRECORDED)
+        if not self._recording:
+            self._recording = True
+            self._spawn(self._record())
         if self.explorer.wants(served.route):
             self._spawn(self._explore(served))
 
@@ -122,11 +135,19 @@ class Learning:
             return None
         return {**row, "prompt_key": row["key"]}
 
-    async def _record(self, kwargs: dict) -> None:
+    async def _record(self) -> None:
+        """Write what waits, in batches, until nothing does (one such task at a time)."""
         try:
-            await anyio.to_thread.run_sync(lambda: ldb.record_served(self.engine, **kwargs))
-        except Exception:  # the learning record must never break serving
-            log.exception("could not record request %s for learning", kwargs["request_id"])
+            while self._unrecorded:
+                batch = self._unrecorded[:RECORD_BATCH]
+                del self._unrecorded[:RECORD_BATCH]
+                try:
+                    await anyio.to_thread.run_sync(ldb.record_served_many, self.engine, batch)
+                except Exception:  # the learning record must never break serving
+                    log.exception("could not record %d requests for learning (first %s)",
+                                  len(batch), batch[0]["request_id"])
+        finally:
+            self._recording = False
 
     async def _retrain_loop(self, interval_s: float) -> None:
         while True:

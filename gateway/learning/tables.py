@@ -23,6 +23,8 @@ these models mirror it.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,8 @@ from gateway.store.types import JSONType, UTCDateTime
 
 if TYPE_CHECKING:  # pandas only where observations are loaded: serving never needs it
     import pandas as pd
+
+log = logging.getLogger(__name__)
 
 
 def prompt_key(text: str, secret: bytes | None = None) -> str:
@@ -179,6 +183,42 @@ def record_served(
         conn.execute(insert(requests_t).values(
             request_id=request_id, tenant_id=tenant_id, prompt_key=key, route=route, model=model,
             backend=backend, cost_usd=cost_usd, created_at=now))
+
+
+def record_served_many(engine: Engine, rows: Sequence[Mapping[str, Any]]) -> None:
+    """``record_served`` for a batch (its keyword arguments per row) in one transaction: a
+    worker under load remembers its requests in a few writes, not one transaction each. A
+    batch the database refuses (a prompt another replica stored meanwhile, a duplicate id) is
+    retried row by row, so no row costs another."""
+    try:
+        _record_batch(engine, rows)
+    except IntegrityError:
+        for row in rows:
+            try:
+                record_served(engine, **row)
+            except IntegrityError:
+                log.warning("request %s was not recorded for learning: already recorded",
+                            row.get("request_id"))
+
+
+def _record_batch(engine: Engine, rows: Sequence[Mapping[str, Any]]) -> None:
+    now = utcnow()
+    with engine.begin() as conn:
+        keys = list({r["key"] for r in rows})
+        stored = set(conn.execute(
+            select(prompts_t.c.prompt_key).where(prompts_t.c.prompt_key.in_(keys))).scalars())
+        new: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            if r["key"] not in stored and r["key"] not in new:
+                new[r["key"]] = {
+                    "prompt_key": r["key"], "text": r["text"], "created_at": now,
+                    "embedding": np.asarray(r["embedding"], dtype=np.float32).ravel().tobytes()}
+        if new:
+            conn.execute(insert(prompts_t), list(new.values()))
+        conn.execute(insert(requests_t), [
+            {"request_id": r["request_id"], "tenant_id": r["tenant_id"], "prompt_key": r["key"],
+             "route": r["route"], "model": r["model"], "backend": r["backend"],
+             "cost_usd": r["cost_usd"], "created_at": now} for r in rows])
 
 
 def get_served(engine: Engine, request_id: str) -> dict | None:
