@@ -139,6 +139,11 @@ class Cascade:
             return self._built[0]
 
     @property
+    def static_built(self) -> bool:
+        """Has ``static_encoder`` been built (so that a call no longer loads anything)?"""
+        return bool(self._built)
+
+    @property
     def kind(self) -> str:
         return str(self.encoder.get("kind", "minilm-static"))
 
