@@ -32,7 +32,7 @@ class EmbeddingBatcher:
     so an encoder is never called from two threads at once.
     """
 
-    def __init__(self, encode: Encode, *, max_batch: int = 32, max_wait_s: float = 0.0) -> None:
+    def __init__(self, encode: Encode, *, max_batch: int = 4, max_wait_s: float = 0.0) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch}")
         if max_wait_s < 0:
