@@ -148,8 +148,9 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
 
 REFERENCE_PROMPTS = 96  # probe prompts the quality estimates are levelled on
 # texts per encoder call for them: in batches of 32 their activations took a worker's peak
-# to ~1.4 GB, and it kept ~220 MB of it after; in 4s, +160 MB peak and faster (settings.py)
-REFERENCE_BATCH = 4
+# to ~1.4 GB, and it kept ~220 MB of it after; one at a time, +56 MB peak (+240 in 4s), and
+# on this CPU a batch is no faster (settings.py ``encoder_batch_size``)
+REFERENCE_BATCH = 1
 
 
 def reference_phi(settings: Settings, encoder: Encoder) -> Any:

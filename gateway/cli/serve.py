@@ -155,9 +155,14 @@ def check_port_free(host: str, port: int) -> None:
 
 
 def _build_app(settings: Any) -> Any:
+    """The app of ``settings``, and then the heap's free memory (its build's transient part:
+    the reference prompts' activations) handed back (gateway/cli/malloc_arenas.py)."""
     from gateway.app import create_app
+    from gateway.cli.malloc_arenas import trim_free_memory
 
-    return create_app(settings)
+    app = create_app(settings)
+    trim_free_memory()
+    return app
 
 
 @click.command("demo")
