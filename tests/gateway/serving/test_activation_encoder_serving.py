@@ -77,6 +77,7 @@ def test_config_encoder_and_router_path_serve_batched_on_activations(
     cfg = gateway_config(upstream, tmp_path / "spool",
                          database_url=f"sqlite:///{tmp_path / 'gw.db'}",
                          encoder="activations", router_path=str(activation_router_dir))
+    cfg["encoder_batch_size"] = BURST  # room for the whole burst in one batch (default 4)
     run = run_gateway(settings_from_dict(cfg), None, None)  # router and encoder from config
     gw = next(run)
     gate = threading.Event()
