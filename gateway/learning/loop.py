@@ -75,6 +75,7 @@ class Learning:
         self._schedule: asyncio.Task[None] | None = None
         self._unrecorded: list[dict] = []  # requests waiting for the next learning write
         self._recording = False
+        self.unrecorded_dropped = 0  # requests never recorded: the queue was full
 
     @property
     def engine(self) -> Any:
@@ -114,8 +115,10 @@ class Learning:
         self._unrecorded.append(kwargs)
         if len(self._unrecorded) > MAX_UNRECORDED:  # the database is far behind: keep the newest
             del self._unrecorded[0]
-            log.warning("a served request was not recorded for learning: %d wait already",
-                        MAX_UNRECORDED)
+            self.unrecorded_dropped += 1
+            if self.unrecorded_dropped % 1000 == 1:  # a line per thousand, not one a request
+                log.warning("%d served requests not recorded for learning so far: %d wait "
+                            "for the database already", self.unrecorded_dropped, MAX_UNRECORDED)
         if not self._recording:
             self._recording = True
             self._spawn(self._record())
