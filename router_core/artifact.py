@@ -5,6 +5,7 @@ Layout of ``DIR``:
                   head activation, training metrics, training-data hash, probe-set info
     arrays.npz    head.{i}.weight / head.{i}.bias, descriptors (m, d), and with an encoder
                   cascade (router_core/cascade.py) its static head, cascade.head.{i}.*
+                  (float16, widened to float32 at load)
     probes.json   the probe prompts (ids and text) the descriptors were computed on
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from router_core.router import Calibration, Cascade, Expert, Head, Router
+from router_core.router import CASCADE_DTYPE, Calibration, Cascade, Expert, Head, Router
 
 FORMAT = 1
 DEFAULT_ROUTER_DIR = Path(__file__).parent / "default_router"
@@ -53,8 +54,8 @@ def save_router(
     )
     if router.cascade is not None:
         for i, (w, b) in enumerate(router.cascade.head.layers):
-            arrays[f"cascade.head.{i}.weight"] = np.asarray(w, dtype=np.float32)
-            arrays[f"cascade.head.{i}.bias"] = np.asarray(b, dtype=np.float32)
+            arrays[f"cascade.head.{i}.weight"] = np.asarray(w, dtype=CASCADE_DTYPE)
+            arrays[f"cascade.head.{i}.bias"] = np.asarray(b, dtype=CASCADE_DTYPE)
     np.savez(tmp / "arrays.npz", **arrays)
     old = load_meta(path) if (path / "router.json").exists() else {}
     meta = {
@@ -138,7 +139,9 @@ def load_router(path: str | Path | None = None) -> Router:
 
 
 def _head(arrays: Mapping[str, np.ndarray], prefix: str, spec: Mapping[str, Any]) -> Head:
-    layers = tuple((arrays[f"{prefix}.{i}.weight"], arrays[f"{prefix}.{i}.bias"])
+    # float32 whatever it was stored in (the cascade's head is float16 on disk: CASCADE_DTYPE)
+    layers = tuple((arrays[f"{prefix}.{i}.weight"].astype(np.float32, copy=False),
+                    arrays[f"{prefix}.{i}.bias"].astype(np.float32, copy=False))
                    for i in range(int(spec["n_layers"])))
     return Head(layers=layers, activation=spec["activation"])
 

@@ -95,7 +95,7 @@ def fit_cascade(router: Router, X_full_train: np.ndarray, X_static_train: np.nda
     Needs torch (the map is trained through the frozen router)."""
     from router_core.training.static_head import train_static_head
 
-    head = train_static_head(router, X_static_train, X_full_train)
+    head = Cascade.stored(train_static_head(router, X_static_train, X_full_train))
     mapped = router.project(Cascade(head, 0.0, static_settings).estimate(X_static_val))
     static, margin = router.route_batch(mapped, lams, margins=True)
     full = router.route_batch(router.project(X_full_val), lams)

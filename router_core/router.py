@@ -105,6 +105,11 @@ class DecisionCounts:
             return dict(self._counts)
 
 
+# the cascade's static head is stored in half precision: float32 doubled the artifact (~1.3 MB
+# more at 512 hidden units) for no change in decisions once the threshold is chosen on it
+CASCADE_DTYPE = np.float16
+
+
 @dataclass(frozen=True)
 class Cascade:
     """The static encoder's map into MiniLM's Φ space and the threshold its decision stands
@@ -151,6 +156,14 @@ class Cascade:
         """Φ̂(x): the static encoder's vectors (n, 256) mapped into MiniLM's Φ space (n, 384),
         unit length, for the router's own head (router_core/cascade.py)."""
         return self.head(np.atleast_2d(static_phi))
+
+    @staticmethod
+    def stored(head: Head) -> Head:
+        """``head`` at the precision arrays.npz keeps it in (``CASCADE_DTYPE``), widened back
+        to float32: what serving computes with, so the threshold is chosen on it."""
+        return Head(layers=tuple(
+            tuple(np.asarray(a, dtype=CASCADE_DTYPE).astype(np.float32) for a in layer)
+            for layer in head.layers), activation=head.activation)
 
     def confident(self, margin: float) -> bool:
         """Does the static decision stand? (margin ≥ t; a single candidate always does)."""

@@ -4,8 +4,10 @@ routing objective (router_core/losses/estimate_match.py) with the router frozen.
 One hidden layer (ReLU) into MiniLM's width, ℓ2 at the end: the numpy ``Head`` serving runs
 (~0.1 ms a request). Measured on the packaged router's validation prompts
 (scripts/route_cascade.py; share of (prompt, λ) decisions that still ran MiniLM at agreement
-0.98): ridge on 2.5k prompts 0.69, ridge on 12k 0.58, this head on 12k 0.52; a second hidden
-layer or 2048 units moved it by under 0.01. More prompts are what helped most.
+0.98): ridge on 2.5k prompts 0.69, ridge on 12k 0.58, this head on 12k 0.54 with 512 hidden
+units, 0.52 with 1024; a second hidden layer or 2048 units moved it by under 0.01. More prompts
+are what helped most. 512 units in float16 (router_core.router.CASCADE_DTYPE) keep the packaged
+arrays.npz under 2 MB; 1024 in float32 took it to 3.7 MB.
 
 Example::
 
@@ -23,7 +25,7 @@ from torch.nn import functional as F
 from router_core.losses.estimate_match import EstimateMatch, router_quality
 from router_core.router import Head, Router
 
-HIDDEN = 1024
+HIDDEN = 512
 WEIGHT = 10.0  # of the p̂ term against the cosine term (EstimateMatch)
 EPOCHS = 40
 BATCH = 256

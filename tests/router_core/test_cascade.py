@@ -91,9 +91,15 @@ def test_the_thresholds_extremes(fitted):
 
 
 def test_an_artifact_keeps_its_cascade(fitted, tmp_path):
+    """The head is stored in half precision and served exactly as it was fitted: the fit
+    rounds it before choosing the threshold, so nothing changes on the way to disk."""
     router, _full, static, held_out = fitted
     save_router(router, tmp_path / "r")
+    with np.load(tmp_path / "r" / "arrays.npz") as z:
+        assert z["cascade.head.0.weight"].dtype == np.float16
+        assert z["head.0.weight"].dtype == np.float32  # the router's own head is not rounded
     back = load_router(tmp_path / "r")
+    assert back.cascade.head.layers[0][0].dtype == np.float32
     assert back.cascade.threshold == router.cascade.threshold
     assert back.cascade.encoder == router.cascade.encoder
     for (w, b), (w2, b2) in zip(router.cascade.head.layers, back.cascade.head.layers):
