@@ -1,7 +1,8 @@
 """Engine creation for the two supported databases.
 
 SQLite (the embedded default) gets WAL so readers never block the single writer, a busy
-timeout so concurrent writers queue instead of failing, and foreign keys on. PostgreSQL gets a
+timeout so concurrent writers queue instead of failing, foreign keys on, and a pool that keeps
+as many connections as the store's thread limiter lets run at once (``SQLITE_POOL_SIZE``). PostgreSQL gets a
 bounded pool with pre-ping of idle connections (see `_install_idle_pre_ping`), so a
 connection that died while the database restarted is replaced on checkout instead of
 failing a request.
@@ -21,6 +22,13 @@ from sqlalchemy.pool import QueuePool, StaticPool
 
 DEFAULT_DATABASE_URL = "sqlite:///./tollgate.db"
 SQLITE_BUSY_TIMEOUT_S = 30.0
+# SQLite file: connections kept open. SQLAlchemy's default (5 kept, 10 more opened and closed
+# as needed) churned under load: the store runs up to 8 threads at once (``pool_capacity``)
+# and the log and learning writers hold one more each, so every request past the fifth opened
+# a new connection (its PRAGMAs, its first read of the schema) and closed it again: 183 opens
+# in one forwarding_profile run against 13 with 8 kept (bench/serving/forwarding_profile.py).
+SQLITE_POOL_SIZE = 8
+SQLITE_MAX_OVERFLOW = 8  # beyond the store's threads: the writers, the dashboard, admin
 PG_POOL_SIZE = 10
 PG_MAX_OVERFLOW = 10
 PG_CONNECT_TIMEOUT_S = 5
@@ -57,7 +65,8 @@ def pool_capacity(engine: Engine) -> int:
         return 1  # one shared connection (in-memory SQLite): one thread at a time
     if isinstance(pool, QueuePool):
         capacity = pool.size() + max(0, pool._max_overflow)  # no public getter for overflow
-        return max(1, min(capacity, 8) if engine.dialect.name == "sqlite" else capacity)
+        return max(1, min(capacity, SQLITE_POOL_SIZE) if engine.dialect.name == "sqlite"
+                   else capacity)
     return 8
 
 
@@ -70,6 +79,9 @@ def make_engine(url: str | URL, *, busy_timeout_s: float = SQLITE_BUSY_TIMEOUT_S
         if u.database in (None, "", ":memory:"):
             # In memory every connection would be its own empty database: share one.
             kwargs.setdefault("poolclass", StaticPool)
+        elif "poolclass" not in kwargs:
+            kwargs.setdefault("pool_size", SQLITE_POOL_SIZE)
+            kwargs.setdefault("max_overflow", SQLITE_MAX_OVERFLOW)
         engine = create_engine(
             u,
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
