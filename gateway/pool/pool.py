@@ -37,10 +37,12 @@ from gateway.pool.promise import (
     route_promises,
 )
 from gateway.pricing import Price, dearest, deployment_prices
+from router_core.promise.belief_stack import BeliefStack
 from router_core.router import Router
 
 WILDCARD_STATUS = "wildcard: passthrough only, each model priced from litellm's map"
 MAX_CONCRETE = 1024  # wildcard-matched models whose pool is kept, per pool
+MAX_STACKS = 64  # expert sets whose stacked beliefs are kept (a cost cap or allow list varies them)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,9 @@ class Pool:
     wildcards: tuple[str, ...] = ()  # wildcard backends (``openai/*``), model_list order
     # model -> the pool with that wildcard-matched model in it (``concrete``), per pool
     _concrete: dict[str, Pool] = field(repr=False, compare=False, default_factory=dict)
+    # expert set -> (its beliefs, their BeliefStack), for ``belief_stack``
+    _stacks: dict[tuple[str, ...], tuple[tuple, BeliefStack]] = field(
+        repr=False, compare=False, default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -124,6 +129,20 @@ class Pool:
         if len(self._concrete) < MAX_CONCRETE:
             self._concrete[model] = pool
         return pool
+
+    def belief_stack(self, experts: tuple[str, ...]) -> BeliefStack:
+        """The beliefs of ``experts`` stacked for one-pass estimates (router_core/promise/
+        belief_stack.py), built on a set's first request; rebuilt when a belief is not the
+        one it was built from (a pool copied with other qualities shares this cache)."""
+        beliefs = tuple(self.qualities[e].belief for e in experts)
+        cached = self._stacks.get(experts)
+        if cached is not None and all(a is b for a, b in zip(cached[0], beliefs, strict=True)):
+            return cached[1]
+        stack = BeliefStack(beliefs)
+        if len(self._stacks) >= MAX_STACKS:
+            self._stacks.clear()
+        self._stacks[experts] = (beliefs, stack)
+        return stack
 
     def expert_of(self, backend: str) -> str | None:
         k = self.known.get(backend)

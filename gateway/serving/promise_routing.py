@@ -24,7 +24,7 @@ from gateway.pool import Pool
 from gateway.pool.promise import RoutePromise
 from gateway.serving.routing import Routed
 from router_core.decision import Candidate, Decision, NoEligibleModel
-from router_core.promise import drop_bounds, explain, stack_estimates
+from router_core.promise import drop_bounds, explain
 
 
 def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[str, str],
@@ -37,7 +37,7 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
         raise NoEligibleModel("no backend satisfies the allowed list and maximum cost")
     router = pool.router
     q = router.project(phi)[0]
-    P, N = stack_estimates([pool.qualities[e].belief for e in experts], q[None, :])
+    P, N = pool.belief_stack(tuple(experts)).estimate(q[None, :])  # = stack_estimates(...)
     cost = np.array([costs_usd[by_rm[e]] for e in experts])
     ref_expert = pool.expert_of(promise.reference)
     stand_in = ref_expert not in experts

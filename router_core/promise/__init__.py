@@ -4,6 +4,7 @@ One concept per module, read in this order:
 - ``belief``: p̂ with a pseudo-count n (the Beta view) and its bounds;
 - ``logit_belief``: a backend's readout with a Gaussian belief (priors, refined) or a trained
   expert's fixed pseudo-count; both give (p̂, n) per prompt;
+- ``belief_stack``: a pool's beliefs stacked so serving gets every (p̂, n) in one pass;
 - ``priors``: a prior from one aggregate figure (capability neighbours), or from price alone;
 - ``trained``: the pseudo-counts of trained experts and of aggregate priors, measured;
 - ``rule``: the cheapest backend confidently within the promise, and its explanation record;

@@ -127,3 +127,33 @@ def test_refinement_is_kept_only_where_held_out_verdicts_confirm_it():
     y = (rng.random(600) < 1 / (1 + np.exp(-(Q @ w_true)))).astype(float)
     moved = validated_refine(prior, Q, y, np.ones(600), accuracy=1.0)
     assert moved.how == "refined:600"
+
+
+def test_the_stacked_beliefs_give_each_beliefs_own_estimate():
+    """BeliefStack (serving's one-pass form) against each belief's own ``estimate``: priors on
+    the known experts' basis and in the head's coordinates, a refined one with a cap, and
+    trained experts, mixed in one pool."""
+    from dataclasses import replace
+
+    from router_core.promise import TrainedBelief, stack_estimates
+    from router_core.promise.belief_stack import BeliefStack
+
+    W, b, agg, Q = _known()
+    rng = np.random.default_rng(8)
+    Qo = _queries(300, seed=9)
+    refined = refine(replace(LogitBelief.prior(np.zeros(D), 0.0, 0.5, n0=3, how="prior:aggregate"),
+                             n_cap=40.0), Qo, (rng.random(300) < 0.6).astype(float), np.ones(300))
+    beliefs = [TrainedBelief(w=W[0], b=float(b[0]), n=120.0),
+               prior_from_aggregate(0.7, W, b, agg, Q, n0=5),
+               prior_from_price(0.5, W, b, agg, np.array([0.1, 0.3, 1, 3, 10]), Q),
+               refined,
+               TrainedBelief(w=W[3].astype(np.float32), b=float(b[3]), n=80.0)]
+    Qt = _queries(50, seed=10)
+    want_p, want_n = stack_estimates(beliefs, Qt)
+    got_p, got_n = BeliefStack(beliefs).estimate(Qt)
+    np.testing.assert_allclose(got_p, want_p, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got_n, want_n, rtol=1e-7, atol=1e-9)
+    one_p, one_n = BeliefStack(beliefs).estimate(Qt[0])  # one prompt, as served
+    np.testing.assert_allclose(one_p, want_p[:1], rtol=1e-9)
+    np.testing.assert_allclose(one_n, want_n[:1], rtol=1e-7)
+    assert BeliefStack([]).estimate(Qt)[0].shape == (50, 0)
