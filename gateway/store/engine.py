@@ -2,10 +2,10 @@
 
 SQLite (the embedded default) gets WAL so readers never block the single writer, a busy
 timeout so concurrent writers queue instead of failing, foreign keys on, and a pool that keeps
-as many connections as the store's thread limiter lets run at once (``SQLITE_POOL_SIZE``). PostgreSQL gets a
-bounded pool with pre-ping of idle connections (see `_install_idle_pre_ping`), so a
-connection that died while the database restarted is replaced on checkout instead of
-failing a request.
+as many connections as the store's thread limiter lets run at once (``SQLITE_POOL_SIZE``).
+PostgreSQL gets a bounded pool with pre-ping of idle connections (see
+`_install_idle_pre_ping`), so a connection that died while the database restarted is replaced
+on checkout instead of failing a request.
 """
 
 from __future__ import annotations

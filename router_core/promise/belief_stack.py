@@ -31,21 +31,21 @@ class BeliefStack:
     """(P, N) of a fixed sequence of beliefs for query vectors Q (n, d), as (n, m) arrays."""
 
     def __init__(self, beliefs: Sequence[LogitBelief | TrainedBelief]) -> None:
-        self.size = len(beliefs)
         self.w = np.stack([np.asarray(b.w, dtype=float) for b in beliefs]) if beliefs else None
         self.b = np.array([float(b.b) for b in beliefs])
         logit = [i for i, b in enumerate(beliefs) if isinstance(b, LogitBelief)]
         self.logit = np.array(logit, dtype=int)
         self.n_fixed = np.array([float(getattr(b, "n", 0.0)) for b in beliefs])
         self.n_cap = np.array([float(beliefs[i].n_cap) for i in logit])
-        rows, starts = [], []
+        rows, starts, offset = [], [], 0
         for i in logit:
             bl = beliefs[i]
             lt = np.asarray(bl.chol, dtype=float).T  # Lᵀ, (k+1, k+1)
             basis = None if bl.basis is None else np.asarray(bl.basis, dtype=float)
             a = lt[:, :-1] if basis is None else lt[:, :-1] @ basis  # A_h, (k+1, d)
-            starts.append(sum(len(r) for r in rows))
             rows.append(np.hstack([a, lt[:, -1:]]))  # [A_h | c_h]
+            starts.append(offset)
+            offset += len(lt)
         self.ac = np.vstack(rows) if rows else None  # (Σ(k_h+1), d+1)
         self.starts = np.array(starts, dtype=int)
 

@@ -36,6 +36,11 @@ async def test_concurrent_reservations_reuse_the_pools_connections(sqlite_url: s
         assert info.spent_usd == pytest.approx(160 * 0.0005) and info.reserved_usd == 0
 
 
-def test_the_pool_is_sized_only_for_a_sqlite_file() -> None:
-    memory = Store.from_url("sqlite://")  # one shared connection: one thread at a time
-    assert pool_capacity(memory.engine) == 1
+def test_in_memory_sqlite_keeps_its_one_shared_connection() -> None:
+    """Only a SQLite file gets the larger pool: in memory every connection would be its own
+    empty database, so there is one, and one thread at a time uses it."""
+    memory = Store.from_url("sqlite://")
+    try:
+        assert pool_capacity(memory.engine) == 1
+    finally:
+        memory.engine.dispose()
