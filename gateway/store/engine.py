@@ -25,8 +25,8 @@ SQLITE_BUSY_TIMEOUT_S = 30.0
 # SQLite file: connections kept open. SQLAlchemy's default (5 kept, 10 more opened and closed
 # as needed) churned under load: the store runs up to 8 threads at once (``pool_capacity``)
 # and the log and learning writers hold one more each, so every request past the fifth opened
-# a new connection (its PRAGMAs, its first read of the schema) and closed it again: 183 opens
-# in one forwarding_profile run against 13 with 8 kept (bench/serving/forwarding_profile.py).
+# a new connection (its PRAGMAs, its first read of the schema) and closed it again: 19 opens for
+# 160 reservations in waves of 32, against at most 8 kept (tests/gateway/store/test_engine_pool.py).
 SQLITE_POOL_SIZE = 8
 SQLITE_MAX_OVERFLOW = 8  # beyond the store's threads: the writers, the dashboard, admin
 PG_POOL_SIZE = 10
