@@ -21,6 +21,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from gateway import __version__, litellm_callbacks
 from gateway.admin import api as admin_api
@@ -286,7 +287,10 @@ def _install_error_handlers(app: FastAPI) -> None:
             err = GatewayError(500, f"internal error: {type(exc).__name__}", "server_error")
         return err.response()
 
-    for raised in (GatewayError, RequestValidationError, StarletteHTTPException, Exception):
+    # ClientDisconnect by name: a handler of its own class answers without the traceback and
+    # the re-raise Starlette gives every exception only ``Exception``'s handler catches
+    for raised in (GatewayError, RequestValidationError, StarletteHTTPException,
+                   ClientDisconnect, Exception):
         app.add_exception_handler(raised, answer)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 
 class GatewayError(Exception):
@@ -53,6 +54,9 @@ def as_gateway_error(exc: BaseException) -> GatewayError | None:
         return exc
     if isinstance(exc, RequestValidationError):
         return request_invalid(exc)
+    if isinstance(exc, ClientDisconnect):  # the client hung up before its body was read
+        return GatewayError(499, "client disconnected", "invalid_request_error",
+                            code="client_disconnected")
     if isinstance(exc, HTTPException):
         type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"
         return GatewayError(exc.status_code, str(exc.detail), type_, code=str(exc.status_code),

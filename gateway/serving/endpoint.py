@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import anyio
 from fastapi import Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
@@ -29,6 +30,7 @@ from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.tracing import start_request_trace
 from gateway.serving.validation import json_body
 
+CLIENT_GONE = "client disconnected"  # the log row's error, as for a client gone mid-stream
 Answer = Callable[[Outcome, Any], Awaitable[Response]]  # (outcome, JSON body) → response
 Planner = Callable[[GatewayContext, Plan], Awaitable[Plan]]
 
@@ -48,12 +50,17 @@ def new_request_id() -> str:
 async def finished(record: Record, work: Callable[[], Awaitable[Response]]) -> Response:
     """``work``'s response; a refusal is finished and answered with its error, and a
     cancellation (client gone, shutdown past its grace) or a bug still releases the held money
-    and logs the request before it propagates."""
+    and logs the request before it propagates. A client that hung up before its body was read
+    (Starlette's ``ClientDisconnect``) is a 499 like one gone mid-answer, not a server error:
+    nothing is raised, so no traceback is logged for what any client can do at will."""
     try:
         return await work()
     except GatewayError as e:
         await record.finish(e.status, e.message)
         return e.response(record.headers())
+    except ClientDisconnect:
+        await record.finish(499, CLIENT_GONE)
+        return Response(status_code=499)  # nobody reads it: uvicorn drops it with the socket
     except BaseException as e:
         with anyio.CancelScope(shield=True):
             cancelled = isinstance(e, anyio.get_cancelled_exc_class())
