@@ -5,8 +5,9 @@ and CPU per request and its shares hold still while a neighbour's job makes wall
 One run, interleaved rounds, with bench/serving/servers.py's servers (fake upstream, LiteLLM
 proxy, ``tollgate serve``: 1 worker, SQLite in a temp dir) and its wrk script (unique
 ~50-token prompts), c=32, not streamed. Targets: ``passthrough`` (a backend named), ``auto`` (with
-``--auto``), ``litellm`` (the proxy) and ``bare``: ``litellm.acompletion`` in a loop, 32 in
-flight, in a process of its own: litellm's CPU per call, the floor of any gateway on it.
+``--auto``), ``litellm`` (the proxy), ``bare``: ``litellm.acompletion`` in a loop, 32 in
+flight, in a process of its own: litellm's CPU per call, the floor of any gateway on it, and
+``sdk``: the same loop through the openai SDK alone, what litellm's own work adds to a call.
 Each round: CPU ms per request (process CPU time / requests, unprofiled), then Tollgate under
 the same load with ``py-spy record --gil``: the samples of the thread holding the GIL, i.e.
 the Python CPU time; the rest of the CPU time measured meanwhile is "off the GIL" (sqlite and
@@ -21,7 +22,8 @@ Last line: ``litellm_share`` (transport included), ``tollgate_share`` (its steps
 SQL; off-GIL time not attributed), ``cpu_ms_per_request`` (passthrough, median),
 ``max_speedup_without_tollgate`` = 1 / (1 − tollgate_share), ``bare_litellm_cpu_ms``,
 ``proxy_cpu_ms`` and ``floor_vs_proxy`` = proxy_cpu_ms / bare_litellm_cpu_ms: the most
-throughput, in multiples of LiteLLM proxy's, for a server spending only litellm's CPU.
+throughput, in multiples of LiteLLM proxy's, for a server spending only litellm's CPU;
+``bare_sdk_cpu_ms`` and ``litellm_vs_sdk`` = bare_litellm_cpu_ms / bare_sdk_cpu_ms.
 
     python -m bench.serving.forwarding_profile [--rounds 3] [--duration 10] [--auto] [--keep DIR]
 
@@ -43,8 +45,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -107,11 +111,8 @@ def profiled(wrk: str, spy: str, lua: Path, t: WrkTarget, seconds: float, out: P
     return counts
 
 
-def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
-    """``--bare``: litellm.acompletion, 32 in flight, unique prompts; CPU ms per call."""
-    from router_core.litellm_env import litellm
-
-    litellm.suppress_debug_info = True
+def _loop_cpu(call: Callable[[str], Awaitable[Any]], seconds: float) -> dict:
+    """``call(prompt)``, 32 in flight, unique prompts, after a 2 s warm-up; CPU ms per call."""
     rng = random.Random(os.getpid())
     done = 0
 
@@ -120,12 +121,8 @@ def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
         i = 0
         while time.monotonic() < until:
             i += 1
-            text = " ".join([f"Request {tid}-{i}-{rng.randrange(10**9)}:",
-                             *(rng.choice(WORDS) for _ in range(38))]) + "?"
-            await litellm.acompletion(  # as gateway/serving/upstream.py calls it
-                model=f"openai/{model}", api_base=up_url, api_key="sk-fake", max_tokens=256,
-                messages=[{"role": "user", "content": text}], timeout=600, num_retries=0,
-                max_retries=0)
+            await call(" ".join([f"Request {tid}-{i}-{rng.randrange(10**9)}:",
+                                 *(rng.choice(WORDS) for _ in range(38))]) + "?")
             done += count
 
     async def main() -> dict:
@@ -139,10 +136,42 @@ def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
     return asyncio.run(main())
 
 
-def run_bare(up_url: str, model: str, seconds: float) -> dict:
+def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
+    """``--bare litellm``: litellm.acompletion as gateway/serving/upstream.py calls it."""
+    from router_core.litellm_env import litellm
+
+    litellm.suppress_debug_info = True
+    return _loop_cpu(lambda text: litellm.acompletion(
+        model=f"openai/{model}", api_base=up_url, api_key="sk-fake", max_tokens=256,
+        messages=[{"role": "user", "content": text}], timeout=600, num_retries=0,
+        max_retries=0), seconds)
+
+
+def bare_sdk(up_url: str, model: str, seconds: float) -> dict:
+    """``--bare sdk``: the same call through the openai SDK alone (what litellm itself
+    calls for an OpenAI-wire deployment), its answer dumped as the gateway dumps litellm's."""
+    import openai
+
+    # retries: a keep-alive connection the fake upstream closed fails the SDK's next request
+    # on it (litellm's aiohttp transport reconnects instead); rare, and CPU either way
+    client = openai.AsyncOpenAI(base_url=up_url, api_key="sk-fake", max_retries=2, timeout=600)
+
+    async def call(text: str) -> Any:
+        resp = await client.chat.completions.create(
+            model=model, max_tokens=256, messages=[{"role": "user", "content": text}])
+        return resp.model_dump(exclude_none=True)
+
+    return _loop_cpu(call, seconds)
+
+
+BARE = {"bare": bare_litellm, "sdk": bare_sdk}
+
+
+def run_bare(kind: str, up_url: str, model: str, seconds: float) -> dict:
+    """A ``BARE`` loop in a process of its own (its CPU time is its own)."""
     out = subprocess.run(
-        [sys.executable, "-m", "bench.serving.forwarding_profile", "--bare", up_url,
-         "--model", model, "--duration", str(seconds)],
+        [sys.executable, "-m", "bench.serving.forwarding_profile", "--bare", kind,
+         "--url", up_url, "--model", model, "--duration", str(seconds)],
         capture_output=True, text=True, check=True,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -180,11 +209,12 @@ def report(cpu: dict[str, list[float]], rps: dict[str, list[float]],
     share = _shares(shares["passthrough"])
     ll = share.get("litellm", 0) + share.get("transport (openai/httpx/httpcore)", 0)
     tg = sum(v for k, v in share.items() if k.startswith(("tollgate", "sqlalchemy")))
-    bare, proxy = med["bare"], med["litellm"]
+    bare, proxy, sdk = med["bare"], med["litellm"], med["sdk"]
     print(f"\nlitellm_share={ll:.3f} tollgate_share={tg:.3f} "
           f"cpu_ms_per_request={med['passthrough']:.2f} "
           f"max_speedup_without_tollgate={1 / (1 - tg):.2f} bare_litellm_cpu_ms={bare:.2f} "
-          f"proxy_cpu_ms={proxy:.2f} floor_vs_proxy={proxy / bare:.2f}")
+          f"proxy_cpu_ms={proxy:.2f} floor_vs_proxy={proxy / bare:.2f} "
+          f"bare_sdk_cpu_ms={sdk:.2f} litellm_vs_sdk={bare / sdk:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -194,11 +224,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--auto", action="store_true", help="also profile model=auto")
     ap.add_argument("--top", type=int, default=12, help="hot calls to list")
     ap.add_argument("--keep", default=None, help="folder to keep py-spy's raw profiles in")
-    ap.add_argument("--bare", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--bare", choices=sorted(BARE), default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--url", default="", help=argparse.SUPPRESS)
     ap.add_argument("--model", default="", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.bare:
-        print(json.dumps(bare_litellm(a.bare, a.model, a.duration)))
+        print(json.dumps(BARE[a.bare](a.url, a.model, a.duration)))
         return
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     wrk, spy = ensure_wrk(), ensure_py_spy()
@@ -217,12 +248,12 @@ def main(argv: list[str] | None = None) -> None:
         keep = Path(a.keep) if a.keep else tmp
         keep.mkdir(parents=True, exist_ok=True)
         for r in range(a.rounds):
-            names = [t.name for t in targets] + ["bare"]
+            names = [t.name for t in targets] + list(BARE)
             k = r % len(names)
             for name in names[k:] + names[:k]:
                 t = next((x for x in targets if x.name == name), None)
                 if t is None:
-                    res = run_bare(up_url, targets[0].model, a.duration)
+                    res = run_bare(name, up_url, targets[0].model, a.duration)
                     ms = res["cpu_ms"]
                 else:
                     ms, res = wrk_cpu(wrk, lua, t, a.duration)
