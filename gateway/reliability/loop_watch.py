@@ -95,8 +95,11 @@ class LoopWatch:
 
 
 def _where(frame) -> tuple[str, ...]:
-    """The innermost frames of a stack, as ``file:line function``, innermost first."""
-    frames = traceback.extract_stack(frame)[::-1][:STACK_FRAMES]
+    """The innermost frames of a stack, as ``file:line function``, innermost first. Only
+    those frames are walked and no source line is read: ``extract_stack`` walked the whole
+    stack and stat'ed (and cached in memory) every file on it, on every sample of a stall."""
+    frames = traceback.StackSummary.extract(traceback.walk_stack(frame), limit=STACK_FRAMES,
+                                            lookup_lines=False)
     return tuple(f"{_short(f.filename)}:{f.lineno} {f.name}" for f in frames)
 
 

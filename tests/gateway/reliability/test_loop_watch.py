@@ -5,6 +5,7 @@ with its own frame, so an operator knows what to move off the loop."""
 from __future__ import annotations
 
 import asyncio
+import linecache
 import logging
 import time
 
@@ -34,12 +35,19 @@ def test_a_blocking_call_on_the_loop_is_measured_and_located(caplog) -> None:
         watch.stop()
         return watch
 
+    linecache.clearcache()
     with caplog.at_level(logging.WARNING, logger="tollgate.loop"):
         watch = asyncio.run(main())
+    # no source file was read to say where (a read entry holds its lines; a lazy one does not)
+    assert [f for f, entry in linecache.cache.items() if len(entry) > 1] == []
     assert watch.worst_s >= 0.25  # held at least as long as the sleep, less timer slack
     assert _stall_count(metrics.registry) >= 1
     held = [r.getMessage() for r in caplog.records if "event loop held" in r.getMessage()]
     assert any("blocks_the_loop_for" in m for m in held), held
+    # innermost first, as file:line function: the blocking call, then the coroutine calling it
+    line = blocks_the_loop_for.__code__.co_firstlineno + 1  # its time.sleep
+    assert any(f"test_loop_watch.py:{line} blocks_the_loop_for <- " in m
+               and "test_loop_watch.py:" in m.split(" <- ")[1] and " main" in m for m in held), held
 
 
 def test_awaiting_is_not_a_stall() -> None:
