@@ -56,6 +56,7 @@ from gateway.serving.completions_handler import completions
 from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
+from gateway.serving.litellm_inline import install_inline_setup
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses_handler import responses_endpoint
 from gateway.serving.routing import warm_cascade
@@ -201,6 +202,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
         uninstall_callbacks = litellm_callbacks.install(ctx.litellm_callbacks)
+        install_inline_setup()  # litellm's setup without a thread hop where it cannot block
         if ctx.learning is not None:
             await ctx.learning.start()
         print(table_text(list(ctx.pool.current.known.values())),

@@ -7,7 +7,9 @@ proxy, ``tollgate serve``: 1 worker, SQLite in a temp dir) and its wrk script (u
 ~50-token prompts), c=32, not streamed. Targets: ``passthrough`` (a backend named), ``auto`` (with
 ``--auto``), ``litellm`` (the proxy), ``bare``: ``litellm.acompletion`` in a loop, 32 in
 flight, in a process of its own: litellm's CPU per call, the floor of any gateway on it, and
-``sdk``: the same loop through the openai SDK alone, what litellm's own work adds to a call.
+``inline``: that loop as the gateway calls litellm (its SDK client, litellm's setup run on
+the loop: gateway/serving/litellm_inline.py), and ``sdk``: the same loop through the openai
+SDK alone, what litellm's own work adds to a call.
 Each round: CPU ms per request (process CPU time / requests, unprofiled), then Tollgate under
 the same load with ``py-spy record --gil``: the samples of the thread holding the GIL, i.e.
 the Python CPU time; the rest of the CPU time measured meanwhile is "off the GIL" (sqlite and
@@ -23,7 +25,8 @@ SQL; off-GIL time not attributed), ``cpu_ms_per_request`` (passthrough, median),
 ``max_speedup_without_tollgate`` = 1 / (1 − tollgate_share), ``bare_litellm_cpu_ms``,
 ``proxy_cpu_ms`` and ``floor_vs_proxy`` = proxy_cpu_ms / bare_litellm_cpu_ms: the most
 throughput, in multiples of LiteLLM proxy's, for a server spending only litellm's CPU;
-``bare_sdk_cpu_ms`` and ``litellm_vs_sdk`` = bare_litellm_cpu_ms / bare_sdk_cpu_ms.
+``inline_litellm_cpu_ms``, ``bare_sdk_cpu_ms`` and ``litellm_vs_sdk`` = bare_litellm_cpu_ms /
+bare_sdk_cpu_ms.
 
     python -m bench.serving.forwarding_profile [--rounds 3] [--duration 10] [--auto] [--keep DIR]
 
@@ -147,6 +150,30 @@ def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
         max_retries=0), seconds)
 
 
+def bare_inline(up_url: str, model: str, seconds: float) -> dict:
+    """``--bare inline``: the same litellm call as the gateway makes it, with its own SDK client
+    and the setup run on the loop (gateway/serving/litellm_inline.py)."""
+    from gateway.serving.litellm_inline import inline_setup, install_inline_setup
+    from gateway.serving.request_json import sdk_client
+    from router_core.litellm_env import litellm
+
+    litellm.suppress_debug_info = True
+
+    async def call(text: str) -> Any:
+        if not installed:
+            install_inline_setup()
+            installed.append(True)
+        kw = {"model": f"openai/{model}", "api_base": up_url, "api_key": "sk-fake",
+              "max_tokens": 256, "messages": [{"role": "user", "content": text}],
+              "timeout": 600, "num_retries": 0, "max_retries": 0}
+        kw["client"] = sdk_client(kw)
+        with inline_setup(kw):
+            return await litellm.acompletion(**kw)
+
+    installed: list[bool] = []
+    return _loop_cpu(call, seconds)
+
+
 def bare_sdk(up_url: str, model: str, seconds: float) -> dict:
     """``--bare sdk``: the same call through the openai SDK alone (what litellm itself
     calls for an OpenAI-wire deployment), its answer dumped as the gateway dumps litellm's."""
@@ -164,7 +191,7 @@ def bare_sdk(up_url: str, model: str, seconds: float) -> dict:
     return _loop_cpu(call, seconds)
 
 
-BARE = {"bare": bare_litellm, "sdk": bare_sdk}
+BARE = {"bare": bare_litellm, "inline": bare_inline, "sdk": bare_sdk}
 
 
 def run_bare(kind: str, up_url: str, model: str, seconds: float) -> dict:
@@ -214,7 +241,8 @@ def report(cpu: dict[str, list[float]], rps: dict[str, list[float]],
           f"cpu_ms_per_request={med['passthrough']:.2f} "
           f"max_speedup_without_tollgate={1 / (1 - tg):.2f} bare_litellm_cpu_ms={bare:.2f} "
           f"proxy_cpu_ms={proxy:.2f} floor_vs_proxy={proxy / bare:.2f} "
-          f"bare_sdk_cpu_ms={sdk:.2f} litellm_vs_sdk={bare / sdk:.2f}")
+          f"inline_litellm_cpu_ms={med['inline']:.2f} bare_sdk_cpu_ms={sdk:.2f} "
+          f"litellm_vs_sdk={bare / sdk:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:

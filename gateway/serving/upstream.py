@@ -48,6 +48,7 @@ import httpx
 from gateway.config import Backend
 from gateway.reliability.circuit import AMBIGUOUS, BACKEND, REQUEST
 from gateway.serving import request_json
+from gateway.serving.litellm_inline import inline_setup
 from router_core.litellm_env import litellm
 
 litellm.suppress_debug_info = True
@@ -240,7 +241,9 @@ async def complete(backend: Backend, messages: list[dict], params: dict[str, Any
     order = deployment_order(backend)
     for i, deployment in enumerate(order):
         try:
-            resp = await litellm.acompletion(**_kwargs(backend, deployment, messages, params))
+            call = _kwargs(backend, deployment, messages, params)
+            with inline_setup(call):  # litellm's setup on the loop where it cannot block
+                resp = await litellm.acompletion(**call)
             if answered is not None:
                 answered(deployment_index(backend, deployment))
             return resp
@@ -319,7 +322,8 @@ async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list
     kwargs = _kwargs(backend, deployment, messages, params)
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
-    return await _first_event(litellm.acompletion(**kwargs), timeout)
+    with inline_setup(kwargs):  # litellm's setup on the loop where it cannot block
+        return await _first_event(litellm.acompletion(**kwargs), timeout)
 
 
 async def _first_event(started: Awaitable[Any], timeout: float) -> OpenStream:

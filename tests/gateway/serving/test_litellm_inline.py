@@ -1,0 +1,111 @@
+"""litellm's call setup runs on the loop only where it cannot block (gateway/serving/
+litellm_inline.py): real ``litellm.acompletion`` calls through ``upstream.complete`` and
+``upstream.open_stream`` to the fake upstream over HTTP, with ``InlineSetupExecutor`` as the
+loop's default executor: its count of setups run inline, and the pool threads it started
+(lazily, on the first submit it hands them) for the rest."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from litellm.integrations.custom_logger import CustomLogger
+
+from gateway import litellm_callbacks
+from gateway.config import settings_from_dict
+from gateway.serving import upstream as upstream_calls
+from gateway.serving.litellm_inline import MAX_PARTS, InlineSetupExecutor, may_run_inline
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+
+PREFIX = "inline-test-pool"
+MSG = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[FakeUpstream]:
+    with FakeUpstream([FakeBackend("fake-a", reply="hello there")]) as u:
+        yield u
+
+
+def _pool_threads() -> int:
+    return sum(t.name.startswith(PREFIX) for t in threading.enumerate())
+
+
+async def _with_executor(work) -> tuple[object, int, int]:
+    """``work()`` on a loop whose default executor is a fresh InlineSetupExecutor: its result,
+    the setups run inline and the pool threads started."""
+    executor = InlineSetupExecutor(thread_name_prefix=PREFIX)
+    asyncio.get_running_loop().set_default_executor(executor)
+    try:
+        result = await work()
+        return result, executor.inline_runs, _pool_threads()
+    finally:
+        executor.shutdown(wait=True)
+
+
+def _backend(up: FakeUpstream):
+    return settings_from_dict({"model_list": [up.model_entry("fake-a")]}).backend("fake-a")
+
+
+def test_an_openai_wire_call_sets_up_on_the_loop_streamed_or_not(up: FakeUpstream) -> None:
+    b = _backend(up)
+
+    async def work():
+        replies = [await upstream_calls.complete(b, MSG, {"max_tokens": 16}) for _ in range(3)]
+        stream = await upstream_calls.open_stream(b, MSG, {"max_tokens": 16})
+        pieces = [c.choices[0].delta.content or "" async for c in stream.chunks() if c.choices]
+        return [r.choices[0].message.content for r in replies], "".join(pieces)
+
+    (replies, streamed), inline, _ = asyncio.run(_with_executor(work))
+    assert replies == ["hello there"] * 3 and streamed == "hello there"
+    assert inline == 4  # every setup ran on the loop
+
+
+def test_other_work_still_goes_to_the_pool(up: FakeUpstream) -> None:
+    """A DNS lookup (asyncio's getaddrinfo) and a call with a litellm callback configured (it
+    may run user code in the setup) keep their thread."""
+    b = _backend(up)
+
+    async def lookup():
+        return await asyncio.get_running_loop().getaddrinfo("localhost", 80)
+
+    _, inline, threads = asyncio.run(_with_executor(lookup))
+    assert inline == 0 and threads >= 1
+
+    undo = litellm_callbacks.install({"callbacks": [CustomLogger()]})
+    try:
+        async def call():
+            return await upstream_calls.complete(b, MSG, {"max_tokens": 16})
+
+        reply, inline, threads = asyncio.run(_with_executor(call))
+    finally:
+        undo()  # litellm's lists as they were (it copies callbacks into its async lists)
+    assert reply.choices[0].message.content == "hello there"
+    assert inline == 0 and threads >= 1
+
+
+def test_an_armed_setup_that_raises_fails_as_it_would_in_a_thread(up: FakeUpstream) -> None:
+    """Content litellm's setup cannot read is still the request's 400, never sent."""
+    b = _backend(up)
+    bad = [{"role": "user", "content": 5}]  # request validation refuses it before, in service
+
+    async def work():
+        with pytest.raises(upstream_calls.UpstreamFailure) as exc:
+            await upstream_calls.complete(b, bad, {"max_tokens": 16})
+        return exc.value
+
+    failure, inline, _ = asyncio.run(_with_executor(work))
+    assert (failure.status, failure.kind, failure.retryable) == (400, "not_sent", False)
+    assert inline == 1
+
+
+def test_what_is_armed() -> None:
+    client = object.__new__(upstream_calls.request_json.OrjsonAsyncOpenAI)  # never sends
+    assert may_run_inline({"client": client, "messages": MSG})
+    assert not may_run_inline({"messages": MSG})  # litellm builds (or fetches) its own client
+    many = [{"role": "user", "content": "x"}] * (MAX_PARTS + 1)
+    assert not may_run_inline({"client": client, "messages": many})
+    parts = [{"role": "user", "content": [{"type": "text", "text": "x"}] * MAX_PARTS}]
+    assert not may_run_inline({"client": client, "messages": parts})
