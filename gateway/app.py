@@ -193,6 +193,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        install_inline_setup()  # first: the loop's default executor (litellm_inline.py)
         own_writer = ctx.log_writer is not ctx.store.logs
         await ctx.store.start()  # the store starts (and closes) its own writer
         if own_writer:
@@ -202,7 +203,6 @@ def _lifespan(ctx: GatewayContext) -> Any:
         _limit_torch_threads(ctx.settings.encoder_threads)
         await _warm_litellm(ctx.settings)
         uninstall_callbacks = litellm_callbacks.install(ctx.litellm_callbacks)
-        install_inline_setup()  # litellm's setup without a thread hop where it cannot block
         if ctx.learning is not None:
             await ctx.learning.start()
         print(table_text(list(ctx.pool.current.known.values())),

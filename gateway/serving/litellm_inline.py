@@ -30,6 +30,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -75,8 +76,8 @@ def _is_litellm_setup(fn: Any) -> bool:
     """``fn`` is what litellm's acompletion hands the executor: ``partial(ctx.run,
     partial(completion, **kwargs))`` (litellm/main.py)."""
     inner = fn.args[0] if isinstance(fn, functools.partial) and fn.args else None
-    return (isinstance(inner, functools.partial)
-            and inner.func is getattr(litellm.main, "completion", None))
+    target = getattr(sys.modules.get("litellm.main"), "completion", None)
+    return isinstance(inner, functools.partial) and target is not None and inner.func is target
 
 
 class InlineSetupExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -98,7 +99,8 @@ class InlineSetupExecutor(concurrent.futures.ThreadPoolExecutor):
 
 
 def install_inline_setup() -> None:
-    """Make ``InlineSetupExecutor`` the running loop's default executor (at startup, before
-    any call: the loop closes it, as its own, when it stops)."""
+    """Make ``InlineSetupExecutor`` the running loop's default executor. At startup, before
+    anything has used the default one (asyncio would not shut a replaced one down); the loop
+    shuts this one down, as its own, when it stops."""
     asyncio.get_running_loop().set_default_executor(
         InlineSetupExecutor(thread_name_prefix="asyncio"))
