@@ -140,7 +140,8 @@ def _loop_cpu(call: Callable[[str], Awaitable[Any]], seconds: float) -> dict:
 
 
 def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
-    """``--bare litellm``: litellm.acompletion as gateway/serving/upstream.py calls it."""
+    """``--bare bare``: litellm.acompletion as a plain caller makes it (litellm builds its
+    client; its setup runs in the loop's default executor's threads)."""
     from router_core.litellm_env import litellm
 
     litellm.suppress_debug_info = True
