@@ -10,6 +10,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+CLIENT_GONE = "client disconnected"  # the error of a request whose client went away (499)
+
 
 class GatewayError(Exception):
     """An error the gateway returns to the client as an OpenAI error body."""
@@ -55,7 +57,7 @@ def as_gateway_error(exc: BaseException) -> GatewayError | None:
     if isinstance(exc, RequestValidationError):
         return request_invalid(exc)
     if isinstance(exc, ClientDisconnect):  # the client hung up before its body was read
-        return GatewayError(499, "client disconnected", "invalid_request_error",
+        return GatewayError(499, CLIENT_GONE, "invalid_request_error",
                             code="client_disconnected")
     if isinstance(exc, HTTPException):
         type_ = "invalid_request_error" if exc.status_code < 500 else "server_error"

@@ -41,7 +41,13 @@ from fastapi.responses import JSONResponse, Response
 from starlette.background import BackgroundTask
 
 from gateway.config import Backend
-from gateway.errors import GatewayError, budget_busy, budget_exceeded, error_body
+from gateway.errors import (
+    CLIENT_GONE,
+    GatewayError,
+    budget_busy,
+    budget_exceeded,
+    error_body,
+)
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
@@ -268,7 +274,7 @@ class Attempts:
             self.out.attempts[-1]["error"] = error
             yield sse(error_body(error, "upstream_error", code="stream_interrupted"))
         except BaseException:  # client went away (cancellation): settle what was streamed
-            status, error = 499, "client disconnected"
+            status, error = 499, CLIENT_GONE
             raise
         finally:
             with anyio.CancelScope(shield=True):

@@ -21,7 +21,7 @@ from starlette.requests import ClientDisconnect
 
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError
+from gateway.errors import CLIENT_GONE, GatewayError
 from gateway.serving.access_log import log_access
 from gateway.serving.chat_request import ChatRequest
 from gateway.serving.outcome import Outcome
@@ -30,7 +30,6 @@ from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.tracing import start_request_trace
 from gateway.serving.validation import json_body
 
-CLIENT_GONE = "client disconnected"  # the log row's error, as for a client gone mid-stream
 Answer = Callable[[Outcome, Any], Awaitable[Response]]  # (outcome, JSON body) → response
 Planner = Callable[[GatewayContext, Plan], Awaitable[Plan]]
 

@@ -9,8 +9,8 @@ call alone, 32 in flight (``python -m bench.serving.forwarding_profile --bare in
 gateway's client and the setup inline, against ``--bare bare``, interleaved): a median 12%
 less CPU per call over 9 pairs (from 31% less to 2% more). The loop is not held longer for
 it: in a thread the setup held the GIL, which the loop needs, for all but the switch
-interval's slices anyway, and it takes as long for an 8 MB prompt as for a short one (1.5-2.7
-ms here, measured through this executor).
+interval's slices anyway; and its work grows with the number of messages and parts, which
+``MAX_PARTS`` bounds, not with their bytes (it copies no text).
 
 When the hop is kept: a thread exists there so that a setup that blocks (a credential fetched
 over the network, a user's pre-call callback, a cache lookup) does not hold the loop. So the

@@ -27,7 +27,7 @@ from starlette.background import BackgroundTask
 
 from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.errors import model_not_found
+from gateway.errors import CLIENT_GONE, model_not_found
 from gateway.serving.attempts import Attempts
 from gateway.serving.endpoint import planned, serve
 from gateway.serving.outcome import Outcome
@@ -171,7 +171,7 @@ class ResponsesAttempts(ForwardedAttempts):
             yield event("error", {"type": "error", "code": "stream_interrupted",
                                   "message": error, "param": None, "sequence_number": seq + 1})
         except BaseException:  # client went away (cancellation): settle what was streamed
-            status, error = 499, "client disconnected"
+            status, error = 499, CLIENT_GONE
             raise
         finally:
             with anyio.CancelScope(shield=True):
