@@ -128,3 +128,8 @@ def install(resolved: dict[str, list[Any]]) -> Callable[[], None]:
             setattr(litellm, name, values)
 
     return undo
+
+
+def none_installed() -> bool:
+    """No callback in any of litellm's lists: nothing reads litellm's own logging of a call."""
+    return not any(getattr(litellm, n, None) for n in LITELLM_LISTS)

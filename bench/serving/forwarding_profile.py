@@ -8,8 +8,9 @@ proxy, ``tollgate serve``: 1 worker, SQLite in a temp dir) and its wrk script (u
 ``--auto``), ``litellm`` (the proxy), ``bare``: ``litellm.acompletion`` in a loop, 32 in
 flight, in a process of its own: litellm's CPU per call, the floor of any gateway on it, and
 ``inline``: that loop as the gateway calls litellm (its SDK client, litellm's setup run on
-the loop: gateway/serving/litellm_inline.py), and ``sdk``: the same loop through the openai
-SDK alone, what litellm's own work adds to a call.
+the loop: gateway/serving/litellm_inline.py, litellm's own logging left out: gateway/serving/
+litellm_unlogged.py), ``logged``: the same with litellm's logging on, and ``sdk``: the same
+loop through the openai SDK alone, what litellm's own work adds to a call.
 Each round: CPU ms per request (process CPU time / requests, unprofiled), then Tollgate under
 the same load with ``py-spy record --gil``: the samples of the thread holding the GIL, i.e.
 the Python CPU time; the rest of the CPU time measured meanwhile is "off the GIL" (sqlite and
@@ -25,8 +26,8 @@ SQL; off-GIL time not attributed), ``cpu_ms_per_request`` (passthrough, median),
 ``max_speedup_without_tollgate`` = 1 / (1 − tollgate_share), ``bare_litellm_cpu_ms``,
 ``proxy_cpu_ms`` and ``floor_vs_proxy`` = proxy_cpu_ms / bare_litellm_cpu_ms: the most
 throughput, in multiples of LiteLLM proxy's, for a server spending only litellm's CPU;
-``inline_litellm_cpu_ms``, ``bare_sdk_cpu_ms`` and ``litellm_vs_sdk`` = bare_litellm_cpu_ms /
-bare_sdk_cpu_ms.
+``inline_litellm_cpu_ms``, ``logged_litellm_cpu_ms``, ``bare_sdk_cpu_ms`` and
+``litellm_vs_sdk`` = bare_litellm_cpu_ms / bare_sdk_cpu_ms.
 
     python -m bench.serving.forwarding_profile [--rounds 3] [--duration 10] [--auto] [--keep DIR]
 
@@ -151,10 +152,12 @@ def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
         max_retries=0), seconds)
 
 
-def bare_inline(up_url: str, model: str, seconds: float) -> dict:
-    """``--bare inline``: the same litellm call as the gateway makes it, with its own SDK client
-    and the setup run on the loop (gateway/serving/litellm_inline.py)."""
+def _gateway_call(up_url: str, model: str, seconds: float, logged: bool) -> dict:
+    """litellm called as the gateway calls it: its own SDK client, the setup run on the loop
+    (gateway/serving/litellm_inline.py) and, unless ``logged``, litellm's own logging left
+    out (gateway/serving/litellm_unlogged.py)."""
     from gateway.serving.litellm_inline import inline_setup, install_inline_setup
+    from gateway.serving.litellm_unlogged import unlogged
     from gateway.serving.request_json import sdk_client
     from router_core.litellm_env import litellm
 
@@ -168,11 +171,21 @@ def bare_inline(up_url: str, model: str, seconds: float) -> dict:
               "max_tokens": 256, "messages": [{"role": "user", "content": text}],
               "timeout": 600, "num_retries": 0, "max_retries": 0}
         kw["client"] = sdk_client(kw)
-        with inline_setup(kw):
+        with inline_setup(kw), (contextlib.nullcontext() if logged else unlogged()):
             return await litellm.acompletion(**kw)
 
     installed: list[bool] = []
     return _loop_cpu(call, seconds)
+
+
+def bare_inline(up_url: str, model: str, seconds: float) -> dict:
+    """``--bare inline``: litellm's call as the gateway makes it (``_gateway_call``)."""
+    return _gateway_call(up_url, model, seconds, logged=False)
+
+
+def bare_logged(up_url: str, model: str, seconds: float) -> dict:
+    """``--bare logged``: the same, with litellm's own logging of each call left on."""
+    return _gateway_call(up_url, model, seconds, logged=True)
 
 
 def bare_sdk(up_url: str, model: str, seconds: float) -> dict:
@@ -192,7 +205,7 @@ def bare_sdk(up_url: str, model: str, seconds: float) -> dict:
     return _loop_cpu(call, seconds)
 
 
-BARE = {"bare": bare_litellm, "inline": bare_inline, "sdk": bare_sdk}
+BARE = {"bare": bare_litellm, "logged": bare_logged, "inline": bare_inline, "sdk": bare_sdk}
 
 
 def run_bare(kind: str, up_url: str, model: str, seconds: float) -> dict:
@@ -242,7 +255,8 @@ def report(cpu: dict[str, list[float]], rps: dict[str, list[float]],
           f"cpu_ms_per_request={med['passthrough']:.2f} "
           f"max_speedup_without_tollgate={1 / (1 - tg):.2f} bare_litellm_cpu_ms={bare:.2f} "
           f"proxy_cpu_ms={proxy:.2f} floor_vs_proxy={proxy / bare:.2f} "
-          f"inline_litellm_cpu_ms={med['inline']:.2f} bare_sdk_cpu_ms={sdk:.2f} "
+          f"inline_litellm_cpu_ms={med['inline']:.2f} "
+          f"logged_litellm_cpu_ms={med['logged']:.2f} bare_sdk_cpu_ms={sdk:.2f} "
           f"litellm_vs_sdk={bare / sdk:.2f}")
 
 

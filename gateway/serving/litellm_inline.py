@@ -34,7 +34,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gateway.litellm_callbacks import LITELLM_LISTS
+from gateway import litellm_callbacks
 from gateway.serving.request_json import OrjsonAsyncOpenAI
 from router_core.litellm_env import litellm
 
@@ -55,7 +55,7 @@ def may_run_inline(call: Mapping[str, Any]) -> bool:
     """Whether ``litellm.acompletion(**call)``'s setup cannot block (module docstring)."""
     return (isinstance(call.get("client"), OrjsonAsyncOpenAI)
             and getattr(litellm, "cache", None) is None
-            and not any(getattr(litellm, n, None) for n in LITELLM_LISTS)  # user code
+            and litellm_callbacks.none_installed()  # else user code may run in the setup
             and _parts(call.get("messages")) <= MAX_PARTS)
 
 

@@ -49,6 +49,7 @@ from gateway.config import Backend
 from gateway.reliability.circuit import AMBIGUOUS, BACKEND, REQUEST
 from gateway.serving import request_json
 from gateway.serving.litellm_inline import inline_setup
+from gateway.serving.litellm_unlogged import unlogged
 from router_core.litellm_env import litellm
 
 litellm.suppress_debug_info = True
@@ -242,7 +243,8 @@ async def complete(backend: Backend, messages: list[dict], params: dict[str, Any
     for i, deployment in enumerate(order):
         try:
             call = _kwargs(backend, deployment, messages, params)
-            with inline_setup(call):  # litellm's setup on the loop where it cannot block
+            # litellm's setup on the loop where it cannot block; its logging where unread
+            with inline_setup(call), unlogged():
                 resp = await litellm.acompletion(**call)
             if answered is not None:
                 answered(deployment_index(backend, deployment))
@@ -322,7 +324,7 @@ async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list
     kwargs = _kwargs(backend, deployment, messages, params)
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
-    with inline_setup(kwargs):  # litellm's setup on the loop where it cannot block
+    with inline_setup(kwargs), unlogged():  # as in ``complete``
         return await _first_event(litellm.acompletion(**kwargs), timeout)
 
 

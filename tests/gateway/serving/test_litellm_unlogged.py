@@ -1,0 +1,109 @@
+"""litellm's own logging is left out of the gateway's chat calls only while no litellm callback
+would read it (gateway/serving/litellm_unlogged.py): real ``litellm.acompletion`` calls through
+``upstream.complete`` to the fake upstream over HTTP. litellm's logging object is wrapped by a
+counting spy that calls through (nothing of litellm is replaced): it is the only place that
+shows whether litellm logged a call no callback reads."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from litellm.integrations.custom_logger import CustomLogger
+from litellm.litellm_core_utils.litellm_logging import Logging
+
+from gateway import litellm_callbacks
+from gateway.config import settings_from_dict
+from gateway.serving import litellm_unlogged
+from gateway.serving import upstream as upstream_calls
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+
+MSG = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[FakeUpstream]:
+    with FakeUpstream([FakeBackend("fake-a", reply="hello there")]) as u:
+        yield u
+
+
+@pytest.fixture
+def logged(monkeypatch: pytest.MonkeyPatch) -> Counter:
+    """How often litellm ran its success and failure logging (a spy that calls through)."""
+    seen: Counter = Counter()
+    for name in ("success_handler", "async_success_handler", "failure_handler",
+                 "async_failure_handler"):
+        real = getattr(Logging, name)
+
+        def spy(self, *a, _real=real, _name=name, **kw):
+            seen[_name] += 1
+            return _real(self, *a, **kw)
+
+        monkeypatch.setattr(Logging, name, spy)
+    return seen
+
+
+def _backend(up: FakeUpstream):
+    return settings_from_dict({"model_list": [up.model_entry("fake-a")]}).backend("fake-a")
+
+
+async def _calls(up: FakeUpstream, n: int, fail_last: bool = False) -> list:
+    """``n`` chat calls (the last one a 500 when ``fail_last``), then a moment for the logging
+    tasks litellm schedules after returning."""
+    b, out = _backend(up), []
+    for i in range(n):
+        if fail_last and i == n - 1:
+            up.set_mode("fake-a", "error_500", times=1)
+        try:
+            out.append(await upstream_calls.complete(b, MSG, {"max_tokens": 16}))
+        except upstream_calls.UpstreamFailure as failure:
+            out.append(failure)
+    await asyncio.sleep(0.3)
+    return out
+
+
+def test_with_no_callback_litellm_logs_nothing_and_errors_are_the_same(
+        up: FakeUpstream, logged: Counter) -> None:
+    up.reset()
+    *replies, failure = asyncio.run(_calls(up, 3, fail_last=True))
+    assert [r.choices[0].message.content for r in replies] == ["hello there"] * 2
+    assert isinstance(failure, upstream_calls.UpstreamFailure) and failure.status == 500
+    assert sum(logged.values()) == 0
+
+
+def test_a_litellm_without_the_mark_logs_every_call(
+        up: FakeUpstream, logged: Counter, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control for the test above: the same calls logged, as with a litellm release that
+    has no ``internal_sub_call``."""
+    up.reset()
+    monkeypatch.setattr(litellm_unlogged, "internal_sub_call", None)
+    *replies, failure = asyncio.run(_calls(up, 3, fail_last=True))
+    assert len(replies) == 2 and failure.status == 500
+    assert logged["async_success_handler"] == 2 and logged["async_failure_handler"] == 1
+
+
+class _Recorder(CustomLogger):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+        self.events.append("success")
+
+    async def async_log_failure_event(self, kwargs, response_obj, start_time, end_time):
+        self.events.append("failure")
+
+
+def test_an_installed_callback_sees_every_call(up: FakeUpstream) -> None:
+    up.reset()
+    recorder = _Recorder()
+    undo = litellm_callbacks.install({"callbacks": [recorder]})
+    try:
+        assert not litellm_callbacks.none_installed()
+        asyncio.run(_calls(up, 3, fail_last=True))
+    finally:
+        undo()
+    assert litellm_callbacks.none_installed()
+    assert sorted(recorder.events) == ["failure", "success", "success"]
