@@ -7,8 +7,9 @@ shows whether litellm logged a call no callback reads."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
@@ -49,9 +50,11 @@ def _backend(up: FakeUpstream):
     return settings_from_dict({"model_list": [up.model_entry("fake-a")]}).backend("fake-a")
 
 
-async def _calls(up: FakeUpstream, n: int, fail_last: bool = False) -> list:
-    """``n`` chat calls (the last one a 500 when ``fail_last``), then a moment for the logging
-    tasks litellm schedules after returning."""
+async def _calls(up: FakeUpstream, n: int, fail_last: bool = False,
+                 logged_when: Callable[[], bool] | None = None) -> list:
+    """``n`` chat calls (the last one a 500 when ``fail_last``), then time for the logging
+    tasks litellm schedules after returning: 0.3 s, then until ``logged_when()`` holds (at
+    most 10 s more: the control tests below see the same tasks run under a loaded machine)."""
     b, out = _backend(up), []
     for i in range(n):
         if fail_last and i == n - 1:
@@ -61,6 +64,9 @@ async def _calls(up: FakeUpstream, n: int, fail_last: bool = False) -> list:
         except upstream_calls.UpstreamFailure as failure:
             out.append(failure)
     await asyncio.sleep(0.3)
+    deadline = time.monotonic() + 10
+    while logged_when is not None and not logged_when() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
     return out
 
 
@@ -79,7 +85,8 @@ def test_a_litellm_without_the_mark_logs_every_call(
     has no ``internal_sub_call``."""
     up.reset()
     monkeypatch.setattr(litellm_unlogged, "internal_sub_call", None)
-    *replies, failure = asyncio.run(_calls(up, 3, fail_last=True))
+    seen = lambda: logged["async_success_handler"] + logged["async_failure_handler"] >= 3
+    *replies, failure = asyncio.run(_calls(up, 3, fail_last=True, logged_when=seen))
     assert len(replies) == 2 and failure.status == 500
     assert logged["async_success_handler"] == 2 and logged["async_failure_handler"] == 1
 
@@ -102,7 +109,7 @@ def test_an_installed_callback_sees_every_call(up: FakeUpstream) -> None:
     undo = litellm_callbacks.install({"callbacks": [recorder]})
     try:
         assert not litellm_callbacks.none_installed()
-        asyncio.run(_calls(up, 3, fail_last=True))
+        asyncio.run(_calls(up, 3, fail_last=True, logged_when=lambda: len(recorder.events) >= 3))
     finally:
         undo()
     assert litellm_callbacks.none_installed()
