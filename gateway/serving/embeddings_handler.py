@@ -23,6 +23,7 @@ from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, budget_exceeded, invalid, model_not_found
 from gateway.pool import Pool
+from gateway.price_like import unpriced_fix
 from gateway.reliability.guards import circuit_open_error
 from gateway.reliability.parallel import Slot
 from gateway.serving.access_log import log_access
@@ -50,9 +51,8 @@ def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Bac
         raise invalid(f"{model!r} is a model of mode {mode!r}, not an embedding model",
                       param="model", code="model_not_supported")
     if model not in pool.prices:
-        raise GatewayError(503, f"backend {model!r} has no price: set its "
-                           "input_cost_per_million", "service_unavailable",
-                           code="backend_unpriced")
+        raise GatewayError(503, f"backend {model!r} has no price: {unpriced_fix(backend)}",
+                           "service_unavailable", code="backend_unpriced")
     return backend
 
 
