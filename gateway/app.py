@@ -25,7 +25,7 @@ from starlette.requests import ClientDisconnect
 
 from gateway import __version__, litellm_callbacks
 from gateway.admin import api as admin_api
-from gateway.admin import litellm_keys
+from gateway.admin import litellm_keys, litellm_management
 from gateway.auth import (
     FailedLogins,
     authenticate,
@@ -101,6 +101,7 @@ def create_app(
         build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics
         admin_api.build_router(),  # /admin: tenants, keys, budgets
         litellm_keys.build_router(),  # LiteLLM's /key/* on the admin key
+        litellm_management.build_router(),  # LiteLLM's /team, /user, /spend/logs, /model/info
         feedback.build_router(),  # POST /v1/feedback
         explain.build_router(),  # GET /v1/routing/{request_id}
         dashboard_routes.build_router(),  # /dashboard

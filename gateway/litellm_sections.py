@@ -41,6 +41,8 @@ MAPPED = {
     "litellm_settings.failure_callback": "litellm_callbacks (handed to litellm)",
     "litellm_settings.callbacks": "litellm_callbacks (handed to litellm)",
     "litellm_settings.request_timeout": "model_info.timeout of backends that set none",
+    "router_settings.timeout": "model_info.timeout of backends that set none",
+    "router_settings.stream_timeout": "model_info.stream_timeout of backends that set none",
 }
 
 
@@ -112,8 +114,10 @@ def translate(raw: dict[str, Any]) -> Translated:
     if reliability:
         out["reliability"] = reliability
     if isinstance(out.get("model_list"), list):
-        timeout = lsettings.get("request_timeout")
-        out["model_list"] = [_with_timeout(e, timeout) for e in out["model_list"]]
+        # as in LiteLLM, the Router's timeout wins over litellm.request_timeout
+        timeouts = {"timeout": _seconds(router, "timeout", lsettings.get("request_timeout")),
+                    "stream_timeout": _seconds(router, "stream_timeout", None)}
+        out["model_list"] = [_with_timeouts(e, timeouts) for e in out["model_list"]]
     return Translated(raw=out, ignored=tuple(ignored), sources=sources)
 
 
@@ -180,15 +184,27 @@ def _redis_url(router: dict[str, Any]) -> str | None:
     return f"redis://{auth}{host}:{port}/0"
 
 
-def _with_timeout(entry: Any, default: Any) -> Any:
-    """model_info.timeout from litellm_settings.request_timeout when the entry sets none
-    (a deployment's own litellm_params.timeout still wins per attempt)."""
-    if default is None or not isinstance(entry, dict):
+def _seconds(router: dict[str, Any], key: str, default: Any) -> Any:
+    """router_settings.``key`` as seconds (> 0), else ``default``."""
+    v = router.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise SectionError(f"router_settings.{key}: must be a positive number of seconds, "
+                           f"got {v!r}")
+    return v
+
+
+def _with_timeouts(entry: Any, defaults: dict[str, Any]) -> Any:
+    """model_info.timeout / stream_timeout from the sections when the entry sets none (a
+    deployment's own litellm_params.timeout / stream_timeout still wins per attempt)."""
+    if not isinstance(entry, dict):
         return entry
     info = entry.get("model_info") or {}
-    if not isinstance(info, dict) or "timeout" in info:
+    if not isinstance(info, dict):
         return entry
-    return {**entry, "model_info": {**info, "timeout": default}}
+    fill = {k: v for k, v in defaults.items() if v is not None and k not in info}
+    return {**entry, "model_info": {**info, **fill}} if fill else entry
 
 
 def resolve_env(value: Any) -> Any:

@@ -28,9 +28,8 @@ Actual cost (what is settled):
 at the price of the deployment that answered; a price from litellm's map is settled by
 litellm's own ``cost_per_token`` (its tiers, e.g. ``input_cost_per_token_above_200k_tokens``),
 never above what the formula gives at the tier rates the reservation used, so the bound holds.
-Prices come from config.yaml (each deployment's ``model_info``); a deployment without them
-takes litellm's bundled cost map for its ``model_info.base_model`` (LiteLLM's convention for
-e.g. an Azure deployment named after itself), else its ``litellm_params.model``. A group's
+Prices come from config.yaml (each deployment's ``model_info``), else litellm's map for its
+``base_model`` or ``price_like`` (gateway/price_like.py), else its model's. A group's
 reservation price is its dearest deployment's, rate by rate (``dearest``).
 Counting is CPU work proportional to the prompt: callers run it in a worker thread.
 """
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.config import Backend, ConfigError, ModelInfo, Settings
+from gateway.price_like import borrowed_model
 from router_core.litellm_env import litellm
 
 
@@ -165,7 +165,7 @@ def deployment_prices(b: Backend) -> list[Price | None]:
         model = str(params["model"])
         pin = _per_token(info.input_cost_per_token, info.input_cost_per_million)
         pout = _per_token(info.output_cost_per_token, info.output_cost_per_million)
-        base = (info.model_extra or {}).get("base_model")
+        base = borrowed_model(info)
         known = _litellm_price(str(base)) if base else None
         known = known or _litellm_price(model)
         if pin is not None and pout is not None:
@@ -201,7 +201,7 @@ def resolve_prices(settings: Settings, strict: bool = True) -> dict[str, Price]:
         if missing and strict:
             raise ConfigError(
                 f"backend {b.model_name!r}: no price in model_info and litellm does not "
-                f"know {missing[0]!r}; set input/output_cost_per_million (or base_model)"
+                f"know {missing[0]!r}; set input/output_cost_per_million (or price_like)"
             )
         if not missing:
             prices[b.model_name] = dearest([p for p in each if p is not None])

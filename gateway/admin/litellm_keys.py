@@ -11,8 +11,9 @@ Field names and shapes are LiteLLM Proxy's, so its users' scripts keep working. 
 tenant (``team_id``: its id or name; unknown → 400 naming ``team_id``); without one, a key
 gets a tenant of its own (gateway/store/key_admin.py) and answers ``team_id: null``.
 ``token`` is the key's keyed hash; a key's own calls may read ``/key/info`` about itself, as
-in LiteLLM. LiteLLM fields Tollgate does not enforce (``rpm_limit``, ``tpm_limit``,
-``aliases``, ...) are refused with a 400 naming them when set, and ignored when empty (the
+in LiteLLM. ``rpm_limit``, ``tpm_limit`` and ``max_parallel_requests`` are the key's own
+limits, enforced on top of its team's (0 blocks, as in LiteLLM). LiteLLM fields Tollgate does
+not enforce (``aliases``, ``soft_budget``, ...) are refused with a 400 naming them when set, and ignored when empty (the
 null/{} defaults LiteLLM's clients send), so no limit is silently dropped.
 """
 
@@ -29,12 +30,13 @@ from gateway.auth import authenticate, bearer_key, is_admin_key
 from gateway.errors import GatewayError, invalid
 from gateway.store.durations import validate_duration
 from gateway.store.errors import NotFound
-from gateway.store.key_admin import KeyDetails, KeyFields, UnknownTeam
+from gateway.store.key_admin import LIMIT_FIELDS, KeyDetails, KeyFields, UnknownTeam
 from gateway.store.key_store import KeyStore
 
 Duration = Annotated[str, AfterValidator(validate_duration)]
 Budget = Annotated[float, Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)]
 Models = list[Annotated[Text, Field(min_length=1, max_length=200)]]
+Limit = Annotated[int, Field(strict=True, ge=0, le=2**62)]  # 0 blocks, as in LiteLLM
 SHORT = 200  # the longest alias, user id or team name api_keys/tenants store
 
 
@@ -51,6 +53,9 @@ class KeyBody(BaseModel):
     team_id: Text | None = Field(default=None, max_length=SHORT)
     user_id: Text | None = Field(default=None, max_length=SHORT)
     spend: Budget | None = None
+    rpm_limit: Limit | None = None  # enforced per key, on top of its team's (guards.py)
+    tpm_limit: Limit | None = None
+    max_parallel_requests: Limit | None = None
 
     @model_validator(mode="after")
     def _only_enforced(self) -> KeyBody:
@@ -64,7 +69,7 @@ class KeyBody(BaseModel):
     def fields(self, *, generate: bool) -> KeyFields:
         """The fields sent (on generate, the rest as LiteLLM's defaults: none)."""
         names = ("key_alias", "max_budget", "budget_duration", "duration", "models",
-                 "metadata", "user_id", "spend")
+                 "metadata", "user_id", "spend", *LIMIT_FIELDS)
         sent = self.model_fields_set
         return KeyFields(**{n: getattr(self, n) for n in names
                             if n in sent and (not generate or getattr(self, n) is not None)})
@@ -97,6 +102,7 @@ def key_object(d: KeyDetails) -> dict[str, Any]:
         "expires": _iso(d.expires), "models": d.models, "metadata": d.metadata,
         "team_id": None if d.own_tenant else d.tenant_id, "user_id": d.user_id,
         "created_at": _iso(d.created_at), "blocked": d.revoked_at is not None,
+        **(d.limits or dict.fromkeys(LIMIT_FIELDS)),
         "tollgate": {"key_id": d.id, "tenant_id": d.tenant_id, "tenant_name": d.tenant_name,
                      "reserved_usd": d.reserved_usd},
     }

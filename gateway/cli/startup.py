@@ -16,6 +16,7 @@ from gateway.config import Backend, Settings
 from gateway.litellm_callbacks import describe as describe_callbacks
 from gateway.litellm_sections import ENV_PREFIX
 from gateway.pool import Pool
+from gateway.price_like import price_origin
 
 LABEL_WIDTH = 11
 
@@ -50,7 +51,7 @@ def backend_lines(pool: Pool) -> list[str]:
         group = f", group of {n} deployments" if n > 1 else ""
         p = prices.get(b.model_name)
         price = (f"  ${p.input_per_token * 1e6:g}/${p.output_per_token * 1e6:g} per 1M in/out"
-                 if p else "")
+                 f" ({price_origin(b)})" if p else "")
         lines.append(f"{b.model_name:<{width}}  {how}{group}{price}")
     lines += [f"{alias:<{width}}  alias of {target}"
               for alias, target in settings.model_group_alias.items()]

@@ -36,7 +36,8 @@ from gateway.store.engine import DEFAULT_DATABASE_URL
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "config.yaml"
 # litellm_params LiteLLM's Router reads for load balancing; never sent to a provider.
-ROUTER_ONLY_PARAMS = frozenset({"rpm", "tpm", "weight", "order", "max_parallel_requests"})
+ROUTER_ONLY_PARAMS = frozenset({"rpm", "tpm", "weight", "order", "max_parallel_requests",
+                                "stream_timeout"})
 
 
 class ConfigError(ValueError):
@@ -59,6 +60,8 @@ class ModelInfo(BaseModel):
     # per image; ~1,600 covers OpenAI gpt-4o high detail and Anthropic's resize cap).
     max_image_tokens: int = Field(default=1600, gt=0)
     timeout: float = Field(default=60.0, gt=0)
+    # a streamed attempt's timeout (to its first chunk and between chunks); None: ``timeout``
+    stream_timeout: float | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _one_price_form(self) -> ModelInfo:
@@ -368,7 +371,7 @@ def _wildcard_regex(pattern: str) -> re.Pattern[str]:
 
 # model_info a group's deployments may set each their own: the prices (the reservation takes
 # the dearest deployment's, settlement the answering one's) and the attempt's timeout
-PER_DEPLOYMENT_INFO = frozenset({"timeout", "input_cost_per_token", "output_cost_per_token",
+PER_DEPLOYMENT_INFO = frozenset({"timeout", "stream_timeout", "input_cost_per_token", "output_cost_per_token",
                                  "input_cost_per_million", "output_cost_per_million"})
 
 

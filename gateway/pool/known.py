@@ -122,6 +122,7 @@ def table_text(known: list[Known]) -> str:
     if unusable:
         lines.append(
             f"warning: routes cannot use {', '.join(unusable)}: no price in model_info and "
-            "litellm does not know the model (set input/output_cost_per_million)"
+            "litellm does not know the model (set input/output_cost_per_million in model_info, "
+            "or model_info.price_like: a model litellm prices the same)"
         )
     return "\n".join(lines)

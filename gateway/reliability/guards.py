@@ -13,7 +13,11 @@
       log_flush_timeout_s: 10                         # then the log queue; the rest is spooled
 
 Tenant policy keys read here: ``requests_per_minute``, ``tokens_per_minute``,
-``outage_allowance_usd``. Per-backend upstream timeouts are ``model_info.timeout``.
+``max_parallel_requests`` (a LiteLLM team's ``rpm_limit``, ``tpm_limit``,
+``max_parallel_requests``), ``outage_allowance_usd``. A key's own LiteLLM limits
+(``rpm_limit``, ``tpm_limit``, ``max_parallel_requests`` on /key/generate) apply on top of its
+tenant's: a request counts against both and passes only when both admit it (one atomic step
+in Redis). Per-backend upstream timeouts are ``model_info.timeout``.
 """
 
 from __future__ import annotations
@@ -27,7 +31,15 @@ from prometheus_client import CollectorRegistry
 from gateway.config import ReliabilitySettings
 from gateway.errors import GatewayError
 from gateway.reliability.circuit import BACKEND, REQUEST, CircuitBreakers
-from gateway.reliability.ratelimit import Limits, RateLimiter, TokenGrant
+from gateway.reliability.parallel import ParallelLimiter, Slot
+from gateway.reliability.ratelimit import (
+    Limits,
+    RateLimiter,
+    Subject,
+    TokenGrant,
+    limits_for,
+    tightest_headers,
+)
 from gateway.store.records import Tenant
 
 if TYPE_CHECKING:
@@ -38,13 +50,22 @@ REQUEST_FAULTS = frozenset({"context_window_exceeded", "bad_request"})
 NOT_SENT = "not_sent"  # the request failed before it reached the backend
 
 
+KEY_SUBJECT = "key:"  # a key's own limits count under this prefix (tenant ids are hex)
+
+
+def _whose(subject: str | None) -> str:
+    return "this API key" if subject and subject.startswith(KEY_SUBJECT) else \
+        "this API key's tenant (team)"
+
+
 def rate_limited(limit: str, retry_after: str,
-                 headers: dict[str, str] | None = None) -> GatewayError:
+                 headers: dict[str, str] | None = None, subject: str | None = None
+                 ) -> GatewayError:
     """429 in OpenAI's shape, with ``Retry-After`` (and the ``x-ratelimit-*`` headers)."""
     what = "requests" if limit == "requests" else "tokens"
     return GatewayError(
         429,
-        f"Rate limit reached: {what} per minute for this API key's tenant. "
+        f"Rate limit reached: {what} per minute for {_whose(subject)}. "
         f"Try again in {retry_after}s.",
         "rate_limit_error",
         code="rate_limit_exceeded",
@@ -59,6 +80,7 @@ class Reliability:
     settings: ReliabilitySettings
     limiter: RateLimiter
     circuits: CircuitBreakers
+    parallel: ParallelLimiter
 
     @classmethod
     def build(cls, settings: ReliabilitySettings | None,
@@ -72,15 +94,50 @@ class Reliability:
         circuits = CircuitBreakers(s.circuit.failure_threshold, s.circuit.cooldown_s,
                                    s.circuit.half_open_probes, registry=registry,
                                    min_tenants=s.circuit.min_tenants)
-        return cls(s, limiter, circuits)
+        parallel = ParallelLimiter(limiter.redis, s.redis_prefix, limiter.degraded)
+        return cls(s, limiter, circuits, parallel)
+
+    def subjects(self, tenant: Tenant) -> list[Subject]:
+        """What a request of ``tenant`` counts against: its tenant's limits and, when its key
+        has limits of its own, the key's."""
+        out: list[Subject] = [(str(tenant.id), limits_for(tenant.policy, self.limiter.default))]
+        key = Limits(tenant.key_rpm_limit, tenant.key_tpm_limit)
+        if tenant.key_id is not None and not key.unlimited:
+            out.append((KEY_SUBJECT + tenant.key_id, key))
+        return [(n, lim) for n, lim in out if not lim.unlimited]
 
     async def admit(self, tenant: Tenant) -> dict[str, str]:
-        """Count one request against the tenant's limits: the ``x-ratelimit-*`` headers of
-        the response (none when no limit applies); raises a 429 GatewayError."""
-        v = await self.limiter.admit(str(tenant.id), tenant.policy)
+        """Count one request against the tenant's and its key's limits: the
+        ``x-ratelimit-*`` headers of the response (the tightest; none when no limit
+        applies); raises a 429 GatewayError."""
+        verdicts = await self.limiter.admit_all(self.subjects(tenant))
+        v = verdicts[0]
         if not v.admitted:
-            raise rate_limited(v.limit or "requests", v.retry_after_header, v.headers())
-        return v.headers()
+            raise rate_limited(v.limit or "requests", v.retry_after_header, v.headers(),
+                               v.subject)
+        return tightest_headers(verdicts)
+
+    async def take_slot(self, tenant: Tenant, request_id: str) -> Slot | None:
+        """A slot of the key's and the tenant's ``max_parallel_requests`` (None: no such
+        limit); 429 while either has as many requests in flight as its limit."""
+        limits: list[tuple[str, int]] = []
+        if tenant.key_id is not None and tenant.key_max_parallel_requests is not None:
+            limits.append((KEY_SUBJECT + tenant.key_id, tenant.key_max_parallel_requests))
+        if tenant.policy.max_parallel_requests is not None:
+            limits.append((str(tenant.id), tenant.policy.max_parallel_requests))
+        if not limits:
+            return None
+        slot, full = await self.parallel.acquire(request_id, limits)
+        if slot is None:
+            raise GatewayError(
+                429, f"Max parallel request limit reached for {_whose(full)}: "
+                f"{dict(limits)[full]} requests in flight. Try again when one has finished.",
+                "rate_limit_error", code="rate_limit_exceeded", headers={"retry-after": "1"})
+        return slot
+
+    async def free_slot(self, slot: Slot | None) -> None:
+        if slot is not None:
+            await self.parallel.release(slot)
 
     def upstream_result(self, backend: str, failure: Any | None, tenant: str | None) -> None:
         """Feed an attempt of ``tenant``'s to the backend's circuit breaker.
@@ -99,24 +156,30 @@ class Reliability:
         else:
             self.circuits.failure(backend, None if failure.cause == BACKEND else str(tenant))
 
+    def _tpm_subjects(self, tenant: Tenant) -> list[Subject]:
+        return [(n, lim) for n, lim in self.subjects(tenant)
+                if lim.tokens_per_minute is not None]
+
     async def used_tokens(self, tenant: Tenant, tokens: int) -> None:
-        await self.limiter.add_tokens(str(tenant.id), tokens, tenant.policy)
+        await self.limiter.add_tokens_all([n for n, _ in self._tpm_subjects(tenant)], tokens)
 
     async def reserve_tokens(self, tenant: Tenant, least: int, most: int) -> TokenGrant | None:
-        """Reserve a planned request's token bound against the tenant's TPM (None: no TPM
-        limit): ``most`` tokens, or as few as ``least`` (gateway/reliability/ratelimit.py).
-        Raises a 429: retryable while the window is full, final (``x-should-retry: false``)
-        when ``least`` alone passes the limit."""
-        tpm = self.limiter.tokens_per_minute(tenant.policy)
-        if tpm is None:
+        """Reserve a planned request's token bound against the TPM of its tenant and its key
+        (None: no TPM limit): ``most`` tokens, or as few as ``least``, in both windows at once
+        (gateway/reliability/ratelimit.py). Raises a 429: retryable while a window is full,
+        final (``x-should-retry: false``) when ``least`` alone passes a limit."""
+        subjects = self._tpm_subjects(tenant)
+        if not subjects:
             return None
+        name, tightest = min(subjects, key=lambda s: s[1].tokens_per_minute or 0)
+        tpm = tightest.tokens_per_minute or 0
         if least > tpm:
             raise GatewayError(
                 429, f"Request too large: it may use up to {least} tokens (its prompt bound "
-                f"and output cap), more than this tenant's limit of {tpm} tokens per minute. "
-                "Reduce the prompt or max_tokens.", "rate_limit_error",
+                f"and output cap), more than the limit of {_whose(name)}, {tpm} tokens per "
+                "minute. Reduce the prompt or max_tokens.", "rate_limit_error",
                 code="request_too_large", headers={"x-should-retry": "false"})
-        grant = await self.limiter.reserve_tokens(str(tenant.id), tpm, least, most)
+        grant = await self.limiter.reserve_all(subjects, least, most)
         if grant.tokens == 0:
             raise rate_limited("tokens", str(max(1, math.ceil(grant.retry_after_s))))
         return grant

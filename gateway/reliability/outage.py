@@ -51,6 +51,7 @@ from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Te
 
 if TYPE_CHECKING:
     from gateway.store.key_store import KeyStore
+    from gateway.store.litellm_admin import LiteLLMAdmin
     from gateway.store.logwriter import LogWriter
     from gateway.store.sessions import Session
     from gateway.store.store import Store
@@ -234,6 +235,10 @@ class GuardedStore:
     @property
     def key_admin(self) -> KeyStore:
         return self.inner.key_admin
+
+    @property
+    def litellm_admin(self) -> LiteLLMAdmin:
+        return self.inner.litellm_admin
 
     async def ping(self) -> bool:
         return await self.inner.ping()

@@ -23,7 +23,9 @@ from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, budget_exceeded, invalid, model_not_found
 from gateway.pool import Pool
+from gateway.price_like import unpriced_fix
 from gateway.reliability.guards import circuit_open_error
+from gateway.reliability.parallel import Slot
 from gateway.serving.access_log import log_access
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.embeddings_request import EmbeddingsRequest, parse_embeddings_request
@@ -49,9 +51,8 @@ def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Bac
         raise invalid(f"{model!r} is a model of mode {mode!r}, not an embedding model",
                       param="model", code="model_not_supported")
     if model not in pool.prices:
-        raise GatewayError(503, f"backend {model!r} has no price: set its "
-                           "input_cost_per_million", "service_unavailable",
-                           code="backend_unpriced")
+        raise GatewayError(503, f"backend {model!r} has no price: {unpriced_fix(backend)}",
+                           "service_unavailable", code="backend_unpriced")
     return backend
 
 
@@ -80,10 +81,12 @@ class EmbeddingsCall:
         self.prompt_tokens: int | None = None
         self.cost_usd = 0.0
         self.attempts: list[dict] = []
+        self.parallel_slot: Slot | None = None  # of max_parallel_requests
 
     async def respond(self, request: Request) -> Response:
         ctx = self.ctx
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(self.tenant))
+        self.parallel_slot = await ctx.reliability.take_slot(self.tenant, self.rid)
         req = parse_embeddings_request(await json_body(request))
         pool = ctx.pool.current  # one pool for the whole request
         backend = embedding_backend(pool, self.tenant, req)
@@ -130,6 +133,8 @@ class EmbeddingsCall:
         """Settle, count and log once (a second call is a no-op)."""
         if self.hold.settled:
             return
+        await self.ctx.reliability.free_slot(self.parallel_slot)
+        self.parallel_slot = None
         try:
             await self.hold.settle(self.cost_usd)
         except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
@@ -149,7 +154,8 @@ class EmbeddingsCall:
     def row(self, status: int, error: str | None) -> dict[str, Any]:
         """The request-log row, with the chat rows' keys (docs/architecture.md)."""
         return {
-            "id": self.rid, "tenant_id": self.tenant.id, "created_at": self.created_at,
+            "id": self.rid, "tenant_id": self.tenant.id, "key_id": self.tenant.key_id,
+            "created_at": self.created_at,
             "route": None, "lam": None, "router_version": None, "candidates": [],
             "equivalent": [], "reason": ROUTE, "stream": False, "prompt_text": None,
             "chosen_model": self.backend, "attempts": self.attempts,

@@ -90,6 +90,8 @@ async def serve(request: Request, answer: Answer) -> Response:
     async def work() -> Response:
         # 429 + Retry-After over the rate limit; the x-ratelimit-* headers of the response
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
+        # a slot of max_parallel_requests, given back when the request is finished
+        out.parallel_slot = await ctx.reliability.take_slot(tenant, rid)
         return await answer(out, await json_body(request))
 
     with trace.current():  # litellm's spans nest under the request's

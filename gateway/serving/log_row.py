@@ -54,6 +54,7 @@ def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
     return {
         "id": outcome.rid,
         "tenant_id": outcome.tenant.id,
+        "key_id": outcome.tenant.key_id,
         "created_at": outcome.created_at,
         **plan_fields(plan, settings.log_prompts, settings.encoder_max_chars),
         "chosen_model": chosen,

@@ -19,6 +19,7 @@ import anyio
 from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.pricing import count_text_tokens
+from gateway.reliability.parallel import Slot
 from gateway.reliability.ratelimit import TokenGrant
 from gateway.serving.access_log import log_access
 from gateway.serving.budget_hold import BudgetHold
@@ -69,6 +70,7 @@ class Outcome:
         self.excess_tokens = (0, 0)  # reported past the bounds (prompt, completion): overrun
         self.settle_error: str | None = None
         self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM (attempts.py)
+        self.parallel_slot: Slot | None = None  # of max_parallel_requests (endpoint.py)
         self.finished = False
 
     @property
@@ -141,7 +143,10 @@ class Outcome:
 
     async def settle(self) -> None:
         """Settle the held money with the actual cost (once); never raises: a fault is kept
-        for the log row (``settle_error``)."""
+        for the log row (``settle_error``). The request's parallel slot is given back here:
+        before the client has the answer, so its next request never meets this one."""
+        slot, self.parallel_slot = self.parallel_slot, None
+        await self.ctx.reliability.free_slot(slot)
         if self.hold.settled:
             return
         try:

@@ -27,6 +27,7 @@ from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pool import Pool
 from gateway.pool.explore_share import PriorShare, cap_priors
 from gateway.pool.modes import CHAT
+from gateway.price_like import unpriced_fix
 from gateway.pricing import (
     PromptSize,
     estimated_prompt_tokens,
@@ -226,8 +227,8 @@ def priced(plan: Plan, backend: Backend) -> Backend:
                            f"know {backend.litellm_model!r}; add it to model_list with "
                            "input/output_cost_per_million", "service_unavailable",
                            code="backend_unpriced")
-    raise GatewayError(503, f"backend {backend.model_name!r} has no price: set its "
-                       "input/output_cost_per_million", "service_unavailable",
+    raise GatewayError(503, f"backend {backend.model_name!r} has no price: "
+                       f"{unpriced_fix(backend)}", "service_unavailable",
                        code="backend_unpriced")
 
 

@@ -181,8 +181,17 @@ def deployment_order(backend: Backend) -> list[dict[str, Any]]:
     return sorted(deployments, key=key, reverse=True)
 
 
-def attempt_timeout(backend: Backend, deployment: dict[str, Any]) -> float:
-    """Seconds for one call: the deployment's litellm_params.timeout, else model_info's."""
+def attempt_timeout(backend: Backend, deployment: dict[str, Any], stream: bool = False
+                    ) -> float:
+    """Seconds for one call: the deployment's litellm_params.timeout, else model_info's; a
+    stream's: its ``stream_timeout`` (litellm_params', else model_info's) when one is set
+    (LiteLLM's ``stream_timeout``), else the same."""
+    if stream:
+        t = deployment.get("stream_timeout")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
+            return float(t)
+        if backend.model_info.stream_timeout is not None:
+            return backend.model_info.stream_timeout
     t = deployment.get("timeout")
     return float(t) if isinstance(t, (int, float)) and t > 0 else backend.model_info.timeout
 
@@ -320,8 +329,9 @@ async def open_stream(backend: Backend, messages: list[dict], params: dict[str, 
 
 async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list[dict],
                     params: dict[str, Any]) -> OpenStream:
-    timeout = attempt_timeout(backend, deployment)
+    timeout = attempt_timeout(backend, deployment, stream=True)
     kwargs = _kwargs(backend, deployment, messages, params)
+    kwargs["timeout"] = timeout
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
     with inline_setup(kwargs), unlogged():  # as in ``complete``
@@ -357,7 +367,7 @@ async def _over_deployments(backend: Backend, call: Callable[..., Awaitable[Any]
     order = deployment_order(backend)
     for i, deployment in enumerate(order):
         kwargs = {**backend.call_params(deployment), **params,
-                  "timeout": attempt_timeout(backend, deployment),
+                  "timeout": attempt_timeout(backend, deployment, bool(params.get("stream"))),
                   "num_retries": 0, "max_retries": 0}
         try:
             if params.get("stream"):

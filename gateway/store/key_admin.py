@@ -61,6 +61,10 @@ class KeyDetails:
     expires: datetime | None
     created_at: datetime
     revoked_at: datetime | None
+    limits: dict[str, int | None] | None = None  # LIMIT_FIELDS (gateway/reliability/guards.py)
+
+
+LIMIT_FIELDS = ("rpm_limit", "tpm_limit", "max_parallel_requests")  # api_keys columns too
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,9 @@ class KeyFields:
     metadata: Any = UNSET
     user_id: Any = UNSET
     spend: Any = UNSET
+    rpm_limit: Any = UNSET
+    tpm_limit: Any = UNSET
+    max_parallel_requests: Any = UNSET
 
 
 def _values(fields: KeyFields, now: datetime) -> dict[str, Any]:
@@ -98,6 +105,9 @@ def _values(fields: KeyFields, now: datetime) -> dict[str, Any]:
         out["user_id"] = fields.user_id
     if fields.spend is not UNSET:
         out["spent_nusd"] = usd_to_nusd(fields.spend)
+    for name in LIMIT_FIELDS:
+        if (value := getattr(fields, name)) is not UNSET:
+            out[name] = value
     return out
 
 
@@ -120,7 +130,8 @@ def _details(row: Row, now: datetime) -> KeyDetails:
         spend_usd=effective_key_spent(row.spent_nusd, row.budget_reset_at_s, now_s) / 1e9,
         reserved_usd=row.reserved_nusd / 1e9, budget_duration=row.budget_duration,
         budget_reset_at=None if reset is None else datetime.fromtimestamp(reset, now.tzinfo),
-        expires=row.expires_at, created_at=row.created_at, revoked_at=row.revoked_at)
+        expires=row.expires_at, created_at=row.created_at, revoked_at=row.revoked_at,
+        limits={name: getattr(row, name) for name in LIMIT_FIELDS})
 
 
 def _tenant_id(conn: Connection, team: str) -> str:

@@ -45,6 +45,24 @@ class TenantRow(Base):
     policy: Mapped[dict[str, Any]] = mapped_column(JSONType, default=dict)
     # the key this tenant was made for (a LiteLLM key generated without a team_id)
     own_key_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    # a LiteLLM team's metadata (/team/new, gateway/admin/teams.py)
+    team_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+
+
+class UserRow(Base):
+    """A LiteLLM internal user (/user/*, gateway/admin/users.py): it owns keys
+    (``api_keys.user_id``); its spend is what its keys' requests cost."""
+
+    __tablename__ = "users"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    user_email: Mapped[str | None] = mapped_column(String(320), nullable=True)
+    user_alias: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    user_role: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    models: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    teams: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
+    user_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class ApiKeyRow(Base):
@@ -70,6 +88,10 @@ class ApiKeyRow(Base):
     models: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     key_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     user_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # LiteLLM's per-key rate limits (gateway/reliability/guards.py); NULL = none, 0 = blocked
+    rpm_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    tpm_limit: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    max_parallel_requests: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class ReservationRow(Base):
@@ -130,6 +152,7 @@ class RequestLogRow(Base):
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     tenant_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    key_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     route: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lam: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -158,3 +181,4 @@ outage_charges = OutageChargeRow.__table__
 settings = SettingRow.__table__
 dashboard_sessions = DashboardSessionRow.__table__
 request_logs = RequestLogRow.__table__
+users = UserRow.__table__

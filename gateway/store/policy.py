@@ -49,7 +49,8 @@ class TenantPolicy(BaseModel):
     ``allowed_models``: backend/route names the tenant may use; ``max_cost_usd``: a cap on
     one request's predicted cost; ``cost_weight`` (λ) and its bounds ``min_cost_weight``,
     ``max_cost_weight``; ``requests_per_minute``, ``tokens_per_minute``: rate limits;
-    ``outage_allowance_usd``: what it may spend while the database is down."""
+    ``max_parallel_requests``: requests in flight at once (LiteLLM's team limits: 0 refuses
+all); ``outage_allowance_usd``: what it may spend while the database is down."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -60,6 +61,7 @@ class TenantPolicy(BaseModel):
     max_cost_weight: Weight = None
     requests_per_minute: PerMinute = None
     tokens_per_minute: PerMinute = None
+    max_parallel_requests: PerMinute = None
     outage_allowance_usd: Usd = None
 
     @classmethod
@@ -108,7 +110,8 @@ class TenantPolicy(BaseModel):
 
 
 EMPTY = TenantPolicy()
-_LEGACY_CASTS = {"requests_per_minute": int, "tokens_per_minute": int}
+_LEGACY_CASTS = {"requests_per_minute": int, "tokens_per_minute": int,
+                 "max_parallel_requests": int}
 
 
 def _stored_value(key: Any, value: Any) -> Any:

@@ -29,6 +29,9 @@ class Tenant:
     key_expires_at: datetime | None = None
     key_budgeted: bool = False  # a key budget or reset period: its ledger takes part
     key_budget_duration: str | None = None
+    key_rpm_limit: int | None = None  # LiteLLM's per-key limits (gateway/reliability/guards.py)
+    key_tpm_limit: int | None = None
+    key_max_parallel_requests: int | None = None
 
 
 @dataclass(frozen=True)

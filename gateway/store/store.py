@@ -49,6 +49,7 @@ from gateway.store.errors import StoreUnavailable
 from gateway.store.key_cache import KeyCache
 from gateway.store.key_ledger import key_booking
 from gateway.store.key_store import KeyStore
+from gateway.store.litellm_admin import LiteLLMAdmin
 from gateway.store.logwriter import LogWriter
 from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
@@ -89,9 +90,9 @@ class Store:
         self.keys = KeyCache(engine, self._run, ttl_s=auth_ttl_s, stale_s=auth_stale_s,
                              size=auth_cache_size)
         self.prompt_secret: bytes | None = None  # gateway.store.prompt_keys, once ready
-        # LiteLLM's key API (gateway/store/key_admin.py)
-        self.key_admin = KeyStore(engine, self._run, self._revoking, self._require_secret,
-                                  clock)
+        # LiteLLM's key API (gateway/store/key_admin.py) and /team, /user, /spend/logs
+        shared = (engine, self._run, self._revoking, self._require_secret, clock)
+        self.key_admin, self.litellm_admin = KeyStore(*shared), LiteLLMAdmin(*shared)
         self._reservation_ttl_s = reservation_ttl_s
         # a named replica tags its reservations and, on start, releases those its previous
         # run left open (gateway/store/ledger.py, reclaim_replica)

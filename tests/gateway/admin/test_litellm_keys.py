@@ -133,9 +133,9 @@ def test_a_key_without_a_team_and_bad_requests(gateway: Gateway) -> None:
     assert _chat(gateway, own["key"])
     r = gateway.admin("POST", "/key/generate", json={"team_id": "no-such-team"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "team_id", r.text
-    r = gateway.admin("POST", "/key/generate", json={"rpm_limit": 10})
-    assert r.status_code == 400 and "rpm_limit" in r.json()["error"]["message"], r.text
-    assert gateway.admin("POST", "/key/generate", json={"rpm_limit": None}).status_code == 200
+    r = gateway.admin("POST", "/key/generate", json={"soft_budget": 10})
+    assert r.status_code == 400 and "soft_budget" in r.json()["error"]["message"], r.text
+    assert gateway.admin("POST", "/key/generate", json={"soft_budget": None}).status_code == 200
     r = gateway.admin("POST", "/key/generate", json={"budget_duration": "30x"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "budget_duration", r.text
     r = gateway.admin("POST", "/key/update", json={"key": "sk-not-a-key-at-all"})
