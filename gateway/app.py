@@ -57,6 +57,7 @@ from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.litellm_inline import install_inline_setup
+from gateway.serving.messages_handler import messages_endpoint
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses_handler import responses_endpoint
 from gateway.serving.routing import warm_cascade
@@ -239,6 +240,8 @@ def build_router() -> APIRouter:
     r.add_api_route("/v1/responses", responses_endpoint, methods=["POST"])
     r.add_api_route("/responses", responses_endpoint, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/completions", completions, methods=["POST"])
+    r.add_api_route("/v1/messages", messages_endpoint, methods=["POST"])
+    r.add_api_route("/messages", messages_endpoint, methods=["POST"], include_in_schema=False)
     r.add_api_route("/completions", completions, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/models", list_models, methods=["GET"])
     r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])

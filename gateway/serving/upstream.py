@@ -389,3 +389,12 @@ async def text_completion(backend: Backend, params: dict[str, Any],
                           answered: Callable[[int], None] | None = None) -> Any:
     """One legacy text completion (``litellm.atext_completion``); ``params`` hold ``prompt``."""
     return await _over_deployments(backend, litellm.atext_completion, params, billed, answered)
+
+
+async def anthropic_messages(backend: Backend, params: dict[str, Any],
+                             billed: Billed | None = None,
+                             answered: Callable[[int], None] | None = None) -> Any:
+    """One Anthropic Messages call (``litellm.anthropic_messages``: Anthropic's own API for
+    an Anthropic-wire provider, else litellm's bridge to the Responses API or to chat)."""
+    return await _over_deployments(backend, litellm.anthropic_messages, params, billed,
+                                   answered)

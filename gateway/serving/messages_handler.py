@@ -1,0 +1,185 @@
+"""POST /v1/messages (Anthropic's Messages API): authenticate → admit → parse → plan →
+attempts → response, the chat completions flow (the frame of gateway/serving/endpoint.py) on
+the request's chat view (gateway/serving/messages_request.py), answered and refused in
+Anthropic's shapes (gateway/serving/anthropic_errors.py).
+
+A backend name is a passthrough; a route name (``auto`` ...) is routed from the same
+system/user text as chat. The plan, the reservation (N_prompt of everything sent plus
+``max_tokens`` × the output price, ``max_tokens`` always sent upstream), fallbacks, circuit
+breakers, settlement, rate limits and the log row are chat's. Each attempt is one
+``litellm.anthropic_messages`` call (gateway/serving/upstream.py): Anthropic's own API for an
+Anthropic-wire backend, else litellm's bridge (to the Responses API for OpenAI's, to chat
+completions for the others). Non-streamed, the answer is the message with ``model`` the
+backend's name, settled at its usage before it is sent; streamed, Anthropic's events, settled
+at the usage they carry before ``message_stop`` is sent.
+
+Usage: the prompt is ``input_tokens`` + ``cache_creation_input_tokens`` +
+``cache_read_input_tokens`` (Anthropic's ``input_tokens`` leaves cached tokens out), all at
+the input price; the output ``output_tokens`` (a stream's last ``message_delta`` count is
+cumulative).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from fastapi import Request
+from fastapi.responses import Response
+
+from gateway.config import Backend
+from gateway.errors import CLIENT_GONE
+from gateway.serving.anthropic_errors import anthropic_error, anthropic_error_event
+from gateway.serving.endpoint import planned, serve
+from gateway.serving.messages_request import MessagesRequest, parse_messages_request
+from gateway.serving.outcome import Outcome
+from gateway.serving.planning import Plan
+from gateway.serving.responses_handler import ForwardedAttempts, plan_responses
+from gateway.serving.upstream import Billed, OpenStream, anthropic_messages, classify
+
+PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+
+
+def usage_counts(usage: Any) -> dict:
+    """{prompt_tokens, completion_tokens} of an Anthropic usage (module docstring)."""
+    if not isinstance(usage, dict):
+        return {}
+    counts = [usage.get(k) for k in PROMPT_FIELDS]
+    prompt = sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool))
+    return {"prompt_tokens": prompt if counts[0] is not None else None,
+            "completion_tokens": usage.get("output_tokens")}
+
+
+def content_text(blocks: Any) -> str:
+    """The text a message's content blocks carry: text, thinking and tool inputs (JSON)."""
+    out = []
+    for b in blocks if isinstance(blocks, list) else ():
+        if not isinstance(b, dict):
+            continue
+        if isinstance(b.get("text"), str):
+            out.append(b["text"])
+        elif isinstance(b.get("thinking"), str):
+            out.append(b["thinking"])
+        elif "input" in b:
+            out.append(json.dumps(b["input"]))
+    return "".join(out)
+
+
+def delta_text(delta: Any) -> str:
+    """The text one ``content_block_delta`` adds."""
+    if not isinstance(delta, dict):
+        return ""
+    for key in ("text", "thinking", "partial_json"):
+        if isinstance(delta.get(key), str):
+            return delta[key]
+    return ""
+
+
+def frames(chunk: Any) -> list[tuple[str, dict]]:
+    """The (event, data) frames of one streamed chunk (bytes of SSE lines, or an event)."""
+    if isinstance(chunk, dict):
+        return [(str(chunk.get("type") or "message"), chunk)]
+    text = chunk.decode() if isinstance(chunk, (bytes, bytearray)) else str(chunk)
+    out = []
+    for block in text.split("\n\n"):
+        data = "".join(line[5:].strip() for line in block.splitlines()
+                       if line.startswith("data:"))
+        if not data:
+            continue
+        parsed = json.loads(data)
+        out.append((str(parsed.get("type") or "message"), parsed))
+    return out
+
+
+def frame(kind: str, data: dict) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class MessagesAttempts(ForwardedAttempts):
+    """The attempts of a Messages request, each a ``litellm.anthropic_messages`` call."""
+
+    def __init__(self, outcome: Outcome, plan: Plan, req: MessagesRequest) -> None:
+        super().__init__(outcome, plan)
+        self.req = req
+        self.usage: dict[str, int] = {}
+
+    async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
+        call = {**self.req.params, "messages": self.req.messages, "max_tokens": cap}
+        if self.req.stream:
+            call["stream"] = True
+        return await anthropic_messages(b, call, billed=billed, answered=self._answered)
+
+    async def _answer(self, b: Backend, reply: Any) -> Response:
+        if self.req.stream:
+            return self._stream(b, reply)
+        body = dict(reply) if isinstance(reply, dict) else reply.model_dump(mode="json")
+        body["model"] = b.model_name
+        self.out.answer_text = content_text(body.get("content"))
+        self.out.take_usage(usage_counts(body.get("usage")))
+        return await self._send(body)
+
+    def _take(self, usage: Any) -> None:
+        """A streamed usage: each count the largest seen (message_start, message_delta)."""
+        for k, v in (usage or {}).items() if isinstance(usage, dict) else ():
+            if isinstance(v, int) and not isinstance(v, bool):
+                self.usage[k] = max(v, self.usage.get(k, 0))
+
+    async def _settle_stream(self, b: Backend) -> None:
+        if self.usage:
+            self.out.take_usage(usage_counts(self.usage))
+        await self._count_streamed(b)
+        await self.out.settle()
+
+    async def _relay(self, b: Backend, opened: OpenStream) -> AsyncIterator[bytes]:
+        """Anthropic's events to the client; settled before ``message_stop`` is sent, and
+        settled and logged whatever way the stream ends."""
+        status, error = 200, None
+        try:
+            async for chunk in opened.chunks():
+                for kind, data in frames(chunk):
+                    if kind == "message_start" and isinstance(data.get("message"), dict):
+                        data["message"]["model"] = b.model_name
+                        self._take(data["message"].get("usage"))
+                    elif kind == "content_block_delta":
+                        self.out.answer_text += delta_text(data.get("delta"))
+                    elif kind == "message_delta":
+                        self._take(data.get("usage"))
+                    elif kind == "message_stop":
+                        with anyio.CancelScope(shield=True):  # settled before the client has it
+                            await self._settle_stream(b)
+                    elif kind == "error":
+                        status, error = 502, f"upstream error event: {data.get('error')}"
+                    yield frame(kind, data)
+            with anyio.CancelScope(shield=True):
+                await self._settle_stream(b)
+        except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
+            f = classify(e)
+            self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.id)
+            status = 504 if f.kind == "timeout" else 502
+            error = f"stream broken after first byte: {f}"
+            self.out.attempts[-1]["error"] = error
+            yield anthropic_error_event(status, error)
+        except BaseException:  # client went away (cancellation): settle what was streamed
+            status, error = 499, CLIENT_GONE
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await opened.close()
+                if self.usage and not self.out.hold.settled:
+                    self.out.take_usage(usage_counts(self.usage))
+                await self._count_streamed(b)
+                await self.out.finish(status, error)
+
+
+async def answer_messages(out: Outcome, body: Any) -> Response:
+    """A Messages body, planned on its chat view and attempted through litellm's Messages."""
+    req = parse_messages_request(body)
+    plan = await planned(out, req.chat, plan_responses)
+    return await MessagesAttempts(out, plan, req).respond()
+
+
+async def messages_endpoint(request: Request) -> Response:
+    """Anthropic's Messages API (``anthropic.Anthropic(base_url=...).messages.create``)."""
+    return await serve(request, answer_messages, anthropic_error)

@@ -1,0 +1,230 @@
+"""POST /v1/messages through a real gateway with the official ``anthropic`` SDK: a backend
+name is a passthrough (to an Anthropic-wire backend, and to an OpenAI-wire one through
+litellm's bridge), ``auto`` is routed like chat from the same text; non-streamed and streamed
+(Anthropic's events), budgeted at max_tokens, settled at the reported usage before
+``message_stop``, logged and explained; refusals in Anthropic's error shape.
+
+Real parts: uvicorn, the anthropic SDK (x-api-key), litellm's anthropic_messages over HTTP to
+the fake upstream's /v1/messages (Anthropic's wire) and /v1/responses (OpenAI's, litellm's
+bridge for an openai/ model), SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anthropic
+import httpx
+import pytest
+
+from gateway.config import settings_from_dict
+from router_core.router import Router
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
+from tests.gateway.learning.conftest import learning_config
+from tests.gateway.router_fixture import PRICES, REPLIES
+
+CLAUDE = "fake-claude"  # reached on Anthropic's own wire (litellm_params.model anthropic/...)
+CLAUDE_PRICE = (3.0, 15.0)
+CLAUDE_REPLY = "a native anthropic answer of eight words here"
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[FakeUpstream]:
+    backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
+                            output_per_m=PRICES[n][1]) for n in PRICES]
+    backends.append(FakeBackend(CLAUDE, reply=CLAUDE_REPLY, input_per_m=CLAUDE_PRICE[0],
+                                output_per_m=CLAUDE_PRICE[1]))
+    with FakeUpstream(backends) as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
+       encoder) -> Iterator[Gateway]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('messages') / 'tollgate.db'}"
+    cfg = learning_config(up, database_url=url)
+    cfg["model_list"] = [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES]
+    claude = up.model_entry(CLAUDE)
+    claude["litellm_params"].update(model=f"anthropic/{CLAUDE}",
+                                    api_base=up.base_url.removesuffix("/v1"))
+    cfg["model_list"].append(claude)
+    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+
+
+def client(gw: Gateway, key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=gw.base_url, api_key=key, max_retries=0)
+
+
+def cost(model: str, prompt: int, completion: int) -> float:
+    pin, pout = CLAUDE_PRICE if model == CLAUDE else PRICES[model]
+    return (prompt * pin + completion * pout) / 1e6
+
+
+@pytest.mark.parametrize("model", [CLAUDE, "fake-cheap"])
+def test_a_named_backend_answers_settled_and_logged(
+    gw: Gateway, up: FakeUpstream, model: str
+) -> None:
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    raw = client(gw, key).messages.with_raw_response.create(
+        model=model, max_tokens=50, system="Answer briefly.",
+        messages=[{"role": "user", "content": [{"type": "text", "text": "Say hello"}]}])
+    msg = raw.parse()
+    reply = CLAUDE_REPLY if model == CLAUDE else REPLIES[model]
+    assert msg.type == "message" and msg.role == "assistant" and msg.model == model
+    assert msg.content[0].text == reply and msg.stop_reason == "end_turn"
+    assert msg.usage.input_tokens == 4  # words of system + the user's text
+    n_out = len(reply.split())
+    assert msg.usage.output_tokens == n_out
+    charged = float(raw.headers["x-tollgate-cost-usd"])
+    assert charged == pytest.approx(cost(model, 4, n_out))
+    sent = up.requests_for(model)[-1]
+    if model == CLAUDE:  # Anthropic's own wire: the body as the client sent it
+        assert sent["max_tokens"] == 50 and sent["system"] == "Answer briefly."
+    else:  # litellm's bridge to OpenAI's Responses API
+        assert sent["max_output_tokens"] == 50 and "input" in sent
+    row = gw.log_row(raw.headers["x-tollgate-request-id"])
+    assert row["chosen_model"] == model and row["reason"] == "passthrough"
+    assert row["prompt_tokens"] == 4 and row["completion_tokens"] == n_out
+    assert row["reserved_usd"] >= cost(model, 0, 50)  # max_tokens at the output price
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(charged, abs=2e-9)
+
+
+@pytest.mark.parametrize("model", [CLAUDE, "fake-cheap"])
+def test_a_stream_is_anthropics_events_settled_before_message_stop(
+    gw: Gateway, up: FakeUpstream, model: str
+) -> None:
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    with client(gw, key).messages.stream(
+            model=model, max_tokens=100,
+            messages=[{"role": "user", "content": "Stream me a reply"}]) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_message()
+        rid = stream.response.headers["x-tollgate-request-id"]
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert "content_block_delta" in kinds and "message_delta" in kinds
+    reply = CLAUDE_REPLY if model == CLAUDE else REPLIES[model]
+    assert final.content[0].text == reply and final.model == model
+    assert up.requests_for(model)[-1].get("stream") is True  # streamed upstream too
+    n_out = len(reply.split())
+    row = gw.log_row(rid)
+    assert row["stream"] is True and row["status"] == 200 and row["chosen_model"] == model
+    assert row["prompt_tokens"] == 4 and row["completion_tokens"] == n_out
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(cost(model, 4, n_out), abs=2e-9)
+
+
+def test_the_spend_is_settled_before_the_client_has_message_stop(gw: Gateway) -> None:
+    """Read the raw SSE: at message_stop the ledger has the charge and nothing reserved."""
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    body = {"model": CLAUDE, "max_tokens": 40, "stream": True,
+            "messages": [{"role": "user", "content": "hello there"}]}
+    with httpx.stream("POST", gw.base_url + "/v1/messages", json=body, timeout=30,
+                      headers={"x-api-key": key}) as r:
+        for line in r.iter_lines():
+            if line == "event: message_stop":
+                ledger = gw.ledger(tenant_id)
+                assert ledger["reserved_usd"] == 0
+                assert ledger["spent_usd"] == pytest.approx(
+                    cost(CLAUDE, 2, len(CLAUDE_REPLY.split())), abs=2e-9)
+                break
+        else:
+            raise AssertionError("no message_stop")
+
+
+def test_auto_is_routed_like_chat_from_the_same_text_and_explained(gw: Gateway) -> None:
+    key, _ = gw.tenant()
+    text = "Prove that there are infinitely many primes."
+    chat = gw.client(key).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "system", "content": "Be rigorous."},
+                                {"role": "user", "content": text}])
+    raw = client(gw, key).messages.with_raw_response.create(
+        model="auto", max_tokens=200, system="Be rigorous.",
+        messages=[{"role": "user", "content": text}])
+    msg = raw.parse()
+    assert raw.headers["x-tollgate-model"] == chat.headers["x-tollgate-model"] == msg.model
+    rid = raw.headers["x-tollgate-request-id"]
+    row, chat_row = gw.log_row(rid), gw.log_row(chat.headers["x-tollgate-request-id"])
+    assert row["route"] == "auto" and row["router_version"] == chat_row["router_version"]
+    assert [c["backend"] for c in row["candidates"]] == [
+        c["backend"] for c in chat_row["candidates"]]
+    assert row["cost_usd"] > 0 and row["status"] == 200
+    explained = httpx.get(f"{gw.base_url}/v1/routing/{rid}", timeout=30,
+                          headers={"authorization": f"Bearer {key}"})
+    assert explained.status_code == 200, explained.text
+    doc = explained.json()
+    assert doc["routed"] is True and doc["answered_by"] == msg.model
+    assert doc["decision"]["winner"] == row["candidates"][0]["backend"]
+
+
+def test_refusals_are_in_anthropics_error_shape_and_the_budget_holds(gw: Gateway) -> None:
+    key, tenant_id = gw.tenant(budget_usd=1e-9)
+    c = client(gw, key)
+    for kwargs, where in (
+            ({"messages": []}, "messages"),
+            ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role"),
+            ({"messages": [{"role": "user", "content": "x"}],
+              "extra_body": {"temperature": 1.5}}, "temperature"),
+            ({"messages": [{"role": "user", "content": "x"}],
+              "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+             "tools[0].type"),
+            ({"messages": [{"role": "user", "content": "x"}], "extra_body": {"api_base": "h"}},
+             "api_base")):
+        with pytest.raises(anthropic.BadRequestError) as e:
+            c.messages.create(model="fake-cheap", max_tokens=10, **kwargs)
+        assert e.value.body["type"] == "error"
+        assert e.value.body["error"]["type"] == "invalid_request_error"
+        assert where in e.value.body["error"]["message"]
+    with pytest.raises(anthropic.RateLimitError) as e:  # the budget cannot pay max_tokens
+        c.messages.create(model="fake-cheap", max_tokens=100,
+                          messages=[{"role": "user", "content": "too dear"}])
+    assert e.value.body["error"]["type"] == "rate_limit_error"
+    assert "budget_exceeded" in e.value.body["error"]["message"]
+    assert gw.settled(tenant_id)["spent_usd"] == 0
+    with pytest.raises(anthropic.NotFoundError) as e:
+        c.messages.create(model="nope", max_tokens=10,
+                          messages=[{"role": "user", "content": "x"}])
+    assert e.value.body["error"]["type"] == "not_found_error"
+    with pytest.raises(anthropic.AuthenticationError) as e:
+        client(gw, "sk-wrong").messages.create(model="fake-cheap", max_tokens=10,
+                                               messages=[{"role": "user", "content": "x"}])
+    assert e.value.body["error"]["type"] == "authentication_error"
+    r = httpx.post(gw.base_url + "/v1/messages", headers={"x-api-key": key}, timeout=30,
+                   json={"model": "fake-cheap", "messages": [{"role": "user", "content": "x"}]})
+    assert r.status_code == 400 and "max_tokens" in r.json()["error"]["message"]
+
+
+def test_an_upstream_failure_falls_back_and_a_last_failure_is_an_api_error(
+    gw: Gateway, up: FakeUpstream
+) -> None:
+    key, _ = gw.tenant()
+    c = client(gw, key)
+    up.set_mode(CLAUDE, "error_500", times=1)
+    raw = c.messages.with_raw_response.create(
+        model=CLAUDE, max_tokens=20, messages=[{"role": "user", "content": "hello"}],
+        extra_body={"fallbacks": ["fake-mid"]})
+    assert raw.parse().model == "fake-mid"
+    row = gw.log_row(raw.headers["x-tollgate-request-id"])
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [
+        (CLAUDE, 500), ("fake-mid", 200)]
+    up.set_mode(CLAUDE, "error_500", times=1)
+    with pytest.raises(anthropic.APIStatusError) as e:
+        c.messages.create(model=CLAUDE, max_tokens=20,
+                          messages=[{"role": "user", "content": "hello"}])
+    assert e.value.status_code == 502 and e.value.body["error"]["type"] == "api_error"
+
+
+def test_auto_streamed_is_routed_settled_and_logged(gw: Gateway) -> None:
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    with client(gw, key).messages.stream(
+            model="auto", max_tokens=200, system="Be rigorous.",
+            messages=[{"role": "user", "content": "Prove that 2 is prime."}]) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+        rid = stream.response.headers["x-tollgate-request-id"]
+    row = gw.log_row(rid)
+    assert row["route"] == "auto" and row["stream"] is True and row["status"] == 200
+    assert final.model == row["chosen_model"] and text == final.content[0].text
+    assert row["completion_tokens"] == len(text.split())
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(row["cost_usd"], abs=2e-9)
+    assert row["cost_usd"] == pytest.approx(
+        cost(row["chosen_model"], row["prompt_tokens"], row["completion_tokens"]))
