@@ -51,13 +51,13 @@ from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
+from gateway.serving import more_routes
 from gateway.serving.budget_gate import BudgetGate
 from gateway.serving.completions_handler import completions
 from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.litellm_inline import install_inline_setup
-from gateway.serving.messages_handler import messages_endpoint
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses_handler import responses_endpoint
 from gateway.serving.routing import warm_cascade
@@ -100,6 +100,7 @@ def create_app(
     app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
     for routes in (
         build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics
+        more_routes.build_router(),  # /v1/messages, images, audio, moderations, rerank
         admin_api.build_router(),  # /admin: tenants, keys, budgets
         litellm_keys.build_router(),  # LiteLLM's /key/* on the admin key
         feedback.build_router(),  # POST /v1/feedback
@@ -240,8 +241,6 @@ def build_router() -> APIRouter:
     r.add_api_route("/v1/responses", responses_endpoint, methods=["POST"])
     r.add_api_route("/responses", responses_endpoint, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/completions", completions, methods=["POST"])
-    r.add_api_route("/v1/messages", messages_endpoint, methods=["POST"])
-    r.add_api_route("/messages", messages_endpoint, methods=["POST"], include_in_schema=False)
     r.add_api_route("/completions", completions, methods=["POST"], include_in_schema=False)
     r.add_api_route("/v1/models", list_models, methods=["GET"])
     r.add_api_route("/v1/models/{model_id:path}", retrieve_model, methods=["GET"])
