@@ -180,6 +180,11 @@ def _check(params: dict[str, Any]) -> None:
             number_param(params[name], name, 0.0, 1.0)
     if "top_k" in params:
         int_param(params["top_k"], "top_k", 0, 1 << 31)
+    meta = params.get("metadata")
+    if meta is not None and (set(meta) - {"user_id"} or not isinstance(
+            meta.get("user_id", ""), str)):
+        raise invalid("'metadata' may hold only 'user_id' (a string), as Anthropic defines it",
+                      param="metadata")
     stops = params.get("stop_sequences")
     if stops is not None and not (isinstance(stops, list)
                                   and all(isinstance(s, str) for s in stops)):

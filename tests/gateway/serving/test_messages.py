@@ -11,6 +11,7 @@ bridge for an openai/ model), SQLite.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import anthropic
@@ -168,7 +169,13 @@ def test_refusals_are_in_anthropics_error_shape_and_the_budget_holds(gw: Gateway
               "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
              "tools[0].type"),
             ({"messages": [{"role": "user", "content": "x"}], "extra_body": {"api_base": "h"}},
-             "api_base")):
+             "api_base"),
+            ({"messages": [{"role": "user", "content": "x"}],
+              "metadata": {"user_id": "u", "model_group": "x"}}, "metadata"),
+            ({"messages": [{"role": "user", "content": [
+                {"type": "document", "source": {"type": "base64", "data": "JVBERi0=",
+                                                "media_type": "application/pdf"}}]}]},
+             "messages[0].content[0].source")):
         with pytest.raises(anthropic.BadRequestError) as e:
             c.messages.create(model="fake-cheap", max_tokens=10, **kwargs)
         assert e.value.body["type"] == "error"
@@ -228,3 +235,41 @@ def test_auto_streamed_is_routed_settled_and_logged(gw: Gateway) -> None:
     assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(row["cost_usd"], abs=2e-9)
     assert row["cost_usd"] == pytest.approx(
         cost(row["chosen_model"], row["prompt_tokens"], row["completion_tokens"]))
+
+
+@pytest.mark.parametrize("model", [CLAUDE, "fake-cheap"])
+def test_an_agent_turn_with_tools_and_results_is_served_and_bounded(
+    gw: Gateway, up: FakeUpstream, model: str
+) -> None:
+    """What Claude Code sends: system blocks with cache_control, client tools, a tool_use /
+    tool_result history, streamed; served on both wires and reserved over all of it."""
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    tools = [{"name": "read_file", "description": "Read a file",
+              "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+    messages = [
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file",
+             "input": {"path": "notes.txt"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1",
+             "content": [{"type": "text", "text": "buy milk"}]}]},
+    ]
+    system = [{"type": "text", "text": "You are a coding agent.",
+               "cache_control": {"type": "ephemeral"}}]
+    with client(gw, key).messages.stream(model=model, max_tokens=64, system=system,
+                                         tools=tools, messages=messages,
+                                         metadata={"user_id": "dev-1"}) as stream:
+        final = stream.get_final_message()
+        rid = stream.response.headers["x-tollgate-request-id"]
+    assert final.model == model and final.content
+    row = gw.log_row(rid)
+    assert row["status"] == 200 and row["chosen_model"] == model
+    assert row["cost_usd"] > 0 and row["cost_usd"] <= row["reserved_usd"]
+    # the reservation bounds the tools' preamble and every block's bytes (pricing.py)
+    assert row["reserved_usd"] >= cost(model, 530 + len(json.dumps(messages)), 64)
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(row["cost_usd"], abs=2e-9)
+    if model == CLAUDE:  # Anthropic's wire: the blocks as the client sent them
+        sent = up.requests_for(CLAUDE)[-1]
+        assert sent["messages"][1]["content"][0]["type"] == "tool_use"
+        assert sent["tools"][0]["name"] == "read_file"
