@@ -21,7 +21,8 @@ from typing import Any
 import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
 
 from gateway.errors import invalid
 from gateway.serving.unit_call import UnitCall, serve_unit
@@ -49,6 +50,8 @@ def _params(form: Any) -> dict[str, Any]:
         raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
     params: dict[str, Any] = {}
     for key in ("language", "prompt", "response_format"):
+        if isinstance(form.get(key), UploadFile):
+            raise invalid(f"'{key}' must be a text field, not a file", param=key)
         if form.get(key) is not None:
             params[key] = str(form[key])
     if form.get("temperature") is not None:
@@ -62,8 +65,17 @@ def _params(form: Any) -> dict[str, Any]:
     return params
 
 
+async def _form(request: Request) -> FormData:
+    """The multipart form (one file, at most MAX_FIELDS fields); a 400 naming why not."""
+    try:
+        return await request.form(max_files=1, max_fields=MAX_FIELDS)
+    except HTTPException as e:  # Starlette's answer to a malformed or oversized form
+        raise invalid(f"the multipart form was refused: {e.detail}", param="file") from e
+
+
 async def _transcribe(call: UnitCall, request: Request) -> Response:
-    async with request.form(max_files=1, max_fields=MAX_FIELDS) as form:
+    form = await _form(request)
+    try:
         backend = call.named(form.get("model"), TRANSCRIPTION)
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
@@ -79,6 +91,8 @@ async def _transcribe(call: UnitCall, request: Request) -> Response:
         bound = math.ceil(seconds) * price
         params["file"] = (upload.filename or "audio", data)
         reply = await call.call(backend, bound, litellm.atranscription, params)
+    finally:
+        await form.close()  # its spool files
     headers = await call.settle(bound)  # billed by the audio's seconds: known before the call
     if params.get("response_format") in TEXT_FORMATS:
         text = reply if isinstance(reply, str) else getattr(reply, "text", "")

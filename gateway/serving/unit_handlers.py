@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import anyio.to_thread
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
@@ -101,6 +102,8 @@ async def _speech(call: UnitCall, request: Request) -> Response:
         raise invalid("'voice' is required (a voice name)", param="voice")
     if "speed" in body:
         number_param(body["speed"], "speed", 0.25, 4.0)
+    if "instructions" in body and not isinstance(body["instructions"], str):
+        raise invalid("'instructions' must be a string", param="instructions")
     fmt = body.get("response_format", "mp3")
     if fmt not in AUDIO_TYPES:
         raise invalid(f"'response_format' must be one of {sorted(AUDIO_TYPES)}",
@@ -137,7 +140,7 @@ async def _moderations(call: UnitCall, request: Request) -> Response:
             raise invalid("'model' is required: name a moderation backend", param="model")
         model = named[0]
     backend = call.named(model, MODERATION)
-    text_bytes, images = _moderation_input(body.get("input"))
+    text_bytes, images = await anyio.to_thread.run_sync(_moderation_input, body.get("input"))
     call.prompt_tokens = text_bytes + images * backend.model_info.max_image_tokens
     bound = call.prompt_tokens * unit_price(backend, MODERATION)
     reply = await call.call(backend, bound, litellm.amoderation, {"input": body["input"]})
@@ -168,7 +171,7 @@ async def _rerank(call: UnitCall, request: Request) -> Response:
     if "top_n" in body:
         int_param(body["top_n"], "top_n", 1, len(docs))
     price = unit_price(backend, RERANK)
-    units = search_units(query, docs)
+    units = await anyio.to_thread.run_sync(search_units, query, docs)  # O(body) walk
     params = {k: v for k, v in body.items() if k != "model"}
     out = _dump(await call.call(backend, units * price, litellm.arerank, params))
     billed = ((out.get("meta") or {}).get("billed_units") or {}).get("search_units")

@@ -191,3 +191,15 @@ def test_an_upstream_failure_is_logged_and_costs_nothing(gw: Gateway, up: FakeUp
     row = gw.log_row(rid)
     assert row["status"] == 502 and row["attempts"][0]["status"] == 500
     assert spent(gw, tenant_id) == 0
+
+
+def test_a_malformed_upload_is_a_400_logged_as_one(gw: Gateway) -> None:
+    key, _ = gw.tenant()
+    r = httpx.post(gw.base_url + "/v1/audio/transcriptions", timeout=30,
+                   headers={"authorization": f"Bearer {key}"}, data={"model": "whisper-1"},
+                   files=[("file", ("a.wav", wav(0.5), "audio/wav")),
+                          ("file", ("b.wav", wav(0.5), "audio/wav"))])
+    assert r.status_code == 400, r.text
+    assert "files" in r.json()["error"]["message"]
+    row = gw.log_row(r.headers["x-tollgate-request-id"])
+    assert row["status"] == 400 and row["reason"] == "transcriptions"
