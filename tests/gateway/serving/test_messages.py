@@ -273,3 +273,14 @@ def test_an_agent_turn_with_tools_and_results_is_served_and_bounded(
         sent = up.requests_for(CLAUDE)[-1]
         assert sent["messages"][1]["content"][0]["type"] == "tool_use"
         assert sent["tools"][0]["name"] == "read_file"
+
+
+def test_a_body_over_the_size_limit_is_anthropics_413(gw: Gateway) -> None:
+    key, _ = gw.tenant()
+    big = "x" * (gw.settings.reliability.max_body_bytes + 1)
+    with pytest.raises(anthropic.APIStatusError) as e:
+        client(gw, key).messages.create(model="fake-cheap", max_tokens=10,
+                                        messages=[{"role": "user", "content": big}])
+    assert e.value.status_code == 413
+    assert e.value.body["type"] == "error"
+    assert e.value.body["error"]["type"] == "request_too_large"
