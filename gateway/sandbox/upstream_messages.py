@@ -6,7 +6,8 @@ same backends, failure modes and word-count usage as its chat completions
 The answer is one ``text`` content block, cut to ``max_tokens`` words (``stop_reason``
 ``max_tokens`` then, else ``end_turn``); streamed, the events Anthropic sends: message_start
 (with the input usage), content_block_start, ping, a content_block_delta per word,
-content_block_stop, message_delta (stop reason, output usage), message_stop.
+content_block_stop, message_delta (stop reason, output usage), message_stop. The words of
+system blocks marked ``cache_control`` are reported as ``cache_read_input_tokens``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def chat_view(body: dict) -> dict:
     return {**body, "messages": messages}
 
 
+def _cached_system_tokens(body: dict) -> int:
+    """Words of the system blocks that carry ``cache_control`` (billed as cache reads)."""
+    system = body.get("system")
+    return sum(word_count(str(b.get("text", ""))) for b in system
+               if isinstance(b, dict) and b.get("cache_control")) \
+        if isinstance(system, list) else 0
+
+
 def answer_messages(h: _Handler, raw: bytes) -> None:
     """POST /v1/messages: a message (or its event stream) with usage."""
     req = h._request(raw)
@@ -64,6 +73,10 @@ def answer_messages(h: _Handler, raw: bytes) -> None:
     text = " ".join(words)
     usage = {"input_tokens": count_prompt_tokens(view, h.up.count_tokens),
              "output_tokens": (h.up.count_tokens or word_count)(text)}
+    cached = _cached_system_tokens(body)
+    if cached:  # a system block marked for caching: read from the cache, as Anthropic bills
+        usage.update(input_tokens=max(1, usage["input_tokens"] - cached),
+                     cache_read_input_tokens=cached, cache_creation_input_tokens=0)
     message = {"id": "msg_fake_" + uuid.uuid4().hex[:16], "type": "message",
                "role": "assistant", "model": b.name,
                "content": [{"type": "text", "text": text}],
@@ -87,8 +100,7 @@ def _stream_message(h: _Handler, message: dict, words: list[str]) -> None:
     usage = message["usage"]
     try:
         event("message_start", message={**message, "content": [], "stop_reason": None,
-                                        "usage": {"input_tokens": usage["input_tokens"],
-                                                  "output_tokens": 1}})
+                                        "usage": {**usage, "output_tokens": 1}})
         event("content_block_start", index=0, content_block={"type": "text", "text": ""})
         event("ping")
         for i, w in enumerate(words):

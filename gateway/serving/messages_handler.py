@@ -13,15 +13,23 @@ completions for the others). Non-streamed, the answer is the message with ``mode
 backend's name, settled at its usage before it is sent; streamed, Anthropic's events, settled
 at the usage they carry before ``message_stop`` is sent.
 
-Usage: the prompt is ``input_tokens`` + ``cache_creation_input_tokens`` +
-``cache_read_input_tokens`` (Anthropic's ``input_tokens`` leaves cached tokens out), all at
-the input price; the output ``output_tokens`` (a stream's last ``message_delta`` count is
-cumulative).
+Usage: the prompt is ``input_tokens`` + the cached input (Anthropic's ``input_tokens`` leaves
+it out), each cached token counted at its own price as a share of the input price: a cache
+write (``cache_creation_input_tokens``; its 1-hour part at the 1-hour price) and a cache read
+(``cache_read_input_tokens``) at ``cache_creation_input_token_cost`` /
+``cache_read_input_token_cost`` (``..._above_1hr``) of the backend's model_info, else of
+litellm's map (Anthropic: writes 1.25x, 1-hour writes 2x, reads 0.1x the input price,
+https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching#pricing), at the input
+price where neither says. So the log row's ``prompt_tokens`` are input-price equivalents and
+the charge is what the provider bills, still within the reservation (whose byte bound is
+far above 1.25x the tokens). The output is ``output_tokens`` (a stream's last
+``message_delta`` count is cumulative).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -37,18 +45,45 @@ from gateway.serving.messages_request import MessagesRequest, parse_messages_req
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
 from gateway.serving.responses_handler import ForwardedAttempts, plan_responses
+from gateway.serving.unit_prices import map_entry
 from gateway.serving.upstream import Billed, OpenStream, anthropic_messages, classify
 
-PROMPT_FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",
+                         "ephemeral_1h_input_tokens")
+CACHE_PRICES = {WRITE: "cache_creation_input_token_cost", READ: "cache_read_input_token_cost",
+                WRITE_1H: "cache_creation_input_token_cost_above_1hr"}
 
 
-def usage_counts(usage: Any) -> dict:
+def cache_ratios(backend: Backend) -> dict[str, float]:
+    """Each cached-input count's price over the input price (module docstring): the config's
+    pair when it gives the cache price, else litellm's map's pair; 1 where neither does."""
+    own, own_in = backend.model_info.model_extra or {}, backend.input_cost_per_token
+    mapped = map_entry(backend.model_info, backend.litellm_params)
+    pairs = ((own, own_in), (mapped, mapped.get("input_cost_per_token")))
+    ratios = {}
+    for count, field in CACHE_PRICES.items():
+        ratios[count] = next((float(table[field]) / float(p_in) for table, p_in in pairs
+                              if isinstance(table.get(field), (int, float))
+                              and table[field] >= 0
+                              and isinstance(p_in, (int, float)) and p_in > 0), 1.0)
+    return ratios
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def usage_counts(usage: Any, ratios: dict[str, float]) -> dict:
     """{prompt_tokens, completion_tokens} of an Anthropic usage (module docstring)."""
     if not isinstance(usage, dict):
         return {}
-    counts = [usage.get(k) for k in PROMPT_FIELDS]
-    prompt = sum(c for c in counts if isinstance(c, int) and not isinstance(c, bool))
-    return {"prompt_tokens": prompt if counts[0] is not None else None,
+    detail = usage.get("cache_creation")
+    hour = _count(detail.get(WRITE_1H)) if isinstance(detail, dict) else 0
+    write = max(0, _count(usage.get(WRITE)) - hour)
+    cached = (write * ratios.get(WRITE, 1.0) + hour * ratios.get(WRITE_1H, 1.0)
+              + _count(usage.get(READ)) * ratios.get(READ, 1.0))
+    prompt = _count(usage.get("input_tokens")) + math.ceil(cached)
+    return {"prompt_tokens": prompt if usage.get("input_tokens") is not None else None,
             "completion_tokens": usage.get("output_tokens")}
 
 
@@ -117,7 +152,7 @@ class MessagesAttempts(ForwardedAttempts):
         body = dict(reply) if isinstance(reply, dict) else reply.model_dump(mode="json")
         body["model"] = b.model_name
         self.out.answer_text = content_text(body.get("content"))
-        self.out.take_usage(usage_counts(body.get("usage")))
+        self.out.take_usage(usage_counts(body.get("usage"), cache_ratios(b)))
         return await self._send(body)
 
     def _take(self, usage: Any) -> None:
@@ -125,10 +160,12 @@ class MessagesAttempts(ForwardedAttempts):
         for k, v in (usage or {}).items() if isinstance(usage, dict) else ():
             if isinstance(v, int) and not isinstance(v, bool):
                 self.usage[k] = max(v, self.usage.get(k, 0))
+            elif k == "cache_creation" and isinstance(v, dict):
+                self.usage[k] = v
 
     async def _settle_stream(self, b: Backend) -> None:
         if self.usage:
-            self.out.take_usage(usage_counts(self.usage))
+            self.out.take_usage(usage_counts(self.usage, cache_ratios(b)))
         await self._count_streamed(b)
         await self.out.settle()
 
@@ -168,7 +205,7 @@ class MessagesAttempts(ForwardedAttempts):
             with anyio.CancelScope(shield=True):
                 await opened.close()
                 if self.usage and not self.out.hold.settled:
-                    self.out.take_usage(usage_counts(self.usage))
+                    self.out.take_usage(usage_counts(self.usage, cache_ratios(b)))
                 await self._count_streamed(b)
                 await self.out.finish(status, error)
 

@@ -47,7 +47,7 @@ def _lookup(model: str) -> dict[str, Any] | None:
         return None
 
 
-def _map_entry(info: ModelInfo, params: dict[str, Any]) -> dict[str, Any]:
+def map_entry(info: ModelInfo, params: dict[str, Any]) -> dict[str, Any]:
     """litellm's map entry for a deployment (its base_model's, else its model's), or {}."""
     extra = info.model_extra or {}
     for name in (extra.get("base_model"), params.get("model")):
@@ -60,7 +60,7 @@ def _map_entry(info: ModelInfo, params: dict[str, Any]) -> dict[str, Any]:
 def _deployments(backend: Backend) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(the deployment's own price fields, litellm's map entry) per deployment."""
     return [({k: v for k, v in (info.model_extra or {}).items() if "cost" in k},
-             _map_entry(info, params))
+             map_entry(info, params))
             for info, params in zip(backend.deployment_infos(), backend.deployment_params(),
                                     strict=True)]
 

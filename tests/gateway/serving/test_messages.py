@@ -28,6 +28,7 @@ from tests.gateway.router_fixture import PRICES, REPLIES
 CLAUDE = "fake-claude"  # reached on Anthropic's own wire (litellm_params.model anthropic/...)
 CLAUDE_PRICE = (3.0, 15.0)
 CLAUDE_REPLY = "a native anthropic answer of eight words here"
+CACHE_READ = 0.3e-6  # USD per cached input token read: 0.1x the input price, as Anthropic's
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: 
     url = f"sqlite:///{tmp_path_factory.mktemp('messages') / 'tollgate.db'}"
     cfg = learning_config(up, database_url=url)
     cfg["model_list"] = [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES]
-    claude = up.model_entry(CLAUDE)
+    claude = up.model_entry(CLAUDE, cache_read_input_token_cost=CACHE_READ)
     claude["litellm_params"].update(model=f"anthropic/{CLAUDE}",
                                     api_base=up.base_url.removesuffix("/v1"))
     cfg["model_list"].append(claude)
@@ -284,3 +285,28 @@ def test_a_body_over_the_size_limit_is_anthropics_413(gw: Gateway) -> None:
     assert e.value.status_code == 413
     assert e.value.body["type"] == "error"
     assert e.value.body["error"]["type"] == "request_too_large"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_cache_reads_are_charged_at_the_cache_read_price(gw: Gateway, stream: bool) -> None:
+    """Anthropic bills a cache read at 0.1x the input price: the tenant is charged that, not
+    the full input price (the fake upstream reports a cached system block as cache reads)."""
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    system = [{"type": "text", "text": "one two three four five six seven eight nine ten",
+               "cache_control": {"type": "ephemeral"}}]
+    args = {"model": CLAUDE, "max_tokens": 50, "system": system,
+            "messages": [{"role": "user", "content": "Say hello"}]}
+    if stream:
+        with client(gw, key).messages.stream(**args) as s:
+            msg = s.get_final_message()
+            rid = s.response.headers["x-tollgate-request-id"]
+    else:
+        raw = client(gw, key).messages.with_raw_response.create(**args)
+        msg, rid = raw.parse(), raw.headers["x-tollgate-request-id"]
+    assert msg.usage.cache_read_input_tokens == 10 and msg.usage.input_tokens == 2
+    n_out = len(CLAUDE_REPLY.split())
+    expected = (2 * CLAUDE_PRICE[0] / 1e6 + 10 * CACHE_READ + n_out * CLAUDE_PRICE[1] / 1e6)
+    row = gw.log_row(rid)
+    assert row["prompt_tokens"] == 3  # 2 + 10 reads at a tenth of the input price
+    assert row["cost_usd"] == pytest.approx(expected)
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(expected, abs=2e-9)
