@@ -17,7 +17,9 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import GatewayError
 
-ANTHROPIC_PATHS = frozenset({"/v1/messages", "/messages"})  # answered in this shape
+# the paths answered in this shape
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/messages", "/v1/messages/count_tokens",
+                             "/messages/count_tokens"})
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
          404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
          503: "overloaded_error", 529: "overloaded_error"}

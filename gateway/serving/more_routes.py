@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
+from gateway.serving.count_tokens import count_tokens_endpoint
 from gateway.serving.messages_handler import messages_endpoint
 from gateway.serving.transcription_handler import transcriptions_endpoint
 from gateway.serving.unit_handlers import (
@@ -15,7 +16,8 @@ from gateway.serving.unit_handlers import (
     speech_endpoint,
 )
 
-ROUTES = (("/messages", messages_endpoint), ("/images/generations", images_endpoint),
+ROUTES = (("/messages", messages_endpoint), ("/messages/count_tokens", count_tokens_endpoint),
+          ("/images/generations", images_endpoint),
           ("/audio/speech", speech_endpoint), ("/audio/transcriptions", transcriptions_endpoint),
           ("/moderations", moderations_endpoint), ("/rerank", rerank_endpoint))
 

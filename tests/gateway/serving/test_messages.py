@@ -310,3 +310,17 @@ def test_cache_reads_are_charged_at_the_cache_read_price(gw: Gateway, stream: bo
     assert row["prompt_tokens"] == 3  # 2 + 10 reads at a tenth of the input price
     assert row["cost_usd"] == pytest.approx(expected)
     assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(expected, abs=2e-9)
+
+
+def test_count_tokens_counts_without_calling_or_charging(gw: Gateway, up: FakeUpstream) -> None:
+    key, tenant_id = gw.tenant(budget_usd=1e-9)
+    calls = len(up.requests)
+    c = client(gw, key)
+    short = c.messages.count_tokens(model=CLAUDE, messages=[{"role": "user", "content": "hi"}])
+    long = c.messages.count_tokens(model="auto", system="Be brief.", messages=[
+        {"role": "user", "content": "Count the tokens of this longer question, please."}])
+    assert 0 < short.input_tokens < long.input_tokens
+    assert len(up.requests) == calls  # nothing sent upstream
+    assert gw.settled(tenant_id)["spent_usd"] == 0
+    with pytest.raises(anthropic.NotFoundError):
+        c.messages.count_tokens(model="nope", messages=[{"role": "user", "content": "x"}])
