@@ -92,10 +92,16 @@ def _stream_message(h: _Handler, message: dict, words: list[str]) -> None:
     open_event_stream(h)
     delay = h.up.backends[message["model"]].chunk_delay_s
 
+    split = h.up.backends[message["model"]].split_frames
+
     def event(kind: str, **fields: Any) -> None:
-        h.wfile.write(f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n"
-                      .encode())
-        h.wfile.flush()
+        data = f"event: {kind}\ndata: {json.dumps({'type': kind, **fields}, ensure_ascii=False)}"
+        raw = (data + "\n\n").encode()
+        for piece in ((raw[:len(raw) - 5], raw[len(raw) - 5:]) if split else (raw,)):
+            h.wfile.write(piece)
+            h.wfile.flush()
+            if split:
+                h._wait(0.005)  # two reads on the caller's side, most likely
 
     usage = message["usage"]
     try:

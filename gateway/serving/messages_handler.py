@@ -28,6 +28,7 @@ far above 1.25x the tokens). The output is ``output_tokens`` (a stream's last
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
 from collections.abc import AsyncIterator
@@ -112,20 +113,38 @@ def delta_text(delta: Any) -> str:
     return ""
 
 
-def frames(chunk: Any) -> list[tuple[str, dict]]:
-    """The (event, data) frames of one streamed chunk (bytes of SSE lines, or an event)."""
-    if isinstance(chunk, dict):
-        return [(str(chunk.get("type") or "message"), chunk)]
-    text = chunk.decode() if isinstance(chunk, (bytes, bytearray)) else str(chunk)
-    out = []
-    for block in text.split("\n\n"):
+class SSEFrames:
+    """Anthropic's event stream as (event, data) frames, whatever the chunks: litellm relays
+    a native stream's bytes as the socket gave them, so a frame may be split across chunks
+    (or a chunk hold several); a bridged stream yields whole frames, or event objects."""
+
+    def __init__(self) -> None:
+        self._buffer = ""
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # a character split, too
+
+    def feed(self, chunk: Any) -> list[tuple[str, dict]]:
+        """The frames completed by ``chunk`` (the rest is kept for the next)."""
+        if isinstance(chunk, dict):
+            return [(str(chunk.get("type") or "message"), chunk)]
+        text = self._utf8.decode(chunk) if isinstance(chunk, (bytes, bytearray)) else str(chunk)
+        self._buffer += text.replace("\r\n", "\n")
+        *blocks, self._buffer = self._buffer.split("\n\n")
+        return [f for f in map(self._parse, blocks) if f is not None]
+
+    def end(self) -> list[tuple[str, dict]]:
+        """A last frame the stream did not end with a blank line."""
+        block, self._buffer = self._buffer + self._utf8.decode(b"", final=True), ""
+        parsed = self._parse(block)
+        return [parsed] if parsed is not None else []
+
+    @staticmethod
+    def _parse(block: str) -> tuple[str, dict] | None:
         data = "".join(line[5:].strip() for line in block.splitlines()
                        if line.startswith("data:"))
         if not data:
-            continue
+            return None
         parsed = json.loads(data)
-        out.append((str(parsed.get("type") or "message"), parsed))
-    return out
+        return str(parsed.get("type") or "message"), parsed
 
 
 def frame(kind: str, data: dict) -> bytes:
@@ -172,23 +191,30 @@ class MessagesAttempts(ForwardedAttempts):
     async def _relay(self, b: Backend, opened: OpenStream) -> AsyncIterator[bytes]:
         """Anthropic's events to the client; settled before ``message_stop`` is sent, and
         settled and logged whatever way the stream ends."""
-        status, error = 200, None
-        try:
+        status, error, sse = 200, None, SSEFrames()
+
+        async def events() -> AsyncIterator[tuple[str, dict]]:
             async for chunk in opened.chunks():
-                for kind, data in frames(chunk):
-                    if kind == "message_start" and isinstance(data.get("message"), dict):
-                        data["message"]["model"] = b.model_name
-                        self._take(data["message"].get("usage"))
-                    elif kind == "content_block_delta":
-                        self.out.answer_text += delta_text(data.get("delta"))
-                    elif kind == "message_delta":
-                        self._take(data.get("usage"))
-                    elif kind == "message_stop":
-                        with anyio.CancelScope(shield=True):  # settled before the client has it
-                            await self._settle_stream(b)
-                    elif kind == "error":
-                        status, error = 502, f"upstream error event: {data.get('error')}"
-                    yield frame(kind, data)
+                for f in sse.feed(chunk):
+                    yield f
+            for f in sse.end():
+                yield f
+
+        try:
+            async for kind, data in events():
+                if kind == "message_start" and isinstance(data.get("message"), dict):
+                    data["message"]["model"] = b.model_name
+                    self._take(data["message"].get("usage"))
+                elif kind == "content_block_delta":
+                    self.out.answer_text += delta_text(data.get("delta"))
+                elif kind == "message_delta":
+                    self._take(data.get("usage"))
+                elif kind == "message_stop":
+                    with anyio.CancelScope(shield=True):  # settled before the client has it
+                        await self._settle_stream(b)
+                elif kind == "error":
+                    status, error = 502, f"upstream error event: {data.get('error')}"
+                yield frame(kind, data)
             with anyio.CancelScope(shield=True):
                 await self._settle_stream(b)
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes

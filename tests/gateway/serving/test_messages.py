@@ -324,3 +324,25 @@ def test_count_tokens_counts_without_calling_or_charging(gw: Gateway, up: FakeUp
     assert gw.settled(tenant_id)["spent_usd"] == 0
     with pytest.raises(anthropic.NotFoundError):
         c.messages.count_tokens(model="nope", messages=[{"role": "user", "content": "x"}])
+
+
+def test_a_native_stream_split_inside_its_frames_is_relayed_whole(
+    gw: Gateway, up: FakeUpstream
+) -> None:
+    """litellm relays Anthropic's bytes as the socket gives them: frames (and a character)
+    split across chunks still reach the client as Anthropic's events, settled."""
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    b = up.backends[CLAUDE]
+    b.split_frames, b.reply = True, "déjà vu, encore"
+    try:
+        with client(gw, key).messages.stream(
+                model=CLAUDE, max_tokens=20,
+                messages=[{"role": "user", "content": "again"}]) as stream:
+            text = "".join(stream.text_stream)
+            rid = stream.response.headers["x-tollgate-request-id"]
+    finally:
+        b.split_frames, b.reply = False, CLAUDE_REPLY
+    assert text == "déjà vu, encore"
+    row = gw.log_row(rid)
+    assert row["status"] == 200 and row["completion_tokens"] == 3
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(cost(CLAUDE, 1, 3), abs=2e-9)
