@@ -346,3 +346,20 @@ def test_a_native_stream_split_inside_its_frames_is_relayed_whole(
     row = gw.log_row(rid)
     assert row["status"] == 200 and row["completion_tokens"] == 3
     assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(cost(CLAUDE, 1, 3), abs=2e-9)
+
+
+def test_the_tenants_rate_limit_holds_on_messages_in_anthropics_shape(gw: Gateway) -> None:
+    key, _ = gw.tenant(policy={"requests_per_minute": 2})
+    c = client(gw, key)
+    args = {"model": "fake-cheap", "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}]}
+    codes = []
+    for _ in range(4):
+        try:
+            c.messages.create(**args)
+            codes.append(200)
+        except anthropic.RateLimitError as e:
+            assert e.body["error"]["type"] == "rate_limit_error"
+            assert e.response.headers.get("retry-after")
+            codes.append(429)
+    assert codes.count(200) >= 2 and codes[-1] == 429
