@@ -51,6 +51,7 @@ from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
+from gateway.serving import more_routes
 from gateway.serving.budget_gate import BudgetGate
 from gateway.serving.completions_handler import completions
 from gateway.serving.embedding import EmbeddingBatcher
@@ -99,6 +100,7 @@ def create_app(
     app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
     for routes in (
         build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics
+        more_routes.build_router(),  # /v1/messages, images, audio, moderations, rerank
         admin_api.build_router(),  # /admin: tenants, keys, budgets
         litellm_keys.build_router(),  # LiteLLM's /key/* on the admin key
         litellm_management.build_router(),  # LiteLLM's /team, /user, /spend/logs, /model/info

@@ -78,6 +78,8 @@ class FakeBackend:
         hang_s: how long "hang" and "stall_mid_stream" wait before giving up.
         image_tokens: prompt tokens billed per image part (a provider's image tokens).
         chunk_delay_s: streams: the wait between two words (a slow, long stream).
+        split_frames: Anthropic streams (/v1/messages): each event sent in two writes split
+            inside its bytes (as a socket may deliver them; mid-character for non-ASCII).
     """
 
     name: str
@@ -91,6 +93,7 @@ class FakeBackend:
     hang_s: float = 30.0
     image_tokens: int = 0
     chunk_delay_s: float = 0.0
+    split_frames: bool = False
     calls: int = 0
 
     def text_for(self, body: dict) -> str:

@@ -2,7 +2,9 @@
 each route in OpenAI's wire format, acts out the failure modes on the raw socket, and bills
 deterministic usage. Kept apart from the server object so each file reads as one concept.
 
-``/v1/responses`` and ``/v1/completions`` are answered in ``upstream_responses.py``; the wire
+``/v1/responses`` and ``/v1/completions`` are answered in ``upstream_responses.py``,
+``/v1/messages`` (Anthropic's wire) in ``upstream_messages.py``, images, audio,
+moderations and rerank in ``upstream_media.py``; the wire
 helpers both use (``send_json``, ``count_prompt_tokens``, ...) are in ``upstream_wire.py``.
 ``StreamEnd`` lives here because the handler makes it; ``local_upstream`` re-exports it.
 """
@@ -20,6 +22,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
+from gateway.sandbox.upstream_media import ROUTES as MEDIA_ROUTES
+from gateway.sandbox.upstream_messages import answer_messages
 from gateway.sandbox.upstream_responses import answer_completions, answer_responses
 from gateway.sandbox.upstream_wire import (
     count_prompt_tokens,
@@ -138,6 +142,10 @@ class _Handler(BaseHTTPRequestHandler):
             answer_responses(self, raw)
         elif path == "/v1/completions":
             answer_completions(self, raw)
+        elif path == "/v1/messages":
+            answer_messages(self, raw)
+        elif path in MEDIA_ROUTES:
+            MEDIA_ROUTES[path](self, raw)
         else:
             self._error(404, f"no route {self.path}", "invalid_request_error")
 

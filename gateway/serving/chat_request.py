@@ -101,7 +101,7 @@ class ChatRequest:
         return tuple(f for f in ("max_completion_tokens", "max_tokens") if f in self.params)
 
 
-def _number(v: Any, name: str, lo: float | None = None, hi: float | None = None) -> float:
+def number_param(v: Any, name: str, lo: float | None = None, hi: float | None = None) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise invalid(f"'{name}' must be a finite number, got {v!r}", param=name)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
@@ -109,7 +109,7 @@ def _number(v: Any, name: str, lo: float | None = None, hi: float | None = None)
     return float(v)
 
 
-def _int(v: Any, name: str, lo: int, hi: int) -> int:
+def int_param(v: Any, name: str, lo: int, hi: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
         big = "is too large; it " if isinstance(v, int) and v > hi else ""
         raise invalid(f"'{name}' {big}must be an integer from {lo} to {hi}, got {v!r}",
@@ -117,7 +117,7 @@ def _int(v: Any, name: str, lo: int, hi: int) -> int:
     return v
 
 
-def _options(raw: Any) -> TollgateOptions:
+def tollgate_options(raw: Any) -> TollgateOptions:
     if raw is None:
         return TollgateOptions()
     if not isinstance(raw, dict):
@@ -136,8 +136,8 @@ def _options(raw: Any) -> TollgateOptions:
             param="tollgate.allowed_models",
         )
     return TollgateOptions(
-        cost_weight=None if cw is None else _number(cw, "tollgate.cost_weight", 0.0, 1e6),
-        max_cost_usd=None if mc is None else _number(mc, "tollgate.max_cost_usd", 0.0, None),
+        cost_weight=None if cw is None else number_param(cw, "tollgate.cost_weight", 0.0, 1e6),
+        max_cost_usd=None if mc is None else number_param(mc, "tollgate.max_cost_usd", 0.0, None),
         allowed_models=None if am is None else tuple(am),
     )
 
@@ -205,7 +205,7 @@ def _named_objects(v: Any, name: str, inner: str | None) -> None:
             raise invalid(f"'{field}' must be an object with a string 'name'", param=field)
 
 
-def _check_types(params: dict[str, Any], bools: Iterable[str], strs: Iterable[str],
+def check_types(params: dict[str, Any], bools: Iterable[str], strs: Iterable[str],
                  objects: Iterable[str]) -> None:
     """400 on the first of the named parameters present with the wrong JSON type (booleans,
     then strings, then objects): one check and one wording for every endpoint's body."""
@@ -216,14 +216,14 @@ def _check_types(params: dict[str, Any], bools: Iterable[str], strs: Iterable[st
                 raise invalid(f"'{name}' must be {what}", param=name)
 
 
-def _json_object(body: Any) -> dict[str, Any]:
+def json_object(body: Any) -> dict[str, Any]:
     """The body, which must be a JSON object (400 otherwise)."""
     if not isinstance(body, dict):
         raise invalid("the request body must be a JSON object")
     return body
 
 
-def _model(body: dict[str, Any]) -> str:
+def body_model(body: dict[str, Any]) -> str:
     """The body's ``model``, a non-empty string (400 otherwise)."""
     model = body.get("model")
     if not isinstance(model, str) or not model:
@@ -231,7 +231,7 @@ def _model(body: dict[str, Any]) -> str:
     return model
 
 
-def _only(body: dict[str, Any], known: Collection[str]) -> None:
+def only_known(body: dict[str, Any], known: Collection[str]) -> None:
     """400 naming the first key of ``body`` not in ``known``, in OpenAI's words (a key the
     endpoint does not define never reaches litellm's keyword arguments)."""
     unknown = sorted(set(body) - set(known))
@@ -239,7 +239,7 @@ def _only(body: dict[str, Any], known: Collection[str]) -> None:
         raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
 
 
-def _check_drop_params(body: dict[str, Any]) -> None:
+def check_drop_params(body: dict[str, Any]) -> None:
     """LiteLLM's ``drop_params``, when given, must be a boolean (400 otherwise)."""
     if body.get("drop_params") is not None and not isinstance(body["drop_params"], bool):
         raise invalid("'drop_params' must be a boolean", param="drop_params")
@@ -249,13 +249,13 @@ def _check_params(params: dict[str, Any]) -> None:
     """Types and OpenAI's ranges of the forwarded parameters (what litellm would fail on)."""
     for name, (lo, hi) in NUMBER_RANGES.items():
         if name in params:
-            _number(params[name], name, lo, hi)
+            number_param(params[name], name, lo, hi)
     for name, (ilo, ihi) in INT_RANGES.items():
         if name in params:
-            _int(params[name], name, ilo, ihi)
-    _check_types(params, BOOL_PARAMS, STR_PARAMS, OBJECT_PARAMS)
+            int_param(params[name], name, ilo, ihi)
+    check_types(params, BOOL_PARAMS, STR_PARAMS, OBJECT_PARAMS)
     for token, bias in params.get("logit_bias", {}).items():
-        _number(bias, f"logit_bias.{token}", -100.0, 100.0)
+        number_param(bias, f"logit_bias.{token}", -100.0, 100.0)
     stop = params.get("stop")
     if stop is not None and not isinstance(stop, str) and not (
             isinstance(stop, list) and len(stop) <= 4 and all(isinstance(x, str) for x in stop)):
@@ -295,13 +295,13 @@ def _stream_flags(body: dict) -> tuple[bool, bool]:
 
 def parse_chat_request(body: Any) -> ChatRequest:
     """Validate ``body``; raises a 400 GatewayError naming the offending field."""
-    body = _json_object(body)
-    model = _model(body)
+    body = json_object(body)
+    model = body_model(body)
     messages = _messages(body.get("messages"))
-    _only(body, PASSTHROUGH_PARAMS | GATEWAY_KEYS | LITELLM_KEYS)
+    only_known(body, PASSTHROUGH_PARAMS | GATEWAY_KEYS | LITELLM_KEYS)
     stream, include_usage = _stream_flags(body)
     params = {k: v for k, v in body.items() if k in PASSTHROUGH_PARAMS and v is not None}
-    _check_drop_params(body)
+    check_drop_params(body)
     if body.get("drop_params") is not None:
         params["drop_params"] = body["drop_params"]
     refuse_fee_params(params)  # fees outside token prices (gateway/serving/fee_params.py)
@@ -315,12 +315,12 @@ def parse_chat_request(body: Any) -> ChatRequest:
         include_usage=include_usage,
         params=params,
         max_tokens=max_tokens,
-        options=_options(body.get("tollgate")),
-        fallbacks=_fallbacks(body.get("fallbacks")),
+        options=tollgate_options(body.get("tollgate")),
+        fallbacks=body_fallbacks(body.get("fallbacks")),
     )
 
 
-def _fallbacks(raw: Any) -> tuple[str, ...]:
+def body_fallbacks(raw: Any) -> tuple[str, ...]:
     """LiteLLM's body ``fallbacks``: a list of model names (``{"model": name}`` also taken)."""
     if raw is None:
         return ()

@@ -27,16 +27,16 @@ from gateway.errors import invalid
 from gateway.serving.chat_request import (
     LITELLM_KEYS,
     ChatRequest,
-    _check_drop_params,
     _check_params,
-    _check_types,
-    _fallbacks,
-    _int,
-    _json_object,
-    _model,
-    _only,
-    _options,
     _stream_flags,
+    body_fallbacks,
+    body_model,
+    check_drop_params,
+    check_types,
+    int_param,
+    json_object,
+    only_known,
+    tollgate_options,
 )
 from gateway.serving.completions_stream import UPSTREAM_STREAM_OPTIONS, TextCompletionStream
 from gateway.serving.endpoint import planned, serve
@@ -83,27 +83,27 @@ def _prompts(raw: Any) -> list[str]:
 
 
 def parse_completions_request(body: Any) -> CompletionsRequest:
-    body = _json_object(body)
-    _only(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS)
-    model = _model(body)
+    body = json_object(body)
+    only_known(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS)
+    model = body_model(body)
     stream, include_usage = _stream_flags(body)
     texts = _prompts(body.get("prompt"))
     params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
     _check_params({k: v for k, v in params.items() if k not in ("logprobs", "best_of")})
     if "logprobs" in params:
-        _int(params["logprobs"], "logprobs", 0, 5)
+        int_param(params["logprobs"], "logprobs", 0, 5)
     if "best_of" in params:
-        _int(params["best_of"], "best_of", 1, 20)
-    _check_types(params, ("echo",), ("suffix",), ())
-    _check_drop_params(body)
+        int_param(params["best_of"], "best_of", 1, 20)
+    check_types(params, ("echo",), ("suffix",), ())
+    check_drop_params(body)
     n_out = max(int(params.get("n") or 1), int(params.get("best_of") or 1)) * len(texts)
     view = {k: v for k, v in params.items() if k not in ("n", "best_of", "max_tokens")}
     chat = ChatRequest(model=model, messages=[{"role": "user", "content": t} for t in texts],
                        stream=stream, include_usage=include_usage,
                        params={**view, "n": n_out},
                        max_tokens=params.get("max_tokens"),
-                       options=_options(body.get("tollgate")),
-                       fallbacks=_fallbacks(body.get("fallbacks")))
+                       options=tollgate_options(body.get("tollgate")),
+                       fallbacks=body_fallbacks(body.get("fallbacks")))
     if body.get("drop_params"):
         params["drop_params"] = True
     return CompletionsRequest(body["prompt"], params, chat)

@@ -31,6 +31,8 @@ from gateway.serving.tracing import start_request_trace
 from gateway.serving.validation import json_body
 
 Answer = Callable[[Outcome, Any], Awaitable[Response]]  # (outcome, JSON body) → response
+# a refusal's response in the endpoint's error shape (OpenAI's unless the endpoint says)
+Render = Callable[[GatewayError, dict[str, str]], Response]
 Planner = Callable[[GatewayContext, Plan], Awaitable[Plan]]
 
 
@@ -46,7 +48,13 @@ def new_request_id() -> str:
     return "tg-" + uuid.uuid4().hex
 
 
-async def finished(record: Record, work: Callable[[], Awaitable[Response]]) -> Response:
+def openai_error(e: GatewayError, headers: dict[str, str]) -> Response:
+    """A refusal in OpenAI's error shape, the default of every endpoint."""
+    return e.response(headers)
+
+
+async def finished(record: Record, work: Callable[[], Awaitable[Response]],
+                   render: Render = openai_error) -> Response:
     """``work``'s response; a refusal is finished and answered with its error, and a
     cancellation (client gone, shutdown past its grace) or a bug still releases the held money
     and logs the request before it propagates. A client that hung up before its body was read
@@ -56,7 +64,7 @@ async def finished(record: Record, work: Callable[[], Awaitable[Response]]) -> R
         return await work()
     except GatewayError as e:
         await record.finish(e.status, e.message)
-        return e.response(record.headers())
+        return render(e, record.headers())
     except ClientDisconnect:
         await record.finish(499, CLIENT_GONE)
         return Response(status_code=499)  # nobody reads it: uvicorn drops it with the socket
@@ -68,10 +76,11 @@ async def finished(record: Record, work: Callable[[], Awaitable[Response]]) -> R
         raise
 
 
-async def serve(request: Request, answer: Answer) -> Response:
+async def serve(request: Request, answer: Answer, render: Render = openai_error) -> Response:
     """One request to an endpoint answered by ``answer(outcome, body)``. The ``Outcome``
     exists from authentication on, so every later refusal (rate limit, bad body, planning,
-    budget, upstream) and every cancellation settles and logs once."""
+    budget, upstream) and every cancellation settles and logs once; refusals are answered
+    by ``render`` (Anthropic's error shape on /v1/messages)."""
     ctx: GatewayContext = request.app.state.ctx
     t0 = time.perf_counter()
     rid = new_request_id()
@@ -83,7 +92,7 @@ async def serve(request: Request, answer: Answer) -> Response:
         log_access({"id": rid, "status": e.status,
                     "latency_ms": (time.perf_counter() - t0) * 1000}, None)
         trace.end(e.status, e.message)
-        return e.response({"x-tollgate-request-id": rid})
+        return render(e, {"x-tollgate-request-id": rid})
     out = Outcome(ctx, tenant, rid, t0, trace)
     out.hold.client_gone = request.is_disconnected  # ends a wait for the budget
 
@@ -95,7 +104,7 @@ async def serve(request: Request, answer: Answer) -> Response:
         return await answer(out, await json_body(request))
 
     with trace.current():  # litellm's spans nest under the request's
-        return await finished(out, work)
+        return await finished(out, work, render)
 
 
 async def planned(out: Outcome, chat: ChatRequest, plan: Planner) -> Plan:

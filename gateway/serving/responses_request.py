@@ -30,15 +30,15 @@ from gateway.serving.chat_request import (
     LITELLM_KEYS,
     MAX_OUTPUT_CAP,
     ChatRequest,
-    _check_drop_params,
-    _check_types,
-    _fallbacks,
-    _int,
-    _json_object,
-    _model,
-    _number,
-    _only,
-    _options,
+    body_fallbacks,
+    body_model,
+    check_drop_params,
+    check_types,
+    int_param,
+    json_object,
+    number_param,
+    only_known,
+    tollgate_options,
 )
 
 FORWARDED = frozenset({
@@ -153,16 +153,16 @@ def _chat_tools(tools: Any) -> list[dict]:
 
 
 def _check(params: dict[str, Any]) -> None:
-    _check_types(params, BOOLS, STRS, OBJECTS)
+    check_types(params, BOOLS, STRS, OBJECTS)
     if "temperature" in params:
-        _number(params["temperature"], "temperature", 0.0, 2.0)
+        number_param(params["temperature"], "temperature", 0.0, 2.0)
     if "top_p" in params:
-        _number(params["top_p"], "top_p", 0.0, 1.0)
+        number_param(params["top_p"], "top_p", 0.0, 1.0)
     if "max_output_tokens" in params:
-        _int(params["max_output_tokens"], "max_output_tokens", 1, MAX_OUTPUT_CAP)
+        int_param(params["max_output_tokens"], "max_output_tokens", 1, MAX_OUTPUT_CAP)
     for name, hi in (("top_logprobs", 20), ("max_tool_calls", 1 << 20)):
         if name in params:
-            _int(params[name], name, 0, hi)
+            int_param(params[name], name, 0, hi)
     if "include" in params and not (isinstance(params["include"], list) and all(
             isinstance(x, str) for x in params["include"])):
         raise invalid("'include' must be an array of strings", param="include")
@@ -174,28 +174,28 @@ def _check(params: dict[str, Any]) -> None:
 
 def parse_responses_request(body: Any) -> ResponsesRequest:
     """The validated request and its chat view (400 naming the field otherwise)."""
-    body = _json_object(body)
+    body = json_object(body)
     for key, instead in UNBOUNDED.items():
         if body.get(key) not in (None, False):
             raise invalid(f"'{key}' is not supported by this gateway: what it makes the "
                           f"provider read or bill cannot be budgeted; {instead}", param=key,
                           code="unsupported_parameter")
-    _only(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS | set(UNBOUNDED))
-    model = _model(body)
+    only_known(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS | set(UNBOUNDED))
+    model = body_model(body)
     stream = body.get("stream") or False
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean", param="stream")
     params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
     _check(params)
-    _check_drop_params(body)
+    check_drop_params(body)
     messages = chat_messages(params.get("instructions"), body.get("input"))
     view_params = {k: v for k, v in params.items() if k not in ("instructions", "tools")}
     if "tools" in params:
         view_params["tools"] = _chat_tools(params["tools"])
     chat = ChatRequest(model=model, messages=messages, stream=stream, include_usage=True,
                        params=view_params, max_tokens=params.get("max_output_tokens"),
-                       options=_options(body.get("tollgate")),
-                       fallbacks=_fallbacks(body.get("fallbacks")))
+                       options=tollgate_options(body.get("tollgate")),
+                       fallbacks=body_fallbacks(body.get("fallbacks")))
     if body.get("drop_params"):
         params["drop_params"] = True
     return ResponsesRequest(model, body["input"], stream, params, chat)

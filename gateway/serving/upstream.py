@@ -357,9 +357,9 @@ async def _first_event(started: Awaitable[Any], timeout: float) -> OpenStream:
     return OpenStream(first=first, rest=it, timeout=timeout)
 
 
-async def _over_deployments(backend: Backend, call: Callable[..., Awaitable[Any]],
-                            params: dict[str, Any], billed: Billed | None,
-                            answered: Callable[[int], None] | None) -> Any:
+async def over_deployments(backend: Backend, call: Callable[..., Awaitable[Any]],
+                           params: dict[str, Any], billed: Billed | None,
+                           answered: Callable[[int], None] | None) -> Any:
     """``call`` (a litellm function) over the backend's deployments as ``complete`` does; with
     ``params["stream"]`` an OpenStream once the first item came, as ``open_stream``.
     ``answered`` is told the index (in ``deployment_params()``) of the deployment that
@@ -391,11 +391,19 @@ async def responses(backend: Backend, params: dict[str, Any], billed: Billed | N
                     answered: Callable[[int], None] | None = None) -> Any:
     """One Responses API call (``litellm.aresponses``: the provider's own Responses API, or
     litellm's bridge to its chat completions); ``params`` hold ``input`` and the rest."""
-    return await _over_deployments(backend, litellm.aresponses, params, billed, answered)
+    return await over_deployments(backend, litellm.aresponses, params, billed, answered)
 
 
 async def text_completion(backend: Backend, params: dict[str, Any],
                           billed: Billed | None = None,
                           answered: Callable[[int], None] | None = None) -> Any:
     """One legacy text completion (``litellm.atext_completion``); ``params`` hold ``prompt``."""
-    return await _over_deployments(backend, litellm.atext_completion, params, billed, answered)
+    return await over_deployments(backend, litellm.atext_completion, params, billed, answered)
+
+
+async def anthropic_messages(backend: Backend, params: dict[str, Any],
+                             billed: Billed | None = None,
+                             answered: Callable[[int], None] | None = None) -> Any:
+    """One Anthropic Messages call (``litellm.anthropic_messages``: Anthropic's own API for
+    an Anthropic-wire provider, else litellm's bridge to the Responses API or to chat)."""
+    return await over_deployments(backend, litellm.anthropic_messages, params, billed, answered)

@@ -40,6 +40,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError, invalid
+from gateway.serving.anthropic_errors import ANTHROPIC_PATHS, anthropic_error_body
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -63,7 +64,7 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send)
+            await self._reject(send, scope.get("path", ""))
             return
         seen = 0
         started = False
@@ -87,11 +88,13 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await self._reject(send)
+                await self._reject(send, scope.get("path", ""))
 
-    async def _reject(self, send: Send) -> None:
+    async def _reject(self, send: Send, path: str) -> None:
         err = too_large(self.max_bytes)
-        data = json.dumps(err.body()).encode()
+        body = anthropic_error_body(413, err.message) if path.rstrip("/") in ANTHROPIC_PATHS \
+            else err.body()  # each API's clients read their own error shape
+        data = json.dumps(body).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(data)).encode()),

@@ -1,0 +1,114 @@
+"""The fake upstream's unit-billed routes, answered by the same backends and failure modes as
+its chat completions (gateway/sandbox/upstream_handler.py dispatches here):
+``/v1/images/generations`` (a URL or base64 per image), ``/v1/audio/speech`` (the bytes
+``FAKE-AUDIO:`` + the input), ``/v1/audio/transcriptions`` (multipart; the backend's reply as
+the text, the file's size recorded), ``/v1/moderations`` (flagged when the input holds
+"kill") and Cohere's ``/v1/rerank`` (documents scored by the words they share with the
+query, ``meta.billed_units.search_units`` 1 per 100 documents; v1 and v2 alike).
+"""
+
+from __future__ import annotations
+
+import base64
+import email.parser
+import json
+import math
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from gateway.sandbox.upstream_wire import send_json
+
+if TYPE_CHECKING:
+    from gateway.sandbox.local_upstream import FakeBackend
+    from gateway.sandbox.upstream_handler import _Handler
+
+FAKE_PNG = b"\x89PNG fake image"
+
+
+def _ok(h: _Handler, b: FakeBackend) -> bool:
+    """Act out the backend's failure mode; True when the request is to be answered."""
+    mode = h.up._take_mode(b.name)
+    if b.delay_s:
+        h._wait(b.delay_s)
+    return not h._fail(mode, b, False)
+
+
+def answer_images(h: _Handler, raw: bytes) -> None:
+    req = h._request(raw)
+    if req is None or not _ok(h, req[1]):
+        return
+    body = req[0]
+    b64 = body.get("response_format") == "b64_json"
+    data = [{"b64_json": base64.b64encode(FAKE_PNG).decode()} if b64 else
+             {"url": f"http://127.0.0.1/fake/{uuid.uuid4().hex}.png",
+              "revised_prompt": body.get("prompt")} for _ in range(int(body.get("n") or 1))]
+    send_json(h, 200, {"created": int(time.time()), "data": data})
+
+
+def answer_speech(h: _Handler, raw: bytes) -> None:
+    req = h._request(raw)
+    if req is None or not _ok(h, req[1]):
+        return
+    h.send_response(200)
+    audio = b"FAKE-AUDIO:" + str(req[0].get("input")).encode()
+    h.send_header("content-type", "audio/mpeg")
+    h.send_header("content-length", str(len(audio)))
+    h.end_headers()
+    h.wfile.write(audio)
+
+
+def answer_transcription(h: _Handler, raw: bytes) -> None:
+    """Multipart form: ``model`` and ``file`` (and OpenAI's other fields)."""
+    head = f"content-type: {h.headers.get('content-type')}\r\n\r\n".encode()
+    form = email.parser.BytesParser().parsebytes(head + raw)
+    fields: dict = {}
+    for part in form.get_payload() if form.is_multipart() else []:
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        fields[name] = {"filename": part.get_filename(), "bytes": len(payload)} \
+            if part.get_filename() else payload.decode()
+    h.up._record(fields, {k.lower(): v for k, v in h.headers.items()})
+    b = h.up.backends.get(fields.get("model"))
+    if b is None:
+        h._error(404, f"model {fields.get('model')!r} not found", "invalid_request_error")
+        return
+    if not _ok(h, b):
+        return
+    send_json(h, 200, {"text": b.text_for({"messages": []})})
+
+
+def answer_moderations(h: _Handler, raw: bytes) -> None:
+    req = h._request(raw)
+    if req is None or not _ok(h, req[1]):
+        return
+    body, b = req
+    items = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
+    results = []
+    for x in items:
+        flagged = "kill" in json.dumps(x).lower()
+        results.append({"flagged": flagged, "categories": {"violence": flagged},
+                        "category_scores": {"violence": 0.99 if flagged else 0.01}})
+    send_json(h, 200, {"id": "modr-" + uuid.uuid4().hex[:12], "model": b.name,
+                       "results": results})
+
+
+def answer_rerank(h: _Handler, raw: bytes) -> None:
+    req = h._request(raw)
+    if req is None or not _ok(h, req[1]):
+        return
+    body = req[0]
+    words = set(str(body.get("query", "")).lower().split())
+    docs = body.get("documents") or []
+    scores = [len(words & set(json.dumps(d).lower().replace('"', " ").split())) / (len(words) or 1)
+              for d in docs]
+    order = sorted(range(len(docs)), key=lambda i: -scores[i])[:body.get("top_n") or len(docs)]
+    send_json(h, 200, {"id": uuid.uuid4().hex, "results": [
+        {"index": i, "relevance_score": scores[i]} for i in order],
+        "meta": {"billed_units": {"search_units": math.ceil(len(docs) / 100)}}})
+
+
+ROUTES = {"/v1/images/generations": answer_images, "/v1/audio/speech": answer_speech,
+          "/v1/audio/transcriptions": answer_transcription,
+          "/v1/moderations": answer_moderations, "/v1/rerank": answer_rerank,
+          "/v2/rerank": answer_rerank}

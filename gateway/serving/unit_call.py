@@ -1,0 +1,162 @@
+"""The record and frame of a passthrough billed by the unit (images, speech, transcription,
+moderation, rerank): authenticate → admit → parse → reserve the bound → call → settle → log.
+
+As on embeddings (gateway/serving/embeddings_handler.py): the named backend (of the
+endpoint's litellm mode, allowed by the tenant and the key), the reservation a bound on what
+the call can cost (gateway/serving/unit_prices.py says each price; each endpoint its units),
+settled at the cost of what was answered before the response is sent; an attempt that timed
+out after sending may be billed by the provider, so it is charged what was held. Rate limits,
+circuit breakers, the request log and the access line are chat's. A deployment group is tried
+as chat's (gateway/serving/upstream.py ``over_deployments``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from gateway.auth import authenticate, require_model
+from gateway.config import Backend
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError, budget_exceeded, invalid, model_not_found
+from gateway.reliability.guards import circuit_open_error
+from gateway.serving.access_log import log_access
+from gateway.serving.budget_hold import BudgetHold
+from gateway.serving.embeddings_handler import upstream_error
+from gateway.serving.endpoint import finished, new_request_id
+from gateway.serving.response_headers import RATELIMIT_STATE
+from gateway.serving.upstream import UpstreamFailure, over_deployments
+from gateway.store.records import Tenant
+
+
+class UnitCall:
+    """One unit-billed request's record, from authentication to its log row; ``route`` is
+    the label of its metrics and the row's reason (``images``, ``speech`` ...)."""
+
+    def __init__(self, ctx: GatewayContext, tenant: Tenant, rid: str, t0: float,
+                 route: str) -> None:
+        self.ctx, self.tenant, self.rid, self.t0, self.route = ctx, tenant, rid, t0, route
+        self.created_at = datetime.now(UTC)
+        self.hold = BudgetHold(ctx, tenant, rid)
+        self.backend: str | None = None
+        self.answered = False
+        self.cost_usd = 0.0
+        self.prompt_tokens: int | None = None  # moderation's input bound, when it has one
+        self.attempts: list[dict] = []
+
+    def named(self, model: Any, mode: str) -> Backend:
+        """The backend ``model`` names: known and allowed (404; the key's models: 401), of
+        litellm mode ``mode`` (400)."""
+        if not isinstance(model, str) or not model:
+            raise invalid("'model' is required and must be a string", param="model")
+        pool = self.ctx.pool.current
+        name = pool.settings.resolve_alias(model)  # model_group_alias
+        require_model(self.tenant, model, name)
+        backend, allowed = pool.backend(name), self.tenant.policy.allowed_models
+        if backend is None or backend.is_wildcard or (allowed is not None
+                                                      and name not in allowed):
+            raise model_not_found(name)
+        if pool.modes.get(name) != mode:
+            raise invalid(f"{name!r} is a model of mode {pool.modes.get(name)!r}, not "
+                          f"{mode!r}", param="model", code="model_not_supported")
+        self.backend = name
+        return backend
+
+    async def call(self, backend: Backend, bound_usd: float,
+                   fn: Callable[..., Awaitable[Any]], params: dict[str, Any]) -> Any:
+        """Hold ``bound_usd`` (429 when the budget cannot), then ``fn(**params)`` over the
+        backend's deployments: its reply, or the upstream's error (502/503/504, or its 400)."""
+        if not await self.hold.ensure(bound_usd):
+            raise budget_exceeded(f"The most this {self.route} request can cost "
+                                  f"(${bound_usd:.6f}) does not fit the remaining budget.")
+        if not self.ctx.reliability.circuits.allow(backend.model_name):
+            raise circuit_open_error(self.ctx.reliability, [backend.model_name])
+        started = time.perf_counter()
+        try:
+            reply = await over_deployments(backend, fn, params, None, None)
+        except UpstreamFailure as f:
+            self._attempt(f.status, str(f), started, f)
+            if f.billable:  # the provider has the request and may bill it
+                self.cost_usd = self.hold.held
+            raise upstream_error(f) from f
+        self._attempt(200, None, started, None)
+        self.answered = True
+        return reply
+
+    async def settle(self, cost_usd: float) -> dict[str, str]:
+        """Settle at ``cost_usd`` (never past what was held: a bound that held) and log, before
+        the client has the answer; the answer's headers."""
+        self.cost_usd = min(max(0.0, cost_usd), self.hold.held)
+        await self.finish(200, None)
+        return {**self.headers(), "x-tollgate-cost-usd": f"{self.cost_usd:.10f}"}
+
+    def _attempt(self, status: int, error: str | None, started: float,
+                 failure: UpstreamFailure | None) -> None:
+        assert self.backend is not None
+        self.ctx.reliability.upstream_result(self.backend, failure, self.tenant.id)
+        self.attempts.append({"model": self.backend, "status": status, "error": error,
+                              "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
+        self.ctx.metrics.attempts.labels(self.backend, str(status)).inc()
+
+    def headers(self) -> dict[str, str]:
+        h = {"x-tollgate-request-id": self.rid, "x-tollgate-router-version": "passthrough"}
+        if self.answered and self.backend:
+            h["x-tollgate-model"] = self.backend
+        return h
+
+    async def finish(self, status: int, error: str | None) -> None:
+        """Settle, count and log once (a second call is a no-op)."""
+        if self.hold.settled:
+            return
+        try:
+            await self.hold.settle(self.cost_usd)
+        except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
+            error = f"{error + '; ' if error else ''}settlement failed: {type(e).__name__}: {e}"
+        m, model = self.ctx.metrics, self.backend if self.answered else "none"
+        m.requests.labels(self.route, model or "none", str(status), "false").inc()
+        m.latency.labels(self.route, "false").observe(time.perf_counter() - self.t0)
+        if self.cost_usd and self.backend:
+            m.cost.labels(self.backend).inc(self.cost_usd)
+        row = self.row(status, error)
+        self.ctx.log_writer.submit(row)
+        log_access(row, self.tenant)
+
+    def row(self, status: int, error: str | None) -> dict[str, Any]:
+        """The request-log row, with the chat rows' keys (docs/architecture.md)."""
+        return {
+            "id": self.rid, "tenant_id": self.tenant.id, "created_at": self.created_at,
+            "route": None, "lam": None, "router_version": None, "candidates": [],
+            "equivalent": [], "reason": self.route, "stream": False, "prompt_text": None,
+            "chosen_model": self.backend, "attempts": self.attempts,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": None,
+            "cost_usd": self.cost_usd, "reserved_usd": self.hold.held,
+            "latency_ms": round((time.perf_counter() - self.t0) * 1000, 3), "ttft_ms": None,
+            "status": status, "error": error,
+        }
+
+
+Respond = Callable[[UnitCall, Request], Awaitable[Response]]
+
+
+async def serve_unit(request: Request, route: str, respond: Respond) -> Response:
+    """One unit-billed request answered by ``respond(call, request)``; refusals and
+    cancellations settle and log once (gateway/serving/endpoint.py ``finished``)."""
+    ctx: GatewayContext = request.app.state.ctx
+    t0, rid = time.perf_counter(), new_request_id()
+    try:
+        tenant = await authenticate(ctx, request)
+    except GatewayError as e:
+        ctx.metrics.requests.labels(route, "none", str(e.status), "false").inc()
+        return e.response({"x-tollgate-request-id": rid})
+    call = UnitCall(ctx, tenant, rid, t0, route)
+
+    async def work() -> Response:
+        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
+        return await respond(call, request)
+
+    return await finished(call, work)
