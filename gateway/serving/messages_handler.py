@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import litellm
 from fastapi import Request
 from fastapi.responses import Response
 
@@ -47,7 +48,7 @@ from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
 from gateway.serving.responses_handler import ForwardedAttempts, plan_responses
 from gateway.serving.unit_prices import map_entry
-from gateway.serving.upstream import Billed, OpenStream, anthropic_messages, classify
+from gateway.serving.upstream import Billed, OpenStream, classify, over_deployments
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",
                          "ephemeral_1h_input_tokens")
@@ -163,7 +164,10 @@ class MessagesAttempts(ForwardedAttempts):
         call = {**self.req.params, "messages": self.req.messages, "max_tokens": cap}
         if self.req.stream:
             call["stream"] = True
-        return await anthropic_messages(b, call, billed=billed, answered=self._answered)
+        # litellm.anthropic_messages: Anthropic's own API for an Anthropic-wire provider,
+        # else litellm's bridge to the Responses API or to chat
+        return await over_deployments(b, litellm.anthropic_messages, call, billed,
+                                      self._answered)
 
     async def _answer(self, b: Backend, reply: Any) -> Response:
         if self.req.stream:

@@ -181,11 +181,9 @@ def deployment_order(backend: Backend) -> list[dict[str, Any]]:
     return sorted(deployments, key=key, reverse=True)
 
 
-def attempt_timeout(backend: Backend, deployment: dict[str, Any], stream: bool = False
-                    ) -> float:
-    """Seconds for one call: the deployment's litellm_params.timeout, else model_info's; a
-    stream's: its ``stream_timeout`` (litellm_params', else model_info's) when one is set
-    (LiteLLM's ``stream_timeout``), else the same."""
+def attempt_timeout(backend: Backend, deployment: dict[str, Any], stream: bool = False) -> float:
+    """Seconds for one call: litellm_params.timeout, else model_info's; a stream's is its
+    ``stream_timeout`` (LiteLLM's; litellm_params', else model_info's) when one is set."""
     if stream:
         t = deployment.get("stream_timeout")
         if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
@@ -400,10 +398,3 @@ async def text_completion(backend: Backend, params: dict[str, Any],
     """One legacy text completion (``litellm.atext_completion``); ``params`` hold ``prompt``."""
     return await over_deployments(backend, litellm.atext_completion, params, billed, answered)
 
-
-async def anthropic_messages(backend: Backend, params: dict[str, Any],
-                             billed: Billed | None = None,
-                             answered: Callable[[int], None] | None = None) -> Any:
-    """One Anthropic Messages call (``litellm.anthropic_messages``: Anthropic's own API for
-    an Anthropic-wire provider, else litellm's bridge to the Responses API or to chat)."""
-    return await over_deployments(backend, litellm.anthropic_messages, params, billed, answered)
