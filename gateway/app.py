@@ -28,22 +28,19 @@ from gateway.admin import api as admin_api
 from gateway.admin import litellm_keys, litellm_management
 from gateway.auth import (
     FailedLogins,
-    authenticate,
     bearer_key,
     checked_secret,
     client_address,
     may_read_metrics,
-    may_use_model,
 )
 from gateway.config import ConfigError, Settings
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, as_gateway_error, model_not_found, unauthorized
+from gateway.errors import GatewayError, as_gateway_error, unauthorized
 from gateway.learning import feedback
 from gateway.learning.loop import build_learning
 from gateway.pool import PoolHolder, build_pool
 from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
-from gateway.pool.promise import RoutePromise
 from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.reliability.loop_watch import LoopWatch
@@ -58,11 +55,11 @@ from gateway.serving.embedding import EmbeddingBatcher
 from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.litellm_inline import install_inline_setup
+from gateway.serving.models_endpoint import list_models, retrieve_model
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses_handler import responses_endpoint
 from gateway.serving.routing import warm_cascade
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
-from gateway.store.records import Tenant
 from router_core.artifact import load_router
 from router_core.encoders import encoder_for_router
 from router_core.encoders.minilm import Encoder
@@ -297,68 +294,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     for raised in (GatewayError, RequestValidationError, StarletteHTTPException,
                    ClientDisconnect, Exception):
         app.add_exception_handler(raised, answer)
-
-
-async def list_models(request: Request) -> Response:
-    """Route names (routed) and backends (passthrough) this tenant may use."""
-    ctx: GatewayContext = request.app.state.ctx
-    try:
-        tenant = await authenticate(ctx, request)
-    except GatewayError as e:
-        return e.response()
-    return JSONResponse({"object": "list", "data": _model_entries(ctx, tenant)})
-
-
-async def retrieve_model(request: Request, model_id: str) -> Response:
-    """One entry of /v1/models (OpenAI's ``models.retrieve``); 404 in OpenAI's shape."""
-    ctx: GatewayContext = request.app.state.ctx
-    try:
-        tenant = await authenticate(ctx, request)
-    except GatewayError as e:
-        return e.response()
-    for entry in _model_entries(ctx, tenant):
-        if entry["id"] == model_id:
-            return JSONResponse(entry)
-    return model_not_found(model_id).response()
-
-
-def _model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
-    allowed = tenant.policy.allowed_models
-    pool = ctx.pool.current
-    data: list[dict[str, Any]] = []
-    for name, route in pool.routes.items():
-        if not may_use_model(tenant, name):  # the calling key's ``models`` list
-            continue
-        data.append({
-            "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
-            "tollgate": {"type": "route", "cost_weight": route.cost_weight,
-                         "explore_share": route.explore_share,
-                         "backends": sorted(pool.deployable(name, allowed).values()),
-                         "promise": _promise_entry(pool.promises.get(name))},
-        })
-    for k in pool.known.values():
-        if (allowed is not None and k.backend not in allowed) or not may_use_model(
-                tenant, k.backend):
-            continue
-        p = pool.prices.get(k.backend)
-        data.append({
-            "id": k.backend, "object": "model", "created": 0, "owned_by": "tollgate",
-            "tollgate": {"type": "backend", "router_model": k.expert,
-                         "routable": k.expert is not None, "known_as": k.status,
-                         "quality_known": pool.how_known(k.backend),
-                         "input_cost_per_token": p.input_per_token if p else None,
-                         "output_cost_per_token": p.output_per_token if p else None,
-                         "deployments": len(pool.backends[k.backend].deployment_params())},
-        })
-    return data
-
-
-def _promise_entry(promise: RoutePromise | None) -> dict[str, Any] | None:
-    if promise is None:
-        return None
-    return {"max_drop": promise.max_drop, "reference": promise.reference,
-            "reference_chosen": promise.reference_chosen, "z": promise.z,
-            "tolerance": promise.tolerance}
 
 
 async def health() -> dict[str, str]:

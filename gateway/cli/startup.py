@@ -58,11 +58,25 @@ def backend_lines(pool: Pool) -> list[str]:
     return lines or ["none (model_list is empty: only routes without backends)"]
 
 
+DEFAULT_ROUTES_NOTE = ("no routes: in config: auto, auto-balanced, auto-cheap keep a promise "
+                       "by default (a λ route: cost_weight without max_drop)")
+
+
 def promise_lines(pool: Pool) -> list[str]:
     """Each route's promise against its reference, and how each backend's quality is known."""
-    lines = [f"{name}: realized quality {p.describe()}" for name, p in pool.promises.items()]
-    lines += [f"{name}: cost_weight {r.cost_weight:g} (no promise)"
-              for name, r in pool.routes.items() if name not in pool.promises]
+    routes = pool.routes
+    lines = [DEFAULT_ROUTES_NOTE] if pool.settings.routes_by_default else []
+    lines += [f"{name}: realized quality {p.describe()}"
+              + (" [default drop]" if routes[name].promise_by_default else "")
+              for name, p in pool.promises.items()]
+    lines += [f"{name}: cost_weight {r.cost_weight:g} (λ route, no promise)"
+              if r.max_drop is None else f"{name}: max_drop {r.max_drop:g}, no backend "
+              "the router knows: no promise" for name, r in routes.items()
+              if name not in pool.promises]
+    lines += [f"{name}: explore_share ignored: a promise route serves a prior backend only "
+              "where it is within the promise (shadow calls learn the rest)"
+              for name, r in routes.items()
+              if r.max_drop is not None and "explore_share" in r.model_fields_set]
     width = max((len(b) for b in pool.backends), default=0)
     lines += [f"{b:<{width}}  quality {how}" for b in pool.backends
               if (how := pool.how_known(b)) is not None]

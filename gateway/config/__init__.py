@@ -16,6 +16,7 @@ from gateway.config.reliability import (
     RateLimitSettings,
     ReliabilitySettings,
 )
+from gateway.config.routes import Route
 from gateway.config.settings import (
     DEFAULT_CONFIG_PATH,
     ROUTER_ONLY_PARAMS,
@@ -23,7 +24,6 @@ from gateway.config.settings import (
     ConfigError,
     ModelInfo,
     Retraining,
-    Route,
     Settings,
 )
 

@@ -12,8 +12,9 @@ The pool is a LiteLLM-style ``model_list`` so a LiteLLM user can copy theirs ove
           max_input_tokens: 128000
           max_output_tokens: 16384              # reserved when a client gives no max_tokens
           timeout: 60                           # seconds per upstream attempt
-    routes:
-      auto: {cost_weight: 0.5}                  # λ; delta (δ) and models (allowed) optional
+    routes:                                     # default: auto, auto-balanced, auto-cheap
+      auto: {max_drop: 0.01}                    # a promise (gateway/config/routes.py)
+      fast: {cost_weight: 0.5}                  # a λ route; delta (δ), models optional
 
 Values written ``os.environ/NAME`` are read from the environment at load time (LiteLLM's
 convention), so provider keys never live in the file. LiteLLM's ``router_settings``,
@@ -31,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gateway.config.reliability import ReliabilitySettings
+from gateway.config.routes import Route, default_drop, default_routes, needs_default_promise
 from gateway.litellm_sections import resolve_env
 from gateway.store.engine import DEFAULT_DATABASE_URL
 
@@ -150,23 +152,6 @@ class Backend(BaseModel):
         return infos + [self.model_info] * (n - len(infos)) if len(infos) < n else infos[:n]
 
 
-class Route(BaseModel):
-    """A model name clients send that is routed: λ, δ and the backends it may choose."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    cost_weight: float = Field(default=0.5, ge=0)  # λ in a_h = p̂_h − λ c̃_h
-    delta: float | None = Field(default=None, ge=0)  # δ; None = the artifact's
-    models: list[str] | None = None  # allowed backends (model_name); None = the whole pool
-    # most of the route's requests a backend on its cold-start prior may get (per replica)
-    explore_share: float = Field(default=0.05, ge=0, le=1)
-    description: str | None = None
-    # a promise against a reference (gateway/pool/promise.py): realized quality within
-    # max_drop of the reference backend's, as cheaply as possible; λ is then not used
-    max_drop: float | None = Field(default=None, ge=0, le=1)
-    reference: str | None = None  # a backend of the route; default: its strongest known
-
-
 class Retraining(BaseModel):
     """The learning loop's ``retraining:`` section; its other keys (interval_s, poll_s,
     margin, store_prompt_text, exploration) are read by gateway/learning/loop.py."""
@@ -182,7 +167,7 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model_list: list[Backend] = Field(default_factory=list)
-    routes: dict[str, Route] = Field(default_factory=lambda: {"auto": Route()})
+    routes: dict[str, Route] = Field(default_factory=default_routes)
     database_url: str = DEFAULT_DATABASE_URL
     admin_key: str | None = None
     # A bearer token that may read /metrics only (or TOLLGATE_METRICS_TOKEN); the admin key
@@ -297,6 +282,20 @@ class Settings(BaseModel):
             raise ValueError(
                 f"encoder: unknown kind {self.encoder!r}; known: {', '.join(known_kinds())}")
         return self
+
+    @model_validator(mode="after")
+    def _promises_by_default(self) -> Settings:
+        """A route that names neither max_drop nor cost_weight promises its name's drop."""
+        for name, route in self.routes.items():
+            if needs_default_promise(route):
+                route.max_drop = default_drop(name)
+                route._default_promise = True
+        return self
+
+    @property
+    def routes_by_default(self) -> bool:
+        """Whether the config had no ``routes:`` (the default promising routes)."""
+        return "routes" not in self.model_fields_set
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:

@@ -1,11 +1,20 @@
-"""The traffic a backend gets while it is on its cold-start prior is bounded per route.
+"""On a λ route, the traffic a backend gets while it is on its cold-start prior is bounded.
 
-A prior is a guess; until outcomes confirm it, a route sends a prior backend at most
-``routes.NAME.explore_share`` of its routed requests (default 0.05): before routing, a prior
-backend already chosen for that share of the route's requests (counting this one) is left
-out of the candidates, so it is a candidate from the first request on and its share stays
-within ``explore_share`` plus one request. Counts are per gateway process (each replica
-keeps its own share).
+A prior is a guess; under the λ rule (a = p̂ − λ·c̃, no promise to keep) nothing else bounds
+what a guess costs the answers, so until outcomes confirm it a λ route sends a prior backend at
+most ``routes.NAME.explore_share`` of its λ-decided requests (default 0.05): before routing, a
+prior backend already chosen for that share of them (counting this one) is left out of the
+candidates, so it is a candidate from the first request on and its share stays within
+``explore_share`` plus one request. Counts are per gateway process (each replica keeps its own
+share).
+
+A route with a promise is never capped (gateway/serving/planning.py ``deployable``): a cap
+there would take the reference away once it had its share (the route then promised against a
+stand-in) and hand each frontier backend a fixed share however its p̂ stood. There a backend
+known only by a prior gets live traffic only where the promise rule finds it within the
+promise, and learns the rest from shadow calls on the operator's exploration budget
+(gateway/learning/shadow.py); ``explore_share`` is accepted there and ignored (the startup
+block says so when it is set).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Built from the request's log row (and the feedback rows the learning loop stores): every
 candidate the router scored with its similarity s_h = q·e_h, calibrated quality p̂_h,
 normalised cost c̃_h, predicted USD and score a_h = p̂_h − λ·c̃_h; the δ-equivalent set E;
-the winner and the reason ("cheapest of 3 equivalent ..."); every forwarding attempt (the
+the winner and the reason ("cheapest of 3 equivalent ..."); on a route with a promise, the
+route's reference with its p̂ on this prompt (also when the request could not use it) and the
+winner's estimated drop from it; every forwarding attempt (the
 fallbacks); tokens, cost and timing; the feedback received. The tenant that made the
 request sees it; the admin key sees all; anyone else gets the same 404 as for an unknown id.
 """
@@ -102,6 +104,8 @@ def explain_row(row: dict[str, Any]) -> dict[str, Any]:
             "reason": reason,
             "equivalent": equivalent,
             "candidates": candidates,
+            # a promise: the reference's p̂ here, allowed or not, and the estimated drop
+            "reference": cands[0].get("promised_reference") if routed else None,
         },
         "answered_by": answered,
         "attempts": attempts,

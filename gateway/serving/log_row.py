@@ -33,6 +33,9 @@ def plan_fields(plan: Plan | None, log_prompts: bool, max_chars: int) -> dict[st
                     **({"promise": promised[by_rm.get(c["model"])]}
                        if by_rm.get(c["model"]) in promised else {})}
                    for c in d.to_dict()["candidates"]] if d else [])
+    reference = (routed.promise or {}).get("promised_reference") if routed else None
+    if candidates and reference is not None:  # the route's reference on this prompt
+        candidates[0] = {**candidates[0], "promised_reference": reference}
     return {
         "route": plan.route,
         "lam": plan.lam,

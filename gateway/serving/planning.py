@@ -152,12 +152,21 @@ def allowed_backends(plan: Plan) -> list[str]:
     return out
 
 
+def by_promise(plan: Plan) -> bool:
+    """Whether the promise rule decides this routed request: the route has a promise and the
+    request sets no cost_weight of its own (else the λ rule does)."""
+    return (plan.pool.promises.get(plan.route) is not None
+            and plan.request.options.cost_weight is None)
+
+
 def deployable(plan: Plan, share: PriorShare | None = None) -> dict[str, str]:
-    """expert → backend over the allowed, priced backends the router knows (503 if none);
-    backends on a cold-start prior only while under the route's explore_share."""
+    """expert → backend over the allowed, priced backends the router knows (503 if none).
+    Under the λ rule, backends on a cold-start prior only while under the route's
+    explore_share; the promise rule sees them all, its reference always (a prior backend
+    gets live traffic only where the rule finds it within the promise)."""
     pool = plan.pool
     by_rm = pool.deployable(plan.route, allowed_backends(plan))
-    if share is not None and by_rm:
+    if share is not None and by_rm and not by_promise(plan):
         explore = pool.routes[plan.route].explore_share
         by_rm = cap_priors(share, plan.route, explore, pool.priors, by_rm)
     tier = billable_tier(plan.request.params)
@@ -181,7 +190,7 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> P
              for name in {*by_rm.values(), *whole.values()}}
     promise = pool.promises.get(plan.route)
     try:
-        if promise is not None and plan.request.options.cost_weight is None:
+        if promise is not None and by_promise(plan):
             routed = promise_route(pool, promise, phi, by_rm, costs, plan.max_cost_usd,
                                    max(costs[b] for b in whole.values()))
         else:
@@ -316,8 +325,9 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
                           lambda phi: ranked(sized, by_rm, phi, n_prompt))
     ctx.metrics.routing.observe(time.perf_counter() - started)
     ctx.metrics.decisions.labels(encoder=plan.routed.decision.encoder or ctx.encoder.kind).inc()
-    chosen = plan.routed.decision.chosen  # what a cold-start prior backend's share counts
-    ctx.prior_share.record(plan.route, by_rm.get(chosen), chosen in plan.pool.priors)
+    if not by_promise(plan):  # the λ rule's cold-start shares count its own decisions
+        chosen = plan.routed.decision.chosen
+        ctx.prior_share.record(plan.route, by_rm.get(chosen), chosen in plan.pool.priors)
     return with_plan_fallbacks(plan)
 
 

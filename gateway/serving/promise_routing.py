@@ -10,7 +10,10 @@ with c_h this request's expected cost. Fallbacks keep the promise as long as the
 rest of E by cost, then the reference, then the others by p̂. When the tenant's policy or a
 cost cap leaves the reference out, the strongest allowed backend stands in for it and the
 reason says so. The decision is logged in the usual ``Decision`` form (quality = p̂, score =
-−D_h, the equivalent set = E) with the explanation record beside it.
+−D_h, the equivalent set = E) with the explanation record beside it; the record's
+``promised_reference`` holds the route's own reference's p̂ on this prompt whether or not the
+request may use it, and the chosen backend's estimated drop from it, so the drop can be read
+per request.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     names = [by_rm[e] for e in experts]
     record = explain(names, P[0], N[0], cost, ref, promise.max_drop, promise.z,
                      how=[pool.qualities[e].how for e in experts], tolerance=promise.tolerance)
+    record["promised_reference"] = promised_reference(
+        pool, promise, q, by_rm, experts, P[0], N[0], stand_in,
+        float(P[0, names.index(record["chosen"])]), costs_usd, max_cost_usd)
     D = drop_bounds(P, N, ref, promise.z)[0]
     h = names.index(record["chosen"])
     within = [i for i in np.argsort(cost, kind="stable") if D[i] <= promise.tolerance]
@@ -67,3 +73,33 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     return Routed(decision=decision, router_version=router.version,
                   backends=tuple(names[i] for i in order), by_router_model=dict(by_rm),
                   priors=pool.priors, promise=record)
+
+
+def promised_reference(pool: Pool, promise: RoutePromise, q: np.ndarray,
+                       by_rm: Mapping[str, str], experts: list[str], p: np.ndarray,
+                       n: np.ndarray, stand_in: bool, p_chosen: float,
+                       costs_usd: Mapping[str, float], max_cost_usd: float | None) -> dict:
+    """The route's reference on this prompt: its p̂ and n (estimated even when the request
+    may not use it), whether it was allowed (else why not), and the estimated drop of the
+    chosen backend from it, p̂_r − p̂_h*."""
+    expert = pool.expert_of(promise.reference)
+    if not stand_in:
+        i = experts.index(expert)
+        p_ref, n_ref = float(p[i]), float(n[i])
+    elif expert in pool.qualities:
+        P1, N1 = pool.belief_stack((expert,)).estimate(q[None, :])
+        p_ref, n_ref = float(P1[0, 0]), float(N1[0, 0])
+    else:
+        p_ref = n_ref = None
+    if not stand_in:
+        why_not = None
+    elif promise.reference not in by_rm.values():
+        why_not = "not allowed (tenant policy or the request's allowed_models)"
+    elif max_cost_usd is not None and costs_usd.get(promise.reference, 0.0) > max_cost_usd:
+        why_not = f"over max_cost_usd={max_cost_usd:g}"
+    else:
+        why_not = "not routable"
+    return {"backend": promise.reference, "allowed": not stand_in, "why_not": why_not,
+            "p": None if p_ref is None else round(p_ref, 4),
+            "n": None if n_ref is None else round(n_ref, 1),
+            "estimated_drop": None if p_ref is None else round(p_ref - p_chosen, 4)}

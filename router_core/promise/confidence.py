@@ -120,7 +120,12 @@ def choose_confidence(
     """z* (module docstring): among the z that keep the promise on every group of cases
     (rungs with known outcomes; a group's judge draws averaged), the one that saves most on
     average over ``owns`` (the real pool's held-out prompts, e.g. at each stage of learning:
-    only their estimates and prices are read, never their outcomes); ties: the larger z."""
+    only their estimates and prices are read, never their outcomes); ties: the larger z.
+    A case of the reference alone is no evidence (every z keeps it): without a group of two
+    backends or more, z* = ∞ (the reference only), as on a pool of one trained model."""
+    groups = [g for g in groups if g and all(np.shape(c.P)[1] > 1 for c in g)]
+    if not groups:
+        return float(np.inf)
     best_z, best_saving = float(np.inf), 0.0
     for z in reversed(z_grid):  # safer first: a tie keeps the larger z
         if not all(_keeps(g, max_drop, z) for g in groups):

@@ -155,11 +155,14 @@ class TrainedBelief:
 
 
 def router_weights(router, names=None) -> tuple[np.ndarray, np.ndarray]:
-    """(W (m, d), b (m,)) of a ``Router``'s experts: w_h = a_h·e_h, in ``names`` order."""
-    names = tuple(names or router.model_names)
+    """(W (m, d), b (m,)) of a ``Router``'s experts: w_h = a_h·e_h, in ``names`` order (all
+    of them when None; none, W of shape (0, d), when ``names`` is empty)."""
+    names = tuple(router.model_names if names is None else names)
     cal = router.calibration
     by = {e.name: e for e in router.experts}
-    W = np.stack([cal.a.get(n, cal.a0) * np.asarray(by[n].descriptor, float) for n in names])
+    d = len(router.experts[0].descriptor) if router.experts else 0
+    W = np.stack([cal.a.get(n, cal.a0) * np.asarray(by[n].descriptor, float) for n in names]
+                 ) if names else np.zeros((0, d))
     b = np.array([cal.b.get(n, cal.b0) for n in names], dtype=float)
     return W, b
 

@@ -34,8 +34,12 @@ PRICE_PSEUDO_COUNT = 1.0
 
 def closeness_weights(value: float, known: np.ndarray, k: int = NEIGHBOURS,
                       floor: float = MIN_BANDWIDTH) -> np.ndarray:
-    """κ_h = exp(−(v − v_h)² / 2β²), β the k-th closest distance (≥ floor); sums to 1."""
-    d = np.abs(np.asarray(known, dtype=float) - float(value))
+    """κ_h = exp(−(v − v_h)² / 2β²), β the k-th closest distance (≥ floor); sums to 1.
+    No known value: no neighbours, an empty κ (a prior from it has no direction, only its
+    level: a pool of one trained model beside one prior)."""
+    d = np.abs(np.asarray(known, dtype=float).reshape(-1) - float(value))
+    if not len(d):
+        return d
     beta = max(float(np.sort(d)[min(k, len(d)) - 1]), floor)
     w = np.exp(-(d**2) / (2 * beta**2))
     return w / w.sum()

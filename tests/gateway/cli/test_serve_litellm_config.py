@@ -141,7 +141,10 @@ def test_startup_summary_and_access_lines(proxy: tuple[str, FakeUpstream, list])
     text = "".join(output)
     block = text[text.index("tollgate 0"):]
     assert "config.yaml" in block and "proxy.db" in block
-    assert "gpt-4o-mini  routed by auto, group of 2 deployments" in block
+    # no routes: in the config: the three promising routes by default (issue 34)
+    assert ("gpt-4o-mini  routed by auto, auto-balanced, auto-cheap, group of 2 deployments"
+            in block)
+    assert "no routes: in config: auto, auto-balanced, auto-cheap keep a promise" in block
     # a priced backend the router has no data on joins auto on a prior (cold start)
     assert re.search(r"unkeyed +routed by auto", block)
     assert re.search(r"unkeyed +prior \(0 outcomes\)", block)

@@ -1,0 +1,110 @@
+"""``GET /v1/models`` and ``/v1/models/{id}``: the routes and backends a tenant may use.
+
+Each route says how it decides: a promise (``rule: "promise"``, its reference, drop and the
+reference's mean p̂; ``promise_by_default`` when the config named no drop: a config without
+``routes:`` gets auto, auto-balanced and auto-cheap, gateway/config/routes.py) or a λ trade
+(``rule: "cost_weight"``, with the explore_share that bounds its cold-start priors). Each
+backend says how the router knows it and its prices.
+
+Never a 500 for a number: a value that is not finite (a rule's z = ∞, meaning "the
+reference only"; a price litellm cannot give) leaves as JSON ``null``, since
+``JSONResponse`` refuses NaN and ∞ ("Out of range float values are not JSON compliant").
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.auth import authenticate, may_use_model
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError, model_not_found
+from gateway.pool import Pool
+from gateway.pool.promise import RoutePromise
+from gateway.store.records import Tenant
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by None, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+async def list_models(request: Request) -> Response:
+    """Route names (routed) and backends (passthrough) this tenant may use."""
+    ctx: GatewayContext = request.app.state.ctx
+    try:
+        tenant = await authenticate(ctx, request)
+    except GatewayError as e:
+        return e.response()
+    return JSONResponse(json_safe({"object": "list", "data": model_entries(ctx, tenant)}))
+
+
+async def retrieve_model(request: Request, model_id: str) -> Response:
+    """One entry of /v1/models (OpenAI's ``models.retrieve``); 404 in OpenAI's shape."""
+    ctx: GatewayContext = request.app.state.ctx
+    try:
+        tenant = await authenticate(ctx, request)
+    except GatewayError as e:
+        return e.response()
+    for entry in model_entries(ctx, tenant):
+        if entry["id"] == model_id:
+            return JSONResponse(json_safe(entry))
+    return model_not_found(model_id).response()
+
+
+def model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
+    allowed = tenant.policy.allowed_models
+    pool = ctx.pool.current
+    data: list[dict[str, Any]] = []
+    for name, route in pool.routes.items():
+        if not may_use_model(tenant, name):  # the calling key's ``models`` list
+            continue
+        promise = pool.promises.get(name)
+        data.append({
+            "id": name, "object": "model", "created": 0, "owned_by": "tollgate",
+            "tollgate": {"type": "route",
+                         "rule": "cost_weight" if route.max_drop is None else "promise",
+                         "cost_weight": route.cost_weight if route.max_drop is None else None,
+                         "explore_share": route.explore_share if route.max_drop is None
+                         else None,
+                         "promise_by_default": route.promise_by_default,
+                         "description": route.description,
+                         "backends": sorted(pool.deployable(name, allowed).values()),
+                         "promise": promise_entry(pool, promise)},
+        })
+    for k in pool.known.values():
+        if (allowed is not None and k.backend not in allowed) or not may_use_model(
+                tenant, k.backend):
+            continue
+        p = pool.prices.get(k.backend)
+        data.append({
+            "id": k.backend, "object": "model", "created": 0, "owned_by": "tollgate",
+            "tollgate": {"type": "backend", "router_model": k.expert,
+                         "routable": k.expert is not None, "known_as": k.status,
+                         "quality_known": pool.how_known(k.backend),
+                         "input_cost_per_token": p.input_per_token if p else None,
+                         "output_cost_per_token": p.output_per_token if p else None,
+                         "deployments": len(pool.backends[k.backend].deployment_params())},
+        })
+    return data
+
+
+def promise_entry(pool: Pool, promise: RoutePromise | None) -> dict[str, Any] | None:
+    """A route's promise: drop, reference (and why it, its mean p̂), the rule's z (null: ∞,
+    the reference only) and per-prompt tolerance."""
+    if promise is None:
+        return None
+    quality = pool.qualities.get(pool.expert_of(promise.reference) or "")
+    return {"max_drop": promise.max_drop, "reference": promise.reference,
+            "reference_chosen": promise.reference_chosen,
+            "reference_mean_p": None if quality is None else round(quality.level, 4),
+            "z": promise.z, "tolerance": promise.tolerance}
