@@ -10,8 +10,10 @@ request's explanation (``GET /v1/routing/{id}``) is read. Per route:
 - the mean p̂ of the chosen backend and of the route's reference on the same prompts (the
   reference the explanation names; a route without a promise is compared with its strongest
   candidate on each prompt);
-- the estimated drop: mean of p̂_reference − p̂_chosen over the requests whose explanation
-  gives the reference's p̂ (how many did is printed beside it);
+- the estimated drop: mean of p̂_reference − p̂_chosen per request when every explanation
+  gives the reference's p̂; when some do not (the reference was not a candidate), the mean
+  p̂ of the reference where given minus the chosen backend's mean p̂ over all requests (how
+  many gave it is printed beside it);
 - the saving: 1 − what the gateway charged / what the reference's price would have charged for
   the same usage.
 """
@@ -49,17 +51,31 @@ class RouteFigures:
     route: str
     went: Counter = field(default_factory=Counter)
     reference: Counter = field(default_factory=Counter)  # the reference each request named
-    p_chosen: list[float] = field(default_factory=list)  # where the reference's p̂ is known
-    p_reference: list[float] = field(default_factory=list)
+    p_chosen: list[float] = field(default_factory=list)  # every request's
+    p_reference: list[float | None] = field(default_factory=list)  # None: not in its explanation
     charged: float = 0.0
     reference_usd: float = 0.0
     requests: int = 0
     refused: list[str] = field(default_factory=list)
 
     @property
+    def reference_known(self) -> int:
+        return sum(p is not None for p in self.p_reference)
+
+    @property
+    def mean_reference(self) -> float:
+        known = [p for p in self.p_reference if p is not None]
+        return float(np.mean(known)) if known else float("nan")
+
+    @property
     def drop(self) -> float:
-        return float(np.mean(np.subtract(self.p_reference, self.p_chosen))) \
-            if self.p_chosen else float("nan")
+        """Paired when every request gave the reference's p̂, else the two means' difference
+        (module docstring)."""
+        if not self.p_chosen or not self.reference_known:
+            return float("nan")
+        if self.reference_known == len(self.p_chosen):
+            return float(np.mean(np.subtract(self.p_reference, self.p_chosen)))
+        return self.mean_reference - float(np.mean(self.p_chosen))
 
     @property
     def saving(self) -> float:
@@ -93,10 +109,10 @@ def _one(client, http: httpx.Client, prices, fig: RouteFigures, prompt: str) -> 
     fig.requests += 1
     fig.went[chosen] += 1
     fig.reference[ref] += 1
-    p_chosen, p_ref = candidate_p(expl, chosen), candidate_p(expl, ref) if ref else None
-    if p_chosen is not None and p_ref is not None:
+    p_chosen = candidate_p(expl, chosen)
+    if p_chosen is not None:
         fig.p_chosen.append(p_chosen)
-        fig.p_reference.append(p_ref)
+        fig.p_reference.append(candidate_p(expl, ref) if ref else None)
     fig.charged += float(raw.headers["x-tollgate-cost-usd"])
     if ref in prices:
         fig.reference_usd += prices[ref].cost(int(usage.prompt_tokens),
@@ -151,8 +167,7 @@ def print_routes(label: str, figures: dict[str, RouteFigures]) -> None:
         mix = ", ".join(f"{b} {n / f.requests:.0%}" for b, n in f.went.most_common())
         refs = ", ".join(f"{b} {n}" for b, n in f.reference.most_common())
         pc = np.mean(f.p_chosen) if f.p_chosen else float("nan")
-        pr = np.mean(f.p_reference) if f.p_reference else float("nan")
-        print(f"{route:<14} {f.requests:>4} {pc:>9.3f} {pr:>7.3f} {f.drop:>+9.4f} "
-              f"{len(f.p_chosen):>9} {f.saving:>7.3f}  ref {refs}; {mix}")
+        print(f"{route:<14} {f.requests:>4} {pc:>9.3f} {f.mean_reference:>7.3f} "
+              f"{f.drop:>+9.4f} {f.reference_known:>9} {f.saving:>7.3f}  ref {refs}; {mix}")
         if f.refused:
             print(f"{'':<14} {len(f.refused)} refused, e.g. {f.refused[0]}")

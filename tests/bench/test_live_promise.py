@@ -70,3 +70,14 @@ def test_local_model_list_keeps_prices_and_the_model_it_was() -> None:
                                    "output_cost_per_token": 1e-5}
     assert sonnet["model_info"]["base_model"] == "anthropic/claude-sonnet-4-6"
     assert math.isclose(sonnet["model_info"]["output_cost_per_token"], 1.5e-5)
+
+
+def test_route_drop_is_paired_when_every_explanation_gives_the_reference() -> None:
+    from bench.routing.live_routes import RouteFigures
+
+    f = RouteFigures("auto", p_chosen=[0.9, 0.7], p_reference=[0.9, 0.9])
+    assert f.drop == pytest.approx(0.1) and f.reference_known == 2
+    # the reference's p̂ on one request only: its mean minus the chosen mean over all
+    f = RouteFigures("auto", p_chosen=[0.9, 0.6], p_reference=[0.9, None])
+    assert f.drop == pytest.approx(0.9 - 0.75) and f.reference_known == 1
+    assert math.isnan(RouteFigures("auto", p_chosen=[0.5], p_reference=[None]).drop)
