@@ -9,12 +9,15 @@ beside the reference and prior refinement run on their normal code paths; the co
 shortens their schedule (``retraining.refine_priors_s``, ``poll_s``) and sets exploration on
 (``retraining.exploration``).
 
-The wrong prior: one cheap backend (``--wrong``, default mistral-7b) is left out of the
+The wrong prior: one cheap backend (``LoopSetup.wrong``, mistral-7b) is left out of the
 served router artifact, so it joins on a cold-start prior as any unknown backend does, and the
 artifact carries a claim for it (``promise_beliefs``, the form a published belief takes in a
 router version): the strongest model's own readout and pseudo-count, i.e. "it matches
-gpt-4". The loop refines cold-start backends from their judged outcomes and publishes the
-result as a new router version, which the gateway hot-swaps.
+gpt-4". The config has no key that sets a prior's level, and the capability table places no
+published figure near gpt-4-1106-preview's level on this router, hence the artifact. The
+loop refines cold-start backends from their judged outcomes, always starting from the
+backend's own prior (here its price prior), and publishes the result as a new router
+version, which the gateway hot-swaps: the claim is served until the first refinement.
 
 Requests go to ``auto-cheap`` (test prompts, shuffled, repeated when more are asked for than
 the split has). Per window of requests: the wrong backend's share, the route's realized drop
@@ -140,7 +143,7 @@ def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
             http = httpx.Client(base_url=server.url, timeout=60,
                                 headers={"authorization": f"Bearer {key}"})
 
-            def one(i: int) -> Served:
+            def one(i: int) -> tuple[Served, str | None]:
                 prompt = str(table.prompts[i])
                 raw = client.chat.completions.with_raw_response.create(
                     model=ROUTE, messages=[{"role": "user", "content": prompt}])
@@ -152,13 +155,25 @@ def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
                               float(q_all[i, col[strongest]]),
                               float(raw.headers["x-tollgate-cost-usd"]),
                               float(c_all[i, col[strongest]]),
-                              candidate_p(doc, s.wrong), float(q_all[i, col[s.wrong]]))
+                              candidate_p(doc, s.wrong), float(q_all[i, col[s.wrong]])), \
+                    _known(doc, s.wrong)
 
             with ThreadPoolExecutor(s.workers) as pool, http:
-                served = list(pool.map(one, order.tolist()))
+                results = list(pool.map(one, order.tolist()))
+            served = [r for r, _ in results]
+            known = [k for _, k in results if k]
+            facts["wrong_known"] = (known[0], known[-1]) if known else ("-", "-")
             facts["judge_unknown"] = judge.unknown
     ws = windows(served, s.window, s.wrong)
     return ws, caught_after(ws, _max_drop(), 0.05), facts
+
+
+def _known(doc: dict, backend: str) -> str | None:
+    """How the explanation says ``backend`` is known (its candidate's promise record)."""
+    for c in (doc.get("decision") or {}).get("candidates") or []:
+        if c.get("backend") == backend:
+            return (c.get("promise") or {}).get("known")
+    return None
 
 
 def _max_drop() -> float:
@@ -180,5 +195,7 @@ def print_loop(ws: list[Window], caught: int | None, facts: dict, s: LoopSetup) 
         tru = "-" if w.truth is None else f"{w.truth:.3f}"
         print(f"{w.end:>8} {w.share:>6.3f} {w.drop:>+7.4f} {w.saving:>7.3f} {est:>8} "
               f"{tru:>6} {w.n_estimate:>6}")
+    first, last = facts.get("wrong_known", ("-", "-"))
+    print(f"{facts['wrong']} known first as: {first}; last as: {last}")
     print(f"wrong prior corrected after: {caught if caught is not None else 'never'} requests; "
           f"judge could not find {facts.get('judge_unknown', 0)} answers")
