@@ -22,6 +22,7 @@ import numpy as np
 from gateway.config import Settings
 from gateway.learning import router_versions
 from gateway.learning import tables as ldb
+from gateway.learning.prior_level import level_corrected
 from gateway.pool import Pool
 from gateway.pool.known import COLD_START_KEY, LEARNED_KIND, PRIOR_KIND, outcomes_of
 from gateway.pool.priors import TYPICAL_TOKENS, prior_for
@@ -29,6 +30,7 @@ from gateway.pool.promise import BELIEFS_KEY, belief_record
 from gateway.pricing import Price
 from router_core.cold_start.placement import refine
 from router_core.promise import JUDGE_ACCURACY, LogitBelief, refine_from_verdicts
+from router_core.promise.refine import judged_counts
 from router_core.router import Router
 
 MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/routing/cold_start.py)
@@ -83,7 +85,8 @@ def promise_belief(engine: Any, router: Router, expert: str,
                    prior: LogitBelief) -> LogitBelief | None:
     """``prior`` refined by every outcome recorded for ``expert`` (router_core.promise:
     repeated judgements of one prompt aggregated DARS-style, a judge right 80% of the time,
-    kept only as far as held-out verdicts confirm it). Always from the prior, never from an
+    kept only as far as held-out verdicts confirm it; where they do not, its level alone is
+    corrected by them, gateway/learning/prior_level.py). Always from the prior, never from an
     earlier refinement, so no outcome counts twice."""
     obs = ldb.load_observations(engine)
     obs = obs[obs["model"] == expert]
@@ -93,7 +96,15 @@ def promise_belief(engine: Any, router: Router, expert: str,
     _, phi = ldb.load_prompts(engine, keys)
     query_of = dict(zip(keys, router.project(phi)))
     verdicts = obs[["prompt_key", "model", "quality"]].to_dict("records")
-    return refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY)[expert]
+    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY)[expert]
+    if not np.array_equal(refined.theta, prior.theta):
+        return refined
+    # the shape was not confirmed: its level still is, by the same verdicts (prior_level.py)
+    judged, k, c = judged_counts(verdicts, expert)
+    Q = np.stack([query_of[str(key)] for key in judged])
+    level = level_corrected(prior, Q, k, c, JUDGE_ACCURACY)
+    return replace(level, n_outcomes=refined.n_outcomes,
+                   how=f"level:{refined.n_outcomes} (shape not moved)")
 
 
 def cold_start_backends(router: Router, settings: Settings) -> list[str]:

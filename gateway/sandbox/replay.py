@@ -2,7 +2,8 @@
 answers as the benchmark's models did, with each model's recorded answer to the prompt and
 usage priced so the gateway's cost is the recorded USD (output price p_m = mean recorded cost
 of m / ``TOKENS_PER_MEAN_QUERY`` per token, completion tokens = recorded cost / p_m; input is
-free)."""
+free). With a ``RecordedJudge`` (gateway/sandbox/recorded_judge.py) it also answers as the
+learning loop's judge backend, under the judge's name."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gateway.sandbox.local_upstream import send_json
+from gateway.sandbox.recorded_judge import RecordedJudge
 from router_core.data.table import RoutingTable
 
 TOKENS_PER_MEAN_QUERY = 1000  # p_m = mean cost / this: a typical answer is ~1000 "tokens"
@@ -52,6 +54,10 @@ class Replay:
             "usage": {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens},
         }
 
+    def judge_cells(self) -> list[tuple[str, str, float]]:
+        """(prompt, recorded answer, its grade) of every cell: what a ``RecordedJudge`` reads."""
+        return [(prompt, text, q) for (prompt, _), (text, q, _) in self.cells.items()]
+
     def grade(self, prompt: str, model: str, answer: str) -> float | None:
         """The reference check: the recorded grade of exactly this recorded answer."""
         cell = self.cells.get((prompt, model))
@@ -60,7 +66,21 @@ class Replay:
         return cell[1]
 
 
-def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
+def _judged(judge: RecordedJudge, body: dict) -> dict:
+    """The judge's answer to a rubric, as a chat completion (usage: words in, 8 out)."""
+    text = "\n\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+    return {
+        "id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion",
+        "created": int(time.time()), "model": judge.name,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": judge.reply(text)},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 8,
+                  "total_tokens": len(text.split()) + 8},
+    }
+
+
+def _handler(replay: Replay, judge: RecordedJudge | None = None
+             ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -69,6 +89,9 @@ def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            if judge is not None and body.get("model") == judge.name:
+                send_json(self, 200, _judged(judge, body))
+                return
             prompt = "\n\n".join(
                 str(m.get("content", ""))
                 for m in reversed(body.get("messages", []))
@@ -87,9 +110,9 @@ def _handler(replay: Replay) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def replay_upstream(replay: Replay) -> Iterator[str]:
-    """Serve ``replay`` on 127.0.0.1; yields the base URL (…/v1)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay))
+def replay_upstream(replay: Replay, judge: RecordedJudge | None = None) -> Iterator[str]:
+    """Serve ``replay`` (and ``judge`` under its name) on 127.0.0.1; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay, judge))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

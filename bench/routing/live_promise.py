@@ -1,0 +1,87 @@
+"""The promise where users meet it: `tollgate serve` over HTTP, on the packaged config, on a
+pasted LiteLLM config, and with a wrong prior the live learning loop has to catch.
+
+1. Routes (live_routes.py): `tollgate serve` on a config (the packaged `config.yaml`, or
+   ``--config``), every backend on a local upstream with its price kept; ``--prompts`` test
+   prompts of each of MMLU-Pro, LLMRouter and RouterBench through the OpenAI SDK to `auto`,
+   `auto-balanced` and `auto-cheap`; every explanation read. Per route: where the prompts
+   went, mean p̂ of the chosen backend and of the reference on the same prompts, the
+   estimated drop, the saving against the reference.
+2. The same for `auto` on the LiteLLM example config (bench/routing/litellm_example.yaml:
+   OpenAI, Anthropic and Azure entries, no `routes:`).
+3. The wrong-prior loop (wrong_prior_loop.py): ``--requests`` requests to `auto-cheap` on
+   RouterBench's models with a cheap backend claimed to match the strongest; per window of
+   250 its share, the realized drop and the saving; when the prior was corrected.
+
+    python -m bench.routing.live_promise [--config PATH] [--prompts 60] [--requests 3000]
+        [--skip-routes] [--skip-litellm] [--skip-loop]
+
+Last line: ``auto_live_drop=… balanced_live_drop=… cheap_live_drop=… auto_live_saving=…
+cheap_live_saving=… litellm_auto_live_drop=… wrong_prior_caught_after=… loop_drop_max=…``
+(a part skipped, or a route not served, prints ``nan``; a prior never corrected ``never``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+LITELLM_EXAMPLE = Path(__file__).with_name("litellm_example.yaml")
+NAN = float("nan")
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "never"
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return f"{x:.4f}" if isinstance(x, float) else str(x)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", type=Path, default=None,
+                    help="the config the routes are measured on (default: the packaged one)")
+    ap.add_argument("--litellm-config", type=Path, default=LITELLM_EXAMPLE)
+    ap.add_argument("--prompts", type=int, default=60, help="test prompts per dataset")
+    ap.add_argument("--requests", type=int, default=3000, help="requests in the loop")
+    ap.add_argument("--window", type=int, default=250)
+    ap.add_argument("--skip-routes", action="store_true")
+    ap.add_argument("--skip-litellm", action="store_true")
+    ap.add_argument("--skip-loop", action="store_true")
+    a = ap.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from bench.routing.live_routes import measure_routes, print_routes, sample_prompts
+    from bench.routing.wrong_prior_loop import LoopSetup, print_loop, run_loop
+    from gateway.config import DEFAULT_CONFIG_PATH
+
+    fig: dict[str, float | int | None] = {
+        "auto_live_drop": NAN, "balanced_live_drop": NAN, "cheap_live_drop": NAN,
+        "auto_live_saving": NAN, "cheap_live_saving": NAN, "litellm_auto_live_drop": NAN,
+        "wrong_prior_caught_after": NAN, "loop_drop_max": NAN}
+    prompts = sample_prompts(a.prompts) if not (a.skip_routes and a.skip_litellm) else []
+    if not a.skip_routes:
+        config = a.config or DEFAULT_CONFIG_PATH
+        routes = measure_routes(config, prompts)
+        print_routes(f"{config}: {len(prompts)} prompts per route", routes)
+        fig.update(auto_live_drop=routes["auto"].drop,
+                   balanced_live_drop=routes["auto-balanced"].drop,
+                   cheap_live_drop=routes["auto-cheap"].drop,
+                   auto_live_saving=routes["auto"].saving,
+                   cheap_live_saving=routes["auto-cheap"].saving)
+    if not a.skip_litellm:
+        routes = measure_routes(a.litellm_config, prompts, ("auto",))
+        print_routes(f"{a.litellm_config}: {len(prompts)} prompts", routes)
+        fig["litellm_auto_live_drop"] = routes["auto"].drop
+    if not a.skip_loop:
+        setup = LoopSetup(requests=a.requests, window=a.window)
+        ws, caught, facts = run_loop(setup)
+        print_loop(ws, caught, facts, setup)
+        fig.update(wrong_prior_caught_after=caught, loop_drop_max=max(w.drop for w in ws))
+    print(" ".join(f"{k}={_fmt(v)}" for k, v in fig.items()))
+
+
+if __name__ == "__main__":
+    main()

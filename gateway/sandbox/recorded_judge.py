@@ -1,0 +1,68 @@
+"""A judge backend for the replay upstream: verdicts that follow a benchmark's recorded grades,
+agreeing with them a set share of the time.
+
+The learning loop's LLM judge (gateway/learning/judges.py) sends its rubric to a backend like
+any other; this one answers it. It reads the question and the answer(s) back out of the
+rubric, looks up the grade the benchmark recorded for that answer to that question, and says
+so, except on a seeded ``1 − agreement`` share of (question, answer) pairs, where it says the
+opposite. The flip is a function of the pair, so the two orders of one comparison agree (a
+noisy judge, not one that contradicts itself).
+
+The question is matched on its last ``KEY_CHARS`` characters: the loop embeds and judges the
+last ``encoder_max_chars`` of a prompt (gateway/serving/routing.py ``embed_text``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+KEY_CHARS = 300
+SINGLE_MARK, PAIR_MARKS = "\n\n[Answer]\n", ("\n\n[Answer 1]\n", "\n\n[Answer 2]\n")
+QUESTION_MARK = "[Question]\n"
+
+
+def _key(question: str) -> str:
+    return question.strip()[-KEY_CHARS:]
+
+
+class RecordedJudge:
+    """Verdicts from recorded grades: ``cells`` are (prompt, answer text, grade in [0, 1])."""
+
+    def __init__(self, cells: Iterable[tuple[str, str, float]], agreement: float = 0.8,
+                 seed: int = 0, name: str = "judge") -> None:
+        if not 0.0 <= agreement <= 1.0:
+            raise ValueError("agreement must be in [0, 1]")
+        self.agreement, self.seed, self.name = agreement, seed, name
+        grades: dict[tuple[str, str], list[float]] = {}
+        for prompt, answer, grade in cells:
+            grades.setdefault((_key(prompt), answer.strip()), []).append(float(grade))
+        self.grades = {k: sum(v) / len(v) for k, v in grades.items()}
+        self.unknown = 0  # answers it could not find (judged 0: an answer nobody recorded)
+
+    def flipped(self, question: str, answer: str) -> bool:
+        """Whether this pair is one the judge gets wrong (seeded, stable per pair)."""
+        digest = hashlib.sha256(f"{self.seed}\0{_key(question)}\0{answer.strip()}".encode())
+        return int.from_bytes(digest.digest()[:8], "big") / 2**64 >= self.agreement
+
+    def verdict(self, question: str, answer: str) -> float:
+        """1.0 (right) or 0.0 (wrong): the recorded grade, flipped on the judge's errors."""
+        grade = self.grades.get((_key(question), answer.strip()))
+        if grade is None:
+            self.unknown += 1
+            grade = 0.0
+        right = grade >= 0.5
+        return float(right != self.flipped(question, answer))
+
+    def reply(self, rubric: str) -> str:
+        """The judge's answer to one rubric prompt (the single or the side-by-side form)."""
+        _, _, rest = rubric.partition(QUESTION_MARK)
+        if not rest:
+            return "Score: 0"
+        if PAIR_MARKS[0] in rest:
+            question, _, answers = rest.partition(PAIR_MARKS[0])
+            first, _, second = answers.partition(PAIR_MARKS[1])
+            one, two = self.verdict(question, first), self.verdict(question, second)
+            return f"Score 1: {round(10 * one)}\nScore 2: {round(10 * two)}"
+        question, _, answer = rest.partition(SINGLE_MARK)
+        return f"Score: {round(10 * self.verdict(question, answer))}"
