@@ -45,6 +45,12 @@ def plan_fields(plan: Plan | None, log_prompts: bool, max_chars: int) -> dict[st
     }
 
 
+def plan_fields_reason(plan: Plan | None) -> str:
+    """The routing reason of the row (a cache hit appends to it)."""
+    d = plan.routed.decision if plan is not None and plan.routed else None
+    return d.reason if d else "passthrough"
+
+
 def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
     """The request-log row (keys fixed in docs/architecture.md)."""
     plan, settings = outcome.plan, outcome.ctx.settings
@@ -57,6 +63,7 @@ def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
         "key_id": outcome.tenant.key_id,
         "created_at": outcome.created_at,
         **plan_fields(plan, settings.log_prompts, settings.encoder_max_chars),
+        **({"reason": f"{plan_fields_reason(plan)}; cache hit"} if outcome.cache_hit else {}),
         "chosen_model": chosen,
         "attempts": outcome.attempts,
         "prompt_tokens": outcome.prompt_tokens,
