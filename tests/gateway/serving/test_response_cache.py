@@ -241,3 +241,24 @@ def test_redis_down_serves_uncached(upstream: FakeUpstream, test_router: Router,
         assert 'tollgate_response_cache_total{result="error"}' in metrics
     finally:
         gen.close()
+
+
+def test_a_hit_counts_as_saving_on_the_dashboard(gw: Gateway, upstream: FakeUpstream) -> None:
+    """The hit's row costs $0 at its answer's token counts, so the dashboard's saving against
+    the strongest backend counts its whole would-be cost."""
+    import httpx
+
+    key, tid = gw.tenant(budget_usd=1.0)
+    prompt = "dashboard " + uuid.uuid4().hex
+    ids = [_ask(gw, key, prompt).headers["x-tollgate-request-id"] for _ in range(2)]
+    for rid in ids:
+        gw.log_row(rid)
+    spent = gw.settled(tid)["spent_usd"]
+    r = httpx.get(gw.base_url + "/dashboard/api/summary",
+                  headers={"authorization": f"Bearer {key}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    saving = r.json()["saving"]
+    assert saving["compared"] == 2 and saving["actual_usd"] == pytest.approx(spent)
+    per_request = saving["strongest_usd"] / 2  # the same prompt and answer twice
+    assert saving["saving_usd"] == pytest.approx(2 * per_request - spent)
+    assert saving["saving_usd"] > per_request  # the hit saved all of its would-be cost
