@@ -106,9 +106,10 @@ class RequestCache:
         secret = None if cache is None else ctx.store.prompt_secret
         if cache is None or secret is None:
             return None
-        size = sum(len(str(m.get("content") or "")) for m in messages)
-        if size <= INLINE_HASH_BYTES and not any(isinstance(v, (list, dict))
-                                                 for v in params.values()):
+        plain = all(isinstance(m.get("content"), str | None) for m in messages)
+        size = sum(len(m.get("content") or "") for m in messages) if plain else 0
+        if plain and size <= INLINE_HASH_BYTES and not any(
+                isinstance(v, list | dict) for v in params.values()):
             digest = _request_digest(messages, params)
         else:  # CPU work proportional to the request: off the event loop
             digest = await anyio.to_thread.run_sync(_request_digest, messages, params)

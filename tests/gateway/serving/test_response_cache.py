@@ -111,6 +111,7 @@ def test_no_cache_no_store_and_ttl(gw: Gateway, upstream: FakeUpstream) -> None:
     assert _ask(gw, key, p1).headers["x-tollgate-cache"] == "miss"
     fresh = _ask(gw, key, p1, extra_body={"cache": {"no-cache": True}})
     assert fresh.headers["x-tollgate-cache"] == "miss" and _calls(upstream) == 2
+    assert "cache" not in upstream.requests_for("fake-mid")[-1]  # never sent upstream
     assert _ask(gw, key, p1).headers["x-tollgate-cache"] == "hit"
     assert _ask(gw, key, p2, extra_body={"cache": {"no-store": True}}).headers[
         "x-tollgate-cache"] == "miss"
