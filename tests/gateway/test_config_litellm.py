@@ -96,3 +96,15 @@ def test_a_config_error_is_one_line_naming_the_place(tmp_path: Path, text: str,
     with pytest.raises(ConfigError) as e:
         load_settings(path)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_startup_block_says_how_responses_are_cached() -> None:
+    from gateway.cli.startup import cache_line
+
+    s = settings_from_dict({"litellm_settings": {"cache": True, "cache_params": {
+        "type": "redis", "url": "redis://:secret@r.internal:6390/0", "ttl": 30}}})
+    line = cache_line(s)
+    assert line.startswith("redis ") and "r.internal:6390" in line and "secret" not in line
+    assert "ttl 30s" in line
+    assert cache_line(settings_from_dict({})).startswith("off")
+    assert cache_line(settings_from_dict({"cache": {"enabled": True}})).startswith("local")
