@@ -73,6 +73,9 @@ class Attempts:
         self.out, self.plan, self.ctx = outcome, plan, outcome.ctx
         self.circuit_open: GatewayError | None = None
         self._charges_logged = 0
+        # backends sent a lower output cap than the request's own (the budget or TPM lowered
+        # it): their answer depends on more than the request, so it is not cached
+        self._lowered: set[str] = set()
 
     async def respond(self) -> Response:
         """Forward to the candidates in order until one answers: its response to the client.
@@ -178,6 +181,8 @@ class Attempts:
                     time.perf_counter() - self.out.t0)
             forwarded += 1
             self.out.bounds[name] = (plan.prompt_bound(b), cap * plan.n)
+            if cap < (plan.request.max_tokens or b.model_info.max_output_tokens):
+                self._lowered.add(name)
             params = dict(plan.request.params)
             for field in plan.request.output_fields or ("max_tokens",):
                 params[field] = cap
@@ -261,8 +266,8 @@ class Attempts:
         # settle before the body is sent (a client's next request must not meet this one's
         # hold: one settle round trip on the latency); log after it is sent
         await self.out.settle()
-        if self.out.cache is not None:  # stored before it is sent, as settled: the client's
-            await self.out.cache.store(b.model_name, body)  # next request finds it
+        if self.out.cache is not None and b.model_name not in self._lowered:  # stored before
+            await self.out.cache.store(b.model_name, body)  # it is sent: the next one finds it
         headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
         return JSONResponse(body, headers=headers,
                             background=BackgroundTask(self.out.finish, 200, None))
@@ -317,7 +322,7 @@ class Attempts:
 
     async def _store_stream(self, b: Backend) -> None:
         """A whole stream, assembled into the completion it adds up to, into the cache."""
-        cache = self.out.cache
+        cache = None if b.model_name in self._lowered else self.out.cache
         usage = {"prompt_tokens": self.out.prompt_tokens or 0,
                  "completion_tokens": self.out.completion_tokens or 0}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]

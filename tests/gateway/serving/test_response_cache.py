@@ -263,3 +263,19 @@ def test_a_hit_counts_as_saving_on_the_dashboard(gw: Gateway, upstream: FakeUpst
     per_request = saving["strongest_usd"] / 2  # the same prompt and answer twice
     assert saving["saving_usd"] == pytest.approx(2 * per_request - spent)
     assert saving["saving_usd"] > per_request  # the hit saved all of its would-be cost
+
+
+def test_an_answer_under_a_lowered_output_cap_is_not_cached(gw: Gateway,
+                                                            upstream: FakeUpstream) -> None:
+    """Without max_tokens, a small budget lowers the cap sent upstream (fake-mid's 4096
+    output tokens cost $0.0082; the budget pays ~500): that answer depends on the budget, not
+    only on the request, so it is not stored; with the client's own cap it is."""
+    key, _ = gw.tenant(budget_usd=0.001)
+    prompt = "lowered " + uuid.uuid4().hex
+    for _ in range(2):
+        assert _ask(gw, key, prompt).headers["x-tollgate-cache"] == "miss"
+    assert upstream.requests_for("fake-mid")[-1]["max_tokens"] < 4096  # lowered indeed
+    assert _calls(upstream) == 2
+    assert _ask(gw, key, prompt, max_tokens=32).headers["x-tollgate-cache"] == "miss"
+    assert _ask(gw, key, prompt, max_tokens=32).headers["x-tollgate-cache"] == "hit"
+    assert _calls(upstream) == 3
