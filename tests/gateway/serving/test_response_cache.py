@@ -279,3 +279,28 @@ def test_an_answer_under_a_lowered_output_cap_is_not_cached(gw: Gateway,
     assert _ask(gw, key, prompt, max_tokens=32).headers["x-tollgate-cache"] == "miss"
     assert _ask(gw, key, prompt, max_tokens=32).headers["x-tollgate-cache"] == "hit"
     assert _calls(upstream) == 3
+
+
+def test_a_streamed_tool_call_is_cached_whole(gw: Gateway, upstream: FakeUpstream) -> None:
+    """A streamed tool call is stored as the call it adds up to: a later request, streamed
+    or not, gets the same call."""
+    key, _ = gw.tenant()
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}}}}]
+    messages = [{"role": "user", "content": "weather streamed " + uuid.uuid4().hex}]
+    client = gw.client(key)
+    chunks = list(client.chat.completions.create(model="fake-mid", messages=messages,
+                                                 tools=tools, stream=True))
+    args = "".join(c.choices[0].delta.tool_calls[0].function.arguments or ""
+                   for c in chunks if c.choices and c.choices[0].delta.tool_calls)
+    raw = client.chat.completions.with_raw_response.create(model="fake-mid",
+                                                           messages=messages, tools=tools)
+    assert raw.headers["x-tollgate-cache"] == "hit"
+    msg = raw.parse().choices[0]
+    assert msg.finish_reason == "tool_calls"
+    assert msg.message.tool_calls[0].function.name == "weather"
+    assert msg.message.tool_calls[0].function.arguments == args
+    replay = list(client.chat.completions.create(model="fake-mid", messages=messages,
+                                                 tools=tools, stream=True))
+    assert replay[0].choices[0].delta.tool_calls[0].function.arguments == args
+    assert _calls(upstream) == 1
