@@ -56,6 +56,7 @@ from gateway.serving.embeddings_handler import embeddings
 from gateway.serving.handler import chat_completions
 from gateway.serving.litellm_inline import install_inline_setup
 from gateway.serving.models_endpoint import list_models, retrieve_model
+from gateway.serving.response_cache import build_response_cache, close_response_cache
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses_handler import responses_endpoint
 from gateway.serving.routing import warm_cascade
@@ -110,8 +111,7 @@ def create_app(
 
 
 def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Router | None,
-                  encoder: Encoder | None, registry: CollectorRegistry | None
-                  ) -> GatewayContext:
+                  encoder: Encoder | None, registry: CollectorRegistry | None) -> GatewayContext:
     """The gateway's state: every part given or built from ``settings``, wired together."""
     loaded = router is None
     router = router if router is not None else load_router(settings.router_path)
@@ -140,6 +140,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         litellm_callbacks=callbacks,
     )
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
+    ctx.response_cache = build_response_cache(settings.cache, ctx.reliability.settings, ctx.metrics)
     ctx.failed_logins = FailedLogins()
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(
@@ -222,6 +223,7 @@ def _lifespan(ctx: GatewayContext) -> Any:
                 await ctx.log_writer.close()
             await ctx.store.close()
             await ctx.reliability.close()
+            await close_response_cache(ctx.response_cache)
             ctx.embedder.close()
 
     return lifespan

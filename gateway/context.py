@@ -54,6 +54,7 @@ class GatewayContext:
     ready: bool = False
     learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
+    response_cache: Any = None  # gateway.serving.response_cache.ResponseCache, when configured
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address
     # litellm_settings callbacks, resolved (gateway/litellm_callbacks.py); installed on start
     litellm_callbacks: dict[str, list[Any]] = field(default_factory=dict)

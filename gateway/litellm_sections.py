@@ -43,7 +43,12 @@ MAPPED = {
     "litellm_settings.request_timeout": "model_info.timeout of backends that set none",
     "router_settings.timeout": "model_info.timeout of backends that set none",
     "router_settings.stream_timeout": "model_info.stream_timeout of backends that set none",
+    "litellm_settings.cache": "cache.enabled",
+    "litellm_settings.cache_params": "cache (type local or redis, ttl, namespace)",
 }
+# cache_params keys with a Tollgate meaning; any other is named in the startup warning
+CACHE_PARAMS = ("type", "host", "port", "password", "url", "redis_url", "ttl", "namespace",
+                "default_in_memory_ttl", "default_in_redis_ttl")
 
 
 class SectionError(ValueError):
@@ -113,6 +118,11 @@ def translate(raw: dict[str, Any]) -> Translated:
         reliability["redis_url"] = redis_url
     if reliability:
         out["reliability"] = reliability
+    if lsettings.get("cache") is not None and out.get("cache") is None:
+        cache, skipped = _cache(lsettings.get("cache"), lsettings.get("cache_params"))
+        out["cache"] = cache
+        ignored += skipped
+        sources["cache"] = "litellm_settings.cache"
     if isinstance(out.get("model_list"), list):
         # as in LiteLLM, the Router's timeout wins over litellm.request_timeout
         timeouts = {"timeout": _seconds(router, "timeout", lsettings.get("request_timeout")),
@@ -182,6 +192,45 @@ def _redis_url(router: dict[str, Any]) -> str | None:
     auth = f":{password}@" if password else ""
     port = resolve_env(router.get("redis_port")) or 6379
     return f"redis://{auth}{host}:{port}/0"
+
+
+def _cache(on: Any, params: Any) -> tuple[dict[str, Any], list[str]]:
+    """``litellm_settings.cache`` / ``cache_params`` → the ``cache:`` section, and the keys it
+    cannot honour. A type other than local or redis (s3, semantic caches ...) is named and the
+    cache stays off rather than silently becoming another kind. Redis is found as LiteLLM
+    finds it: ``url`` / ``host``+``port``+``password``, else REDIS_URL / REDIS_HOST ...;
+    else the reliability section's Redis (gateway/serving/response_cache.py)."""
+    if not isinstance(on, bool):
+        raise SectionError(f"litellm_settings.cache: must be true or false, got {on!r}")
+    params = params or {}
+    if not isinstance(params, dict):
+        raise SectionError("litellm_settings.cache_params: must be a mapping")
+    skipped = [f"litellm_settings.cache_params.{k}" for k in params if k not in CACHE_PARAMS]
+    kind = params.get("type") or "local"
+    if kind not in ("local", "redis"):
+        off = (f"litellm_settings.cache_params.type={kind} (only local and redis are served: "
+               "caching is off)")
+        return {"enabled": False}, [*skipped, off]
+    out: dict[str, Any] = {"enabled": on, "type": kind}
+    ttl = params.get("ttl") or params.get(
+        "default_in_redis_ttl" if kind == "redis" else "default_in_memory_ttl")
+    if ttl is not None:
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+            raise SectionError(f"litellm_settings.cache_params.ttl: must be a positive number "
+                               f"of seconds, got {ttl!r}")
+        out["ttl_s"] = ttl
+    if params.get("namespace") is not None:
+        out["namespace"] = str(resolve_env(params["namespace"]))
+    if kind == "redis":
+        found = {"redis_url": params.get("url") or params.get("redis_url")
+                 or os.environ.get("REDIS_URL"),
+                 "redis_host": params.get("host") or os.environ.get("REDIS_HOST"),
+                 "redis_port": params.get("port") or os.environ.get("REDIS_PORT"),
+                 "redis_password": params.get("password") or os.environ.get("REDIS_PASSWORD")}
+        url = _redis_url(found)
+        if url:
+            out["redis_url"] = url
+    return out, skipped
 
 
 def _seconds(router: dict[str, Any], key: str, default: Any) -> Any:

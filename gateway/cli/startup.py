@@ -116,6 +116,18 @@ def _some(names: list[str], shown: int = 3) -> str:
     return ", ".join(names[:shown]) + more
 
 
+def cache_line(settings: Settings) -> str:
+    """The response cache as configured (gateway/serving/response_cache.py)."""
+    c = settings.cache
+    if not c.enabled:
+        return "off (cache.enabled, litellm_settings.cache)"
+    if c.type == "local":
+        return (f"local, ttl {c.ttl_s:g}s, at most {c.max_entries} answers / "
+                f"{c.max_bytes / 2**20:g} MB per process")
+    url = c.redis_url or settings.reliability.resolved().redis_url
+    return f"redis {safe_url(url) if url else '(none set)'}, ttl {c.ttl_s:g}s, shared by replicas"
+
+
 def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) -> list[str]:
     """The startup block, one string per line."""
     from gateway import __version__
@@ -134,6 +146,7 @@ def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) ->
         ("provider keys", keys),
         ("admin API", admin),
         ("callbacks", describe_callbacks(settings) or ["none (litellm_settings callbacks)"]),
+        ("cache", cache_line(settings)),
         ("dashboard", f"{base_url}/dashboard"),
         ("API", f"{base_url}/v1  (routes: {', '.join(settings.routes) or 'none'})"),
     ]

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from gateway.config.cache import CacheSettings
 from gateway.config.reliability import ReliabilitySettings
 from gateway.config.routes import Route, default_drop, default_routes, needs_default_promise
 from gateway.litellm_sections import resolve_env
@@ -219,6 +220,7 @@ class Settings(BaseModel):
     max_attempts: int = Field(default=3, ge=1)
     retraining: Retraining = Field(default_factory=Retraining)
     reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)  # response caching
     # LiteLLM's conventions: a passthrough model's fallbacks (router_settings.fallbacks) and
     # dropping parameters a provider does not support instead of failing (drop_params).
     fallbacks: dict[str, list[str]] = Field(default_factory=dict)

@@ -86,6 +86,9 @@ class GatewayMetrics:
             "tollgate_budget_overrun_usd",
             "USD providers reported past the reserved bound (booked as overrun, not spent).",
             registry=r)
+        self.response_cache = Counter(
+            "tollgate_response_cache", "Response cache lookups and stores by result: hit, "
+            "miss, store, error (Redis unreachable: served uncached).", ["result"], registry=r)
         self.timeout_charges = Counter(
             "tollgate_timeout_charges",
             "Upstream attempts that timed out after the request was sent, charged to the "

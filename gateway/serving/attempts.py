@@ -51,6 +51,7 @@ from gateway.errors import (
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
+from gateway.serving.cached_answer import RequestCache, assembled, replayed
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
 from gateway.serving.upstream import (
@@ -66,13 +67,23 @@ from gateway.serving.upstream import (
 class Attempts:
     """Forwards a complete plan's candidates in rank order until one answers."""
 
+    CACHED = True  # chat answers go through the response cache (Responses, completions: not)
+
     def __init__(self, outcome: Outcome, plan: Plan) -> None:
         self.out, self.plan, self.ctx = outcome, plan, outcome.ctx
         self.circuit_open: GatewayError | None = None
         self._charges_logged = 0
+        # backends sent a lower output cap than the request's own (the budget or TPM lowered
+        # it): their answer depends on more than the request, so it is not cached
+        self._lowered: set[str] = set()
 
     async def respond(self) -> Response:
-        """Forward to the candidates in order until one answers: its response to the client."""
+        """Forward to the candidates in order until one answers: its response to the client.
+        With the response cache on, the first candidate's stored answer (routing chose it) is
+        replayed instead, costing the tenant nothing (gateway/serving/cached_answer.py)."""
+        hit = await self._cached()
+        if hit is not None:
+            return hit
         await self._reserve_tokens()
         plan = self.plan
         last: UpstreamFailure | None = None
@@ -90,6 +101,26 @@ class Attempts:
             self.out.answered = b
             return await self._reply(b, reply)
         raise self._final_error(last)
+
+    async def _cached(self) -> Response | None:
+        """The cached answer of the backend routing ranked first, replayed; None on a miss."""
+        req = self.plan.request
+        if not (self.CACHED and self.plan.candidates):
+            return None
+        cache = await RequestCache.for_request(self.ctx, self.out.tenant.id, req.messages,
+                                               req.params, req.cache)
+        self.out.cache = cache
+        if cache is None:
+            return None
+        b = self.plan.pool.backends[self.plan.candidates[0]]
+        entry = await cache.lookup(b.model_name)
+        if entry is None:
+            return None
+        body = {**entry["body"], "model": b.model_name}
+        self.out.replayed(b, body)
+        await self.out.settle()  # nothing held: frees the parallel slot, charges nothing
+        headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{0.0:.10f}"}
+        return replayed(body, req.stream, req.include_usage, headers, self.out.finish)
 
     async def _reserve_tokens(self) -> None:
         """Reserve the request's token bound against the tenant's TPM (429 when it does not
@@ -150,6 +181,8 @@ class Attempts:
                     time.perf_counter() - self.out.t0)
             forwarded += 1
             self.out.bounds[name] = (plan.prompt_bound(b), cap * plan.n)
+            if cap < (plan.request.max_tokens or b.model_info.max_output_tokens):
+                self._lowered.add(name)
             params = dict(plan.request.params)
             for field in plan.request.output_fields or ("max_tokens",):
                 params[field] = cap
@@ -233,6 +266,8 @@ class Attempts:
         # settle before the body is sent (a client's next request must not meet this one's
         # hold: one settle round trip on the latency); log after it is sent
         await self.out.settle()
+        if self.out.cache is not None and b.model_name not in self._lowered:  # stored before
+            await self.out.cache.store(b.model_name, body)  # it is sent: the next one finds it
         headers = {**self.out.headers(), "x-tollgate-cost-usd": f"{self.out.cost_usd:.10f}"}
         return JSONResponse(body, headers=headers,
                             background=BackgroundTask(self.out.finish, 200, None))
@@ -261,10 +296,13 @@ class Attempts:
                     self.out.take_usage(usage)
                 self.out.answer_text += text
                 if data is not None:
+                    if self.out.cache is not None:
+                        self.out.cache.chunks.append(chunk.model_dump(exclude_none=True))
                     yield sse(data)
-            with anyio.CancelScope(shield=True):  # settled before the client has [DONE]
-                await self._count_streamed(b)
+            with anyio.CancelScope(shield=True):  # settled and stored before the client
+                await self._count_streamed(b)  # has [DONE]
                 await self.out.settle()
+                await self._store_stream(b)
             yield DONE
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
             f = classify(e)
@@ -281,6 +319,16 @@ class Attempts:
                 await opened.close()  # an abandoned stream stops upstream, too
                 await self._count_streamed(b)
                 await self.out.finish(status, error)
+
+    async def _store_stream(self, b: Backend) -> None:
+        """A whole stream, assembled into the completion it adds up to, into the cache."""
+        cache = None if b.model_name in self._lowered else self.out.cache
+        usage = {"prompt_tokens": self.out.prompt_tokens or 0,
+                 "completion_tokens": self.out.completion_tokens or 0}
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        body = assembled(cache.chunks, usage) if cache is not None else None
+        if cache is not None and body is not None:
+            await cache.store(b.model_name, {**body, "model": b.model_name})
 
     async def _count_streamed(self, b: Backend) -> None:
         """No usage chunk: count what was streamed."""

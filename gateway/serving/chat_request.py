@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.errors import invalid
+from gateway.serving.cached_answer import CacheControl, cache_control
 from gateway.serving.fee_params import refuse_fee_params
 
 # OpenAI chat completion parameters forwarded as they are (model, messages, stream and
@@ -54,8 +55,9 @@ PASSTHROUGH_PARAMS = frozenset(
 )
 GATEWAY_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tollgate"})
 # LiteLLM Proxy's request keys: ``drop_params`` (leave out what the provider does not
-# support; forwarded to litellm) and ``fallbacks`` (models to try when the asked one fails).
-LITELLM_KEYS = frozenset({"drop_params", "fallbacks"})
+# support; forwarded to litellm), ``fallbacks`` (models to try when the asked one fails) and
+# ``cache`` (response-cache controls, gateway/serving/cached_answer.py; never forwarded).
+LITELLM_KEYS = frozenset({"drop_params", "fallbacks", "cache"})
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # The typed content parts OpenAI defines, each with the object field its payload sits in
 # (a text or refusal part carries a string).
@@ -94,6 +96,7 @@ class ChatRequest:
     max_tokens: int | None  # the client's output cap (the smaller of the two fields given)
     options: TollgateOptions
     fallbacks: tuple[str, ...] = ()  # the body's fallbacks (model names), in order
+    cache: CacheControl = field(default_factory=CacheControl)  # the body's ``cache`` (LiteLLM)
 
     @property
     def output_fields(self) -> tuple[str, ...]:
@@ -317,6 +320,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         max_tokens=max_tokens,
         options=tollgate_options(body.get("tollgate")),
         fallbacks=body_fallbacks(body.get("fallbacks")),
+        cache=cache_control(body.get("cache")),
     )
 
 

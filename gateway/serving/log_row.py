@@ -42,10 +42,16 @@ def plan_fields(plan: Plan | None, log_prompts: bool, max_chars: int) -> dict[st
         "router_version": plan.router_version if routed else None,
         "candidates": candidates,
         "equivalent": [by_rm.get(m, m) for m in d.equivalent] if d else [],
-        "reason": d.reason if d else "passthrough",
+        "reason": routing_reason(plan),
         "stream": bool(plan.request.stream),
         "prompt_text": embed_text(plan.request.messages, max_chars) if log_prompts else None,
     }
+
+
+def routing_reason(plan: Plan) -> str:
+    """The row's ``reason``: the router's, or "passthrough"."""
+    d = plan.routed.decision if plan.routed else None
+    return d.reason if d else "passthrough"
 
 
 def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
@@ -60,6 +66,9 @@ def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
         "key_id": outcome.tenant.key_id,
         "created_at": outcome.created_at,
         **plan_fields(plan, settings.log_prompts, settings.encoder_max_chars),
+        # an answer from the response cache (gateway/serving/cached_answer.py)
+        **({"reason": f"{routing_reason(plan)}; cache hit"}
+           if outcome.cache_hit and plan is not None else {}),
         "chosen_model": chosen,
         "attempts": outcome.attempts,
         "prompt_tokens": outcome.prompt_tokens,

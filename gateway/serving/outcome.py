@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -27,6 +27,9 @@ from gateway.serving.log_row import log_row, served
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
 from gateway.serving.tracing import NO_TRACE, RequestTrace
 from gateway.store.records import Tenant
+
+if TYPE_CHECKING:
+    from gateway.serving.cached_answer import RequestCache
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,23 @@ class Outcome:
         self.settle_error: str | None = None
         self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM (attempts.py)
         self.parallel_slot: Slot | None = None  # of max_parallel_requests (endpoint.py)
+        self.cache: RequestCache | None = None  # the response cache, when on (attempts.py)
         self.finished = False
+
+    @property
+    def cache_hit(self) -> bool:
+        return self.cache is not None and self.cache.state == "hit"
+
+    def replayed(self, b: Backend, body: dict[str, Any]) -> None:
+        """A cached answer of ``b``: answered, its usage as the log's token counts (what the
+        dashboard's saving prices), no cost."""
+        self.answered = b
+        usage = body.get("usage") or {}
+        self.usage_prompt_tokens = _tokens(usage.get("prompt_tokens"))
+        self.completion_tokens = _tokens(usage.get("completion_tokens")) or 0
+        choices = body.get("choices") or [{}]
+        self.answer_text = str((choices[0].get("message") or {}).get("content") or "")
+        self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -118,13 +137,16 @@ class Outcome:
         h = {"x-tollgate-request-id": self.rid, "x-tollgate-router-version": version}
         if self.answered is not None:
             h["x-tollgate-model"] = self.answered.model_name
+        if self.cache is not None:
+            h.update(self.cache.headers())
         return h
 
     def answer_cost(self) -> float:
         """usage.prompt_tokens · p_in + usage.completion_tokens · p_out at the answering
         deployment's price, by litellm's cost functions where the price is litellm's
-        (gateway/pricing.py; 0 if unanswered)."""
-        if self.answered is None or self.prompt_tokens is None or self.plan is None:
+        (gateway/pricing.py; 0 if unanswered or answered from the cache)."""
+        if (self.answered is None or self.prompt_tokens is None or self.plan is None
+                or self.cache_hit):
             return 0.0
         price = self.plan.pool.answer_price(self.answered.model_name, self.deployment)
         return price.settle_cost(self.prompt_tokens, self.completion_tokens or 0)
@@ -156,7 +178,8 @@ class Outcome:
                     count_text_tokens, b, self.answer_text)
             self.cost_usd = self.actual_cost()
             overran = self.excess_tokens != (0, 0)
-            if self.answered is not None:  # the backend's trust (gateway/serving/budget_gate.py)
+            if self.answered is not None and not self.cache_hit:  # the backend's trust
+                # (gateway/serving/budget_gate.py)
                 self.ctx.budget_gate.answered(self.answered.model_name, overran=overran)
             if overran:
                 log.error("request %s: backend %s billed past its reservation bound; its "
@@ -181,6 +204,8 @@ class Outcome:
         row = log_row(self, status, error)
         self.ctx.log_writer.submit(row)
         log_access(row, self.tenant)
+        if self.cache_hit:  # a replay: nothing new to learn, no tokens spent upstream
+            return
         if self.ctx.learning is not None:
             await self.ctx.learning.after_request(served(self, status))
         if self.answered is not None or self.tpm_grant is not None:  # tokens per minute
@@ -207,7 +232,7 @@ class Outcome:
             m.timeout_charges.labels(backend).inc()
             m.timeout_charged_usd.labels(backend).inc(usd)
             m.cost.labels(backend).inc(usd)
-        if self.answered is not None:
+        if self.answered is not None and not self.cache_hit:
             m.cost.labels(model).inc(self.answer_cost())
             m.tokens.labels(model, "prompt").inc(self.prompt_tokens or 0)
             m.tokens.labels(model, "completion").inc(self.completion_tokens or 0)

@@ -86,6 +86,8 @@ class ForwardedAttempts(Attempts):
     (``_call``) with the attempt's output cap, and the first that answers is sent (``_answer``).
     One loop, so the failover, circuit and billing bookkeeping is the same on both."""
 
+    CACHED = False  # the response cache serves chat completions only
+
     async def _forward(self, b: Backend, params: dict[str, Any], billed: Billed) -> Any:
         return await self._call(b, params["max_tokens"], billed)
 

@@ -37,7 +37,29 @@ def test_sections_map_onto_tollgate_keys(monkeypatch: pytest.MonkeyPatch) -> Non
     assert s.drop_params and all(b.call_params()["drop_params"] for b in s.model_list)
     assert s.backend("b").model_info.timeout == 42  # request_timeout fills what is unset
     assert s.ignored_keys == ("environment_variables", "router_settings.routing_strategy",
-                              "litellm_settings.cache", "general_settings.store_model_in_db")
+                              "general_settings.store_model_in_db")
+    assert s.cache.enabled and s.cache.type == "local"  # LiteLLM's default cache type
+
+
+def test_litellm_cache_params_become_the_cache_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cache_params: redis by host/port/password or url, ttl, namespace; a type Tollgate does
+    not serve (s3, semantic caches) and unknown keys are named at startup, the cache off."""
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    s = settings_from_dict({"litellm_settings": {"cache": True, "cache_params": {
+        "type": "redis", "host": "r.internal", "port": 6390, "password": "pw", "ttl": 30,
+        "namespace": "team-a", "supported_call_types": ["acompletion"]}}})
+    assert (s.cache.enabled, s.cache.type, s.cache.ttl_s, s.cache.namespace) == (
+        True, "redis", 30, "team-a")
+    assert s.cache.redis_url == "redis://:pw@r.internal:6390/0"
+    assert s.ignored_keys == ("litellm_settings.cache_params.supported_call_types",)
+    s = settings_from_dict({"litellm_settings": {"cache": True, "cache_params": {
+        "type": "redis", "url": "redis://u.internal:1/2", "default_in_redis_ttl": 5}}})
+    assert (s.cache.redis_url, s.cache.ttl_s) == ("redis://u.internal:1/2", 5)
+    s = settings_from_dict({"litellm_settings": {"cache": True,
+                                                 "cache_params": {"type": "s3"}}})
+    assert not s.cache.enabled and "caching is off" in s.ignored_keys[0]
+    with pytest.raises(ValueError, match="cache_params.ttl"):
+        settings_from_dict({"litellm_settings": {"cache": True, "cache_params": {"ttl": -1}}})
 
 
 def test_tollgate_keys_win_over_litellm_sections(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -74,3 +96,15 @@ def test_a_config_error_is_one_line_naming_the_place(tmp_path: Path, text: str,
     with pytest.raises(ConfigError) as e:
         load_settings(path)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_startup_block_says_how_responses_are_cached() -> None:
+    from gateway.cli.startup import cache_line
+
+    s = settings_from_dict({"litellm_settings": {"cache": True, "cache_params": {
+        "type": "redis", "url": "redis://:secret@r.internal:6390/0", "ttl": 30}}})
+    line = cache_line(s)
+    assert line.startswith("redis ") and "r.internal:6390" in line and "secret" not in line
+    assert "ttl 30s" in line
+    assert cache_line(settings_from_dict({})).startswith("off")
+    assert cache_line(settings_from_dict({"cache": {"enabled": True}})).startswith("local")
