@@ -29,6 +29,18 @@ class Tenant:
     key_expires_at: datetime | None = None
     key_budgeted: bool = False  # a key budget or reset period: its ledger takes part
     key_budget_duration: str | None = None
+    key_user_id: str | None = None  # LiteLLM's user_id of the calling key
+    key_own_tenant: bool = False  # a key generated without a team (its tenant is its own)
+
+    @property
+    def principal(self) -> str:
+        """Who this request's failures count as for the circuit breakers
+        (gateway/reliability/circuit.py, C1): its tenant, however many keys it has; a key
+        made without a team counts as its ``user_id`` when it has one, so one user's many
+        team-less keys are one client, not many."""
+        if self.key_own_tenant and self.key_user_id:
+            return "user:" + self.key_user_id
+        return self.id
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,7 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
                    tenants.c.name, tenants.c.budget_nusd, tenants.c.period, tenants.c.policy,
                    api_keys.c.models, api_keys.c.expires_at,
                    api_keys.c.budget_nusd.label("key_budget_nusd"),
-                   api_keys.c.budget_duration)
+                   api_keys.c.budget_duration, api_keys.c.user_id, tenants.c.own_key_id)
             .join(tenants, tenants.c.id == api_keys.c.tenant_id)
             .where(api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None),
                    tenants.c.disabled_at.is_(None))
@@ -224,4 +224,5 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
         key_models=None if row.models is None else tuple(str(m) for m in row.models),
         key_expires_at=row.expires_at,
         key_budgeted=row.key_budget_nusd is not None or row.budget_duration is not None,
-        key_budget_duration=row.budget_duration)
+        key_budget_duration=row.budget_duration, key_user_id=row.user_id,
+        key_own_tenant=row.own_key_id == row.id)
