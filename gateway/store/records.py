@@ -29,6 +29,7 @@ class Tenant:
     key_expires_at: datetime | None = None
     key_budgeted: bool = False  # a key budget or reset period: its ledger takes part
     key_budget_duration: str | None = None
+    key_budget_usd: float | None = None  # the calling key's own max_budget
     key_user_id: str | None = None  # LiteLLM's user_id of the calling key
     key_own_tenant: bool = False  # a key generated without a team (its tenant is its own)
 

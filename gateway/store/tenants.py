@@ -225,4 +225,5 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
         key_expires_at=row.expires_at,
         key_budgeted=row.key_budget_nusd is not None or row.budget_duration is not None,
         key_budget_duration=row.budget_duration, key_user_id=row.user_id,
+        key_budget_usd=nusd_to_usd(row.key_budget_nusd),
         key_own_tenant=row.own_key_id == row.id)
