@@ -28,7 +28,7 @@ import math
 import os
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -235,10 +235,16 @@ def require_model(tenant: Tenant, requested: str, resolved: str | None = None) -
     every backend the tenant's policy allows."""
     if may_use_model(tenant, requested, resolved or requested):
         return
-    raise GatewayError(401, f"key not allowed to access model. This key can only access "
-                       f"models={list(tenant.key_models or ())}. Tried to access {requested}",
-                       "key_model_access_denied", code="key_model_access_denied",
-                       param="model")
+    raise key_model_denied(tenant.key_models, requested)
+
+
+def key_model_denied(key_models: Sequence[str] | None, requested: str,
+                     param: str = "model") -> GatewayError:
+    """The 401 for a model outside the calling key's ``models`` (LiteLLM's words)."""
+    return GatewayError(401, f"key not allowed to access model. This key can only access "
+                        f"models={list(key_models or ())}. Tried to access {requested}",
+                        "key_model_access_denied", code="key_model_access_denied",
+                        param=param)
 
 
 async def _known(key: str | None, find: Callable[[str], Awaitable[Any]]) -> Any:

@@ -119,10 +119,12 @@ def start_env(workdir: Path, replicas: int = 2, extra_models: list[dict] | None 
         "routes": {"auto": {"cost_weight": 0.5}, "cheap": {"cost_weight": 5.0}},
         "admin_key": ADMIN_KEY,
         "router_path": str(router_dir),
+        **config,
+        # ``reliability`` keys given merge into the bench's own (Redis, spool, circuit)
         "reliability": {"redis_url": REDIS_URL, "redis_prefix": prefix,
                         "spool_dir": str(workdir / "spool"), "shutdown_grace_s": 60,
-                        "circuit": {"failure_threshold": 5, "cooldown_s": 2.0}},
-        **config,
+                        "circuit": {"failure_threshold": 5, "cooldown_s": 2.0},
+                        **config.get("reliability", {})},
     }
     cluster = Cluster(workdir, config, via_proxy(db_url, proxy),
                       env={"TOLLGATE_SECRET": "bench-secret-" + uuid.uuid4().hex})

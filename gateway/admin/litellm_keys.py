@@ -26,18 +26,33 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from gateway.admin.api import MAX_BUDGET_USD, OpenAIErrorRoute, Text, _store, require_admin
-from gateway.auth import authenticate, bearer_key, is_admin_key
+from gateway.auth import authenticate, bearer_key, is_admin_key, may_read_metrics
 from gateway.errors import GatewayError, invalid
 from gateway.store.durations import validate_duration
 from gateway.store.errors import NotFound
-from gateway.store.key_admin import LIMIT_FIELDS, KeyDetails, KeyFields, UnknownTeam
+from gateway.store.key_admin import (
+    LIMIT_FIELDS,
+    AliasTaken,
+    AmbiguousAlias,
+    KeyDetails,
+    KeyFields,
+    UnknownTeam,
+)
 from gateway.store.key_store import KeyStore
 
 Duration = Annotated[str, AfterValidator(validate_duration)]
-Budget = Annotated[float, Field(ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)]
+# strict: ``true`` is not 1.0 (an int is still a number of dollars)
+Budget = Annotated[float, Field(strict=True, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)]
 Models = list[Annotated[Text, Field(min_length=1, max_length=200)]]
 Limit = Annotated[int, Field(strict=True, ge=0, le=2**62)]  # 0 blocks, as in LiteLLM
 SHORT = 200  # the longest alias, user id or team name api_keys/tenants store
+
+
+def _positive(text: str) -> str:
+    """A budget period of no length would start a new period at every request: no limit."""
+    if int("".join(c for c in text if c.isdigit())) <= 0:
+        raise ValueError(f"budget_duration {text!r} must be longer than 0 (e.g. \"30d\")")
+    return text
 
 
 class KeyBody(BaseModel):
@@ -46,7 +61,7 @@ class KeyBody(BaseModel):
     model_config = ConfigDict(extra="allow")
     key_alias: Text | None = Field(default=None, max_length=SHORT)
     max_budget: Budget | None = None
-    budget_duration: Duration | None = None
+    budget_duration: Annotated[Duration, AfterValidator(_positive)] | None = None
     duration: Duration | None = None
     models: Models | None = None
     metadata: dict[str, Any] | None = None
@@ -135,10 +150,31 @@ async def _caller_may_read(request: Request, key: str | None) -> str:
             raise invalid("key is required", "key")
         return key
     tenant = await authenticate(ctx, request)
-    if key is not None and await _find(request, key) != tenant.key_id:
-        raise GatewayError(403, "A key may read only its own info; use the master key.",
-                           "permission_error", code="forbidden")
+    if key is not None:
+        try:
+            own = await _find(request, key) == tenant.key_id
+        except GatewayError:  # no such key: the same 403, so a caller cannot probe for keys
+            own = False
+        if not own:
+            raise GatewayError(403, "A key may read only its own info; use the master key.",
+                               "permission_error", code="forbidden")
     return key or str(given)
+
+
+def _chosen_key(request: Request, key: str | None) -> None:
+    """A chosen ``key`` equal to the master key (or the metrics token) would be a tenant's key
+    and the operator's at once: refused."""
+    ctx = getattr(request.app.state, "ctx", None)
+    if key is not None and ctx is not None and may_read_metrics(ctx.settings, key):
+        raise invalid("key must not be the master key or the metrics token", "key",
+                      code="invalid_key")
+
+
+def _alias_error(e: AliasTaken | AmbiguousAlias) -> GatewayError:
+    """LiteLLM answers a duplicate alias with a 400 too."""
+    param = "key_alias" if isinstance(e, AliasTaken) else "key_aliases"
+    return invalid(str(e), param, code="key_alias_taken" if isinstance(e, AliasTaken)
+                   else "key_alias_ambiguous")
 
 
 def build_router() -> APIRouter:
@@ -148,11 +184,14 @@ def build_router() -> APIRouter:
 
     @r.post("/generate", dependencies=admin)
     async def generate(body: GenerateKey, request: Request) -> dict[str, Any]:
+        _chosen_key(request, body.key)
         try:
             key, d = await _keys(request).generate(body.fields(generate=True), body.team_id,
                                                    body.key)
         except UnknownTeam as e:
             raise _team_error(e) from None
+        except AliasTaken as e:
+            raise _alias_error(e) from None
         return {**key_object(d), "key": key, "token_id": d.token, "duration": body.duration}
 
     @r.get("/info")
@@ -171,6 +210,8 @@ def build_router() -> APIRouter:
                                             body.model_fields_set else None)
         except UnknownTeam as e:
             raise _team_error(e) from None
+        except AliasTaken as e:
+            raise _alias_error(e) from None
         return {**key_object(d), "key": body.key}
 
     @r.post("/delete", dependencies=admin)
@@ -180,6 +221,8 @@ def build_router() -> APIRouter:
         ids = [await _find(request, k) for k in body.keys or ()]
         try:
             gone = await _keys(request).delete(ids, list(body.key_aliases or ()))
+        except AmbiguousAlias as e:
+            raise _alias_error(e) from None
         except NotFound as e:
             raise GatewayError(404, f"Key not found: {e}", code="key_not_found") from None
         return {"deleted_keys": [*(body.keys or ()), *(body.key_aliases or ())],

@@ -14,7 +14,9 @@ backend's health from its own traffic.
 No tenant can open a breaker for the others (issue 24). A failure is reported with who caused
 it: ``tenant=None`` when it is the backend's beyond doubt (it refused the connection, rejected
 our credentials: no request content can cause that), else the tenant whose request met it (a
-timeout, a 5xx, a reset: a request can provoke those by what it asks). The evidence against a
+timeout, a 5xx, a reset: a request can provoke those by what it asks). A tenant counts once
+however many keys it has (``Tenant.principal``: a team's keys are its tenant; keys made
+without a team count as their ``user_id`` when they have one). The evidence against a
 backend while closed is
 
     E = f_proven + Σ_t min(f_t, s),   s = ⌈failure_threshold / min_tenants⌉      (C1)

@@ -10,14 +10,18 @@ Budget policy (``reliability.outage.budget`` in config.yaml):
   (``policy.outage_allowance_usd``, else ``reliability.outage.allowance_usd``) without the
   database: the reservation is held in process against that allowance. A tenant without a
   budget is not limited. The worst-case overspend of a hard budget is therefore
-  ``allowance × replicas`` per outage, which is the price of staying up.
+  ``allowance × replicas`` per outage, which is the price of staying up. A key with a
+  budget of its own (LiteLLM's ``max_budget``) has the same allowance, capped at that budget,
+  held apart per key: so a key spends at most ``min(allowance, max_budget) × replicas`` per
+  outage, whether or not its tenant has a budget.
 Either way a request needs its key recognised: during an outage the store serves keys it
 saw recently from its cache (stale-if-error, ``auth_stale_s``); an unknown key gets 503,
 never 401.
 
 Reconciliation: every request served on an outage reservation is written to a journal
 (``gateway.reliability.spool.Spool`` named ``outage``, a local file) with its actual cost. When the
-database answers again each entry's cost is added to ``spent`` (``ledger.charge_once``) in
+database answers again each entry's cost is added to ``spent`` (``ledger.charge_once``), and
+to its key's spend when the request had a key, in
 the transaction that records the entry's id in ``outage_charges``; an id already there means
 the entry was charged, so a replay after a crash, or after the database failed again part-way
 through the journal, charges nothing twice. The allowance of a tenant is restored once its
@@ -80,7 +84,7 @@ def charges_sink(engine: Engine) -> Callable[[list[dict[str, Any]]], None]:
     def sink(rows: list[dict[str, Any]]) -> None:
         again = sum(
             not ledger.charge_once(engine, str(row["id"]), row["tenant_id"], int(row["nusd"]),
-                                   utcnow())
+                                   utcnow(), key_id=row.get("key_id"))
             for row in rows
         )
         if again:  # a replay after a failure part-way: those entries were charged before
@@ -99,6 +103,13 @@ class OutageState:
 
     def get(self, tenant_id: str) -> _Allowance:
         return self.tenants.setdefault(tenant_id, _Allowance())
+
+    def of_key(self, key_id: str) -> _Allowance:
+        """A key's own allowance (held apart from tenants': ids never collide)."""
+        return self.tenants.setdefault(KEY_PREFIX + key_id, _Allowance())
+
+
+KEY_PREFIX = "key:"
 
 
 class GuardedStore:
@@ -195,6 +206,15 @@ class GuardedStore:
         allowance = tenant.policy.outage_allowance_usd
         return usd_to_nusd(self.allowance_usd if allowance is None else allowance)
 
+    def _key_allowance_nusd(self, tenant: Tenant) -> int | None:
+        """The calling key's outage allowance in nUSD: the tenant's allowance capped at the
+        key's own budget; None when the key has no budget (its tenant's limits apply)."""
+        if tenant.key_id is None or tenant.key_budget_usd is None:
+            return None
+        allowance = tenant.policy.outage_allowance_usd
+        usd = self.allowance_usd if allowance is None else allowance
+        return usd_to_nusd(min(usd, tenant.key_budget_usd))
+
     async def reserve(self, tenant: Tenant | str, usd: float,
                       request_id: str | None = None) -> Reservation:
         try:
@@ -210,11 +230,20 @@ class GuardedStore:
             self.state.refused += 1
             raise StoreUnavailable("database unavailable and the tenant's outage allowance "
                                    "is used up")
+        key_cap = self._key_allowance_nusd(tenant)
+        k = self.state.of_key(tenant.key_id) if key_cap is not None and tenant.key_id else None
+        if k is not None and key_cap is not None and k.used + k.held + amount > key_cap:
+            self.state.refused += 1
+            raise StoreUnavailable("database unavailable and the key's outage allowance "
+                                   "is used up")
         a.held += amount
+        if k is not None:
+            k.held += amount
         self.state.served += 1
         return OutageReservation(id=uuid.uuid4().hex, tenant_id=tenant.id,
                                  request_id=request_id, amount_nusd=amount,
-                                 created_at_s=int(utcnow().timestamp()))
+                                 created_at_s=int(utcnow().timestamp()),
+                                 key_id=tenant.key_id, key_held_nusd=amount if k else 0)
 
     async def settle(self, reservation: Reservation, actual_usd: float) -> SettleResult:
         if not isinstance(reservation, OutageReservation):
@@ -223,11 +252,15 @@ class GuardedStore:
         a = self.state.get(reservation.tenant_id)
         a.held -= reservation.amount_nusd
         a.used += actual
+        if reservation.key_held_nusd and reservation.key_id is not None:
+            k = self.state.of_key(reservation.key_id)
+            k.held -= reservation.key_held_nusd
+            k.used += actual
         if actual > 0 and self.journal is not None:
             await anyio.to_thread.run_sync(self.journal.accept, [{
                 "id": reservation.id, "tenant_id": reservation.tenant_id,
-                "request_id": reservation.request_id, "nusd": actual,
-                "at_s": reservation.created_at_s}])
+                "key_id": reservation.key_id, "request_id": reservation.request_id,
+                "nusd": actual, "at_s": reservation.created_at_s}])
         return SettleResult(reservation.id, reservation.amount_usd, actual / 1e9,
                             applied=False, deferred=True)
 

@@ -217,7 +217,7 @@ class Attempts:
 
     def _upstream_result(self, b: Backend, f: UpstreamFailure | None, started: float) -> None:
         """An attempt that reached the upstream: to the circuit breaker and the attempt log."""
-        self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.id)
+        self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.principal)
         self._record(b, 200 if f is None else f.status, None if f is None else str(f), started)
         charged = sum(usd for _, usd in self.out.timeout_charges[self._charges_logged:])
         self._charges_logged = len(self.out.timeout_charges)
@@ -306,7 +306,7 @@ class Attempts:
             yield DONE
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
             f = classify(e)
-            self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.id)
+            self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.principal)
             status = 504 if f.kind == "timeout" else 502  # the upstream broke, not the client
             error = f"stream broken after first byte: {f}"
             self.out.attempts[-1]["error"] = error

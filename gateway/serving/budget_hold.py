@@ -9,13 +9,15 @@ ledger holds it apart and refuses the tenant; it is counted in ``tollgate_budget
 
 Admission (gateway/serving/budget_gate.py): a reservation refused only because other
 requests' reservations are in flight (settled spend + what this request would hold ≤ budget)
-waits in the tenant's FIFO line, at most ``budget_wait_s`` for the whole request, instead of
+waits in its key's FIFO line (fair across a tenant's keys), at most ``budget_wait_s`` for the whole request, instead of
 being refused; a refusal that could succeed later (``retryable``) is a 429 with
 ``Retry-After``, and ``budget_exceeded`` (``x-should-retry: false``) is left for a settled
 spend that leaves less than the smallest request this one could be. Requests whose
 provider could bill past their reservation (a client output cap below the backend's
 ``max_output_tokens``) are admitted only while the tenant's exposure fits
-``budget_overrun_exposure`` × budget.
+``budget_overrun_exposure`` × budget, and the key's fits that share of the key's own budget.
+A key deleted or expired while its request waits ends the wait with the 401 the request
+would get now: none is served after the delete.
 
 An attempt that timed out after its request was sent may be billed by the provider: the
 request then *owes* that attempt's cost (``owe``, at most what is held beyond earlier debts;
@@ -30,11 +32,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+from gateway.auth import expired
 from gateway.context import GatewayContext, call
-from gateway.errors import store_unavailable
+from gateway.errors import store_unavailable, unauthorized
 from gateway.pricing import Price
-from gateway.serving.budget_gate import BudgetGate
-from gateway.store.errors import BudgetExceeded, StoreUnavailable
+from gateway.serving.budget_gate import BudgetGate, LineId, key_account
+from gateway.store.errors import BudgetExceeded, NotFound, StoreUnavailable
 from gateway.store.records import Reservation, Tenant
 
 _EPS = 1e-12
@@ -71,11 +74,23 @@ class BudgetHold:
     def _wait_s(self) -> float:
         return float(getattr(self._ctx.settings, "budget_wait_s", 0.0) or 0.0)
 
-    def _exposure_limit(self) -> float | None:
+    @property
+    def _line_id(self) -> LineId:
+        return self._tenant.id, self._tenant.key_id
+
+    def _accounts(self) -> list[tuple[str, float | None]]:
+        """The exposure accounts this request counts in, with their limits: its tenant's,
+        and its key's own when the key has a budget (budget_gate.py)."""
         share = getattr(self._ctx.settings, "budget_overrun_exposure", None)
-        if share is None or self._tenant.budget_usd is None:
-            return None
-        return share * self._tenant.budget_usd
+        t = self._tenant
+
+        def limit(budget: float | None) -> float | None:
+            return None if share is None or budget is None else share * budget
+
+        out = [(t.id, limit(t.budget_usd))]
+        if t.key_id is not None and t.key_budget_usd is not None:
+            out.append((key_account(t.key_id), limit(t.key_budget_usd)))
+        return out
 
     def _may_wait(self, e: BudgetExceeded, usd: float) -> bool:
         """The refusal is only about others' reservations: this request fits settled spend."""
@@ -94,18 +109,20 @@ class BudgetHold:
         Waits in the tenant's line while it could fit once others settle (module docstring)."""
         if usd <= self.held and exposure_usd <= self.exposure_usd:
             return True
-        tid, gate = self._tenant.id, self._gate
-        limit = self._exposure_limit()
+        lid, gate = self._line_id, self._gate
+        accounts = self._accounts()
         extra = max(0.0, exposure_usd - self.exposure_usd)
         turn = None
-        if gate.queued(tid):  # others wait already: behind them, not before
-            turn = gate.join(tid)
+        if gate.queued(lid):  # others of this key wait already: behind them, not before
+            turn = gate.join(lid)
         try:
             poll = _FIRST_POLL_S
             while True:
                 if turn is not None and not turn.done() and not await self._wait_turn(turn):
                     return False
-                if gate.exposure_fits(tid, extra, limit):
+                if (refusal := expired(self._tenant)) is not None:  # it expired while waiting
+                    raise refusal
+                if all(gate.exposure_fits(a, extra, lim) for a, lim in accounts):
                     claim = self._expose(extra)  # before the await: concurrent checks see it
                     try:
                         got = await self._reserve(usd)
@@ -123,15 +140,15 @@ class BudgetHold:
                 if left <= 0 or await self._gone():
                     return False
                 if turn is None:
-                    turn = gate.join(tid)
+                    turn = gate.join(lid)
                     continue
                 started = time.monotonic()
-                await gate.pause(tid, min(poll, left))
+                await gate.pause(lid, min(poll, left))
                 self.waited_s += time.monotonic() - started
                 poll = min(poll * 2, _LAST_POLL_S)
         finally:
             if turn is not None:
-                gate.leave(tid, turn)
+                gate.leave(lid, turn)
 
     async def _wait_turn(self, turn: asyncio.Future[None]) -> bool:
         """Wait to be the head of the line; False when the time is up or the client left."""
@@ -168,6 +185,9 @@ class BudgetHold:
         except ValueError:  # an amount past what the ledger can book: it cannot fit
             self.refusal = None
             return False
+        except NotFound as e:  # the key was deleted (or its tenant disabled), maybe while
+            raise unauthorized(  # the request waited: as if it had come after (none served)
+                "Authentication Error - this API key was deleted or its tenant disabled.") from e
         except StoreUnavailable as e:
             raise store_unavailable() from e
         self.reservations.append(r)
@@ -179,7 +199,8 @@ class BudgetHold:
         if extra <= 0:
             return 0.0, False
         first = not self._exposed
-        self._gate.expose(self._tenant.id, extra, first=first)
+        for account, _ in self._accounts():
+            self._gate.expose(account, extra, first=first)
         self._exposed = True
         self.exposure_usd += extra
         return extra, first
@@ -189,7 +210,8 @@ class BudgetHold:
         extra, first = claim
         if extra <= 0:
             return
-        self._gate.withdraw(self._tenant.id, extra, last=first)
+        for account, _ in self._accounts():
+            self._gate.withdraw(account, extra, last=first)
         self.exposure_usd -= extra
         self._exposed = not first
 
@@ -278,8 +300,10 @@ class BudgetHold:
                     self._ctx.metrics.overrun_usd.inc(result.overrun_usd)
         finally:
             if self._exposed:
-                self._gate.release(self._tenant.id, self.exposure_usd)
+                for account, _ in self._accounts():
+                    self._gate.release(account, self.exposure_usd)
                 self._exposed = False
-            if self.reservations or self._tenant.budget_usd is not None:
+            if (self.reservations or self._tenant.budget_usd is not None
+                    or self._tenant.key_budgeted):
                 self._gate.settled(self._tenant.id)
         return overrun

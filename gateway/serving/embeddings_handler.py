@@ -118,7 +118,7 @@ class EmbeddingsCall:
 
     def _attempt(self, status: int, error: str | None, started: float,
                  failure: UpstreamFailure | None) -> None:
-        self.ctx.reliability.upstream_result(self.backend, failure, self.tenant.id)
+        self.ctx.reliability.upstream_result(self.backend, failure, self.tenant.principal)
         self.attempts.append({"model": self.backend, "status": status, "error": error,
                               "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
         self.ctx.metrics.attempts.labels(self.backend, str(status)).inc()

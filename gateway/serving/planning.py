@@ -67,6 +67,7 @@ class Plan:
     # tokens reserved against the tenant's TPM when fewer than the request's bound
     # (gateway/reliability/ratelimit.py): the output cap is lowered to fit them
     tpm_tokens: int | None = None
+    key_models: tuple[str, ...] | None = None  # the calling key's (serving/key_models.py)
 
     def prompt_bound(self, backend: Backend) -> int:
         """N_prompt on ``backend``: prompt tokens no tokenizer exceeds (gateway/pricing.py)."""
@@ -113,13 +114,14 @@ def start_plan(pool: Pool, tenant: Tenant, req: ChatRequest) -> Plan:
     require_model(tenant, req.model, resolved)  # the calling key's models (401)
     if resolved != req.model:
         req = replace(req, model=resolved)
+    keyed = tenant.key_models or None
     route = pool.routes.get(req.model)
     if route is None:
         pool = pool.concrete(req.model) or pool
-        return Plan(pool, req, policy, max_cost_usd=cap)
+        return Plan(pool, req, policy, max_cost_usd=cap, key_models=keyed)
     lam = cost_weight(req.options, policy, route.cost_weight)
     return Plan(pool, req, policy, route=req.model, router_version=pool.version, lam=lam,
-                max_cost_usd=cap)
+                max_cost_usd=cap, key_models=keyed)
 
 
 def expected_cost(plan: Plan, backend: Backend, routing_output_tokens: int) -> float:
@@ -133,7 +135,8 @@ def expected_cost(plan: Plan, backend: Backend, routing_output_tokens: int) -> f
 
 def allowed_backends(plan: Plan) -> list[str]:
     """The route's backends ∩ the tenant policy's allowed_models ∩ the request's (400 if
-    empty)."""
+    empty); the calling key listed the route, which grants its backends
+    (gateway/serving/key_models.py)."""
     pool = plan.pool
     out = [b.model_name for b in pool.settings.route_backends(plan.route)]
     policy_allowed = plan.policy.allowed_models
@@ -246,7 +249,7 @@ def with_plan_fallbacks(plan: Plan) -> Plan:
     allowed, settings = plan.policy.allowed_models, plan.pool.settings
     names = with_fallbacks(settings, list(plan.candidates), plan.request.model,
                            tuple(settings.resolve_alias(n) for n in plan.request.fallbacks),
-                           None if allowed is None else list(allowed))
+                           None if allowed is None else list(allowed), plan.key_models)
     return replace(plan, candidates=tuple(names))
 
 

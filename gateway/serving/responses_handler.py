@@ -166,7 +166,7 @@ class ResponsesAttempts(ForwardedAttempts):
                 await self.out.settle()
         except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
             f = classify(e)
-            self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.id)
+            self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.principal)
             status = 504 if f.kind == "timeout" else 502
             error = f"stream broken after first byte: {f}"
             self.out.attempts[-1]["error"] = error

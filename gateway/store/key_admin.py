@@ -39,6 +39,16 @@ class UnknownTeam(NotFound):
     """``team_id`` names no live tenant."""
 
 
+class AliasTaken(Conflict):
+    """Another live key of the same tenant has this ``key_alias`` (aliases are unique per
+    tenant, so a delete by alias names one key)."""
+
+
+class AmbiguousAlias(Conflict):
+    """A delete by ``key_aliases`` names an alias more than one live key has (keys made
+    before aliases were unique, or of different tenants): deleting them all is refused."""
+
+
 @dataclass(frozen=True)
 class KeyDetails:
     """One key with LiteLLM's fields; ``token`` is the key's keyed hash (LiteLLM's "token")."""
@@ -153,6 +163,20 @@ def _own_tenant(conn: Connection, key_id: str, now: datetime) -> str:
     return tid
 
 
+def _alias_free(conn: Connection, tenant_id: str, alias: Any, key_id: str) -> None:
+    """AliasTaken when another live key of ``tenant_id`` has ``alias``. Checked in the
+    change's transaction (no unique index: databases made before this rule may hold
+    duplicates; a delete by an alias two keys share is refused instead, ``delete_keys``)."""
+    if alias is UNSET or alias is None:
+        return
+    taken = conn.execute(select(api_keys.c.id).where(
+        api_keys.c.tenant_id == tenant_id, api_keys.c.name == alias,
+        api_keys.c.revoked_at.is_(None), api_keys.c.id != key_id).limit(1)).first()
+    if taken is not None:
+        raise AliasTaken(f"key_alias {alias!r} is already used by another key of this team; "
+                         "key aliases are unique per team")
+
+
 def generate(engine: Engine, secret: bytes, now: datetime, fields: KeyFields,
              team: str | None = None, key: str | None = None) -> tuple[str, KeyDetails]:
     """A new key (``key`` if the caller chose it, as LiteLLM allows) in ``team``'s tenant or a
@@ -162,10 +186,12 @@ def generate(engine: Engine, secret: bytes, now: datetime, fields: KeyFields,
     try:
         with engine.begin() as conn:
             tid = _tenant_id(conn, team) if team is not None else _own_tenant(conn, kid, now)
-            conn.execute(insert(api_keys).values(
-                id=kid, tenant_id=tid, key_hash=keylib.hash_key(secret, key),
-                prefix=keylib.display_prefix(key), created_at=now, spent_nusd=0,
-                reserved_nusd=0, **_values(fields, now)))
+            _alias_free(conn, tid, fields.key_alias, kid)
+            # ``spend`` (LiteLLM's starting spend) replaces the 0 default
+            conn.execute(insert(api_keys).values({
+                "id": kid, "tenant_id": tid, "key_hash": keylib.hash_key(secret, key),
+                "prefix": keylib.display_prefix(key), "created_at": now, "spent_nusd": 0,
+                "reserved_nusd": 0, **_values(fields, now)}))
     except IntegrityError as exc:
         raise Conflict("that key already exists") from exc
     return key, info(engine, kid, now)
@@ -199,6 +225,15 @@ def update_key(engine: Engine, key_id: str, now: datetime, fields: KeyFields,
         values = _values(fields, now)
         if team is not None:
             values["tenant_id"] = _tenant_id(conn, team)
+        if "name" in values or team is not None:
+            alias = values.get("name", UNSET)
+            if alias is UNSET:
+                alias = conn.execute(select(api_keys.c.name)
+                                     .where(api_keys.c.id == key_id)).scalar()
+            tid = values.get("tenant_id") or conn.execute(
+                select(api_keys.c.tenant_id).where(api_keys.c.id == key_id)).scalar()
+            if tid is not None:
+                _alias_free(conn, tid, alias, key_id)
         if conn.execute(update(api_keys).where(api_keys.c.id == key_id,
                                                api_keys.c.revoked_at.is_(None))
                         .values(**(values or {"id": api_keys.c.id}))).rowcount != 1:
@@ -212,6 +247,12 @@ def delete_keys(engine: Engine, key_ids: list[str], aliases: list[str], now: dat
     """Revoke the keys named (by id, or every live key with one of ``aliases``) and disable
     the tenants made for them alone; the ids revoked. History stays (request logs)."""
     with engine.begin() as conn:
+        for alias in aliases:
+            n = conn.execute(select(func.count()).select_from(api_keys).where(
+                api_keys.c.name == alias, api_keys.c.revoked_at.is_(None))).scalar()
+            if (n or 0) > 1:
+                raise AmbiguousAlias(f"{n} live keys have the alias {alias!r}; delete them "
+                                     "by key (or token) instead")
         rows = conn.execute(select(api_keys.c.id).where(
             api_keys.c.revoked_at.is_(None),
             api_keys.c.id.in_(key_ids) | api_keys.c.name.in_(aliases))).scalars().all()

@@ -75,7 +75,9 @@ class KeyCache:
             epoch = await self._current_epoch()
         except StoreUnavailable:
             return await self._during_outage(entry, now)
-        if entry is not None and entry.epoch == epoch and entry.expires > now:
+        # still cached after the epoch read? (a lookup meanwhile may have found it revoked)
+        if (entry is not None and entry.epoch == epoch and entry.expires > now
+                and self._live.get(digest) is entry):
             self._live.move_to_end(digest)
             return entry.tenant
         task = self._inflight.get(digest)

@@ -162,13 +162,18 @@ def _booking() -> Update:
 RESERVATION_KEYS = ("id", "tenant_id", "request_id", "amount_nusd", "created_at_s", "key_id",
                     "key_held_nusd")
 BOOKING = _booking()
+# The same for a request made with a key: it books only while that key is live, so a key
+# deleted while its requests wait for the budget gets none of them served (its refusal is
+# then NotFound). One indexed EXISTS on api_keys' primary key, in the same statement.
+BOOKING_KEYED = BOOKING.where(select(api_keys.c.id).where(
+    api_keys.c.id == bindparam("p_key_id"), api_keys.c.revoked_at.is_(None)).exists())
 # SQLite: the reservation row, inserted in the booking's transaction.
 RECORDING = insert(reservations).values({k: bindparam(f"p_{k}") for k in RESERVATION_KEYS})
 
 
-def _booking_pg() -> Insert:
+def _booking_pg(booking: Update) -> Insert:
     """PostgreSQL: `WITH booked AS (UPDATE ... RETURNING id) INSERT ... SELECT FROM booked`."""
-    booked = BOOKING.returning(tenants.c.id).cte("booked")
+    booked = booking.returning(tenants.c.id).cte("booked")
     cols = [reservations.c[k] for k in RESERVATION_KEYS]
     row = select(*[bindparam(f"p_{k}", type_=c.type) if k != "tenant_id" else booked.c.id
                    for k, c in zip(RESERVATION_KEYS, cols, strict=True)])
@@ -176,7 +181,8 @@ def _booking_pg() -> Insert:
             .returning(reservations.c.id))
 
 
-BOOKING_PG = _booking_pg()
+BOOKING_PG = _booking_pg(BOOKING)
+BOOKING_PG_KEYED = _booking_pg(BOOKING_KEYED)
 RELEASING = (delete(reservations).where(reservations.c.id == bindparam("p_reservation"))
              .returning(reservations.c.tenant_id, reservations.c.amount_nusd,
                         reservations.c.key_id, reservations.c.key_held_nusd))
@@ -229,6 +235,8 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
             return res
     elif _book(engine, res, {**_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
         return res
+    if key_id is not None:
+        _key_live(engine, key_id)
     # Refused (or no such tenant): read the numbers for the error, outside the hot path.
     with engine.connect() as conn:
         row = conn.execute(
@@ -254,15 +262,28 @@ def _book(engine: Engine, res: Reservation, booking: dict[str, Any]) -> bool:
     transaction.
     """
     recorded = {f"p_{k}": getattr(res, k) for k in RESERVATION_KEYS}
+    keyed = res.key_id is not None
+    if keyed:
+        booking = {**booking, "p_key_id": res.key_id}
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
-            return conn.execute(BOOKING_PG, {**booking, **recorded}).first() is not None
+            return conn.execute(BOOKING_PG_KEYED if keyed else BOOKING_PG,
+                                {**booking, **recorded}).first() is not None
     with engine.begin() as conn:
-        if conn.execute(BOOKING, booking).rowcount != 1:
+        if conn.execute(BOOKING_KEYED if keyed else BOOKING, booking).rowcount != 1:
             return False
         conn.execute(RECORDING, recorded)
         return True
+
+
+def _key_live(engine: Engine, key_id: str) -> None:
+    """NotFound when the key was deleted (a refusal read, off the hot path)."""
+    with engine.connect() as conn:
+        revoked = conn.execute(select(api_keys.c.revoked_at)
+                               .where(api_keys.c.id == key_id)).first()
+    if revoked is not None and revoked.revoked_at is not None:
+        raise NotFound(f"key {key_id} was deleted")
 
 
 def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd: int,
@@ -300,13 +321,14 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
 
 
 def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int,
-                now: datetime) -> bool:
+                now: datetime, key_id: str | None = None) -> bool:
     """Add a cost incurred without a reservation to ``spent``, once per ``charge_id``.
 
     For requests served during a database outage (gateway/reliability/outage.py): the id is inserted into
     ``outage_charges`` in the same transaction as the charge, so a journal replayed again, after
     a crash or a database failure part-way through, finds the id and charges nothing. Returns
-    whether this call charged. The charge lands in the current period, as a settlement does.
+    whether this call charged. The charge lands in the current period, as a settlement does,
+    and in ``key_id``'s spend too (the key's own budget counts what it spent in the outage).
     """
     if amount_nusd < 0:
         raise ValueError("a charge cannot be negative")
@@ -318,6 +340,9 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
                 charged_at_s=int(now.timestamp())))
             conn.execute(update(tenants).where(tenants.c.id == tenant_id)
                          .values(**_rollover_values(spent_after)), _starts(now))
+            if key_id is not None:
+                conn.execute(update(api_keys).where(api_keys.c.id == key_id)
+                             .values(spent_nusd=api_keys.c.spent_nusd + _big(amount_nusd)))
     except IntegrityError:
         return False  # charged by an earlier replay
     return True

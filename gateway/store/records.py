@@ -32,6 +32,19 @@ class Tenant:
     key_rpm_limit: int | None = None  # LiteLLM's per-key limits (gateway/reliability/guards.py)
     key_tpm_limit: int | None = None
     key_max_parallel_requests: int | None = None
+    key_budget_usd: float | None = None  # the calling key's own max_budget
+    key_user_id: str | None = None  # LiteLLM's user_id of the calling key
+    key_own_tenant: bool = False  # a key generated without a team (its tenant is its own)
+
+    @property
+    def principal(self) -> str:
+        """Who this request's failures count as for the circuit breakers
+        (gateway/reliability/circuit.py, C1): its tenant, however many keys it has; a key
+        made without a team counts as its ``user_id`` when it has one, so one user's many
+        team-less keys are one client, not many."""
+        if self.key_own_tenant and self.key_user_id:
+            return "user:" + self.key_user_id
+        return self.id
 
 
 @dataclass(frozen=True)

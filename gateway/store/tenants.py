@@ -210,7 +210,7 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
                    api_keys.c.models, api_keys.c.expires_at,
                    api_keys.c.budget_nusd.label("key_budget_nusd"),
                    api_keys.c.budget_duration, api_keys.c.rpm_limit, api_keys.c.tpm_limit,
-                   api_keys.c.max_parallel_requests)
+                   api_keys.c.max_parallel_requests, api_keys.c.user_id, tenants.c.own_key_id)
             .join(tenants, tenants.c.id == api_keys.c.tenant_id)
             .where(api_keys.c.key_hash == digest, api_keys.c.revoked_at.is_(None),
                    tenants.c.disabled_at.is_(None))
@@ -226,4 +226,6 @@ def lookup_key_at(engine: Engine, digest: str) -> tuple[int, Tenant | None]:
         key_expires_at=row.expires_at,
         key_budgeted=row.key_budget_nusd is not None or row.budget_duration is not None,
         key_budget_duration=row.budget_duration, key_rpm_limit=row.rpm_limit,
-        key_tpm_limit=row.tpm_limit, key_max_parallel_requests=row.max_parallel_requests)
+        key_tpm_limit=row.tpm_limit, key_max_parallel_requests=row.max_parallel_requests,
+        key_user_id=row.user_id, key_budget_usd=nusd_to_usd(row.key_budget_nusd),
+        key_own_tenant=row.own_key_id == row.id)

@@ -43,9 +43,20 @@ issue 24):
     openings of the whole run, except of the backends that hang for everyone.
 13. dashboard: 50,000 log rows, 12 concurrent admin summaries on one replica:
     dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms).
+14. keys (keys.py, issue 35): a key limited to one backend asks for ``fallbacks`` outside its
+    list on chat, Responses and completions (key_models_bypass = answers from outside it);
+    20 concurrent overruns of a team-less key with max_budget $0.05 (key_overrun_multiple =
+    its spend / max_budget; the provider's bill beside it); a key deleted while 39 of its
+    requests wait (waiting_delete_5xx, and the requests served after the delete); a
+    team-mate's small requests beside another key's 300 waiting ones (teammate_p50_ratio =
+    p50 during / p50 idle); the database cut under outage policy ``allow`` (allowance $0.008
+    per replica) with a team-less and a team key of max_budget $0.02
+    (key_outage_overspend_multiple = the larger key spend after replay / max_budget).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
 lost_rows=… metrics_open=… burst_served_share=… timeout_undercharge_usd=…
-fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…``.
+fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…
+key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
+waiting_delete_5xx=… teammate_p50_ratio=…``.
 """

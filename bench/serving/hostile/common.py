@@ -26,6 +26,7 @@ HANGING = ("slow-a", "slow-b", "slow-c")  # every request to them times out, for
 PRICES = {"echo": (1.0, 2.0), "verbose": (1.0, 10.0), "slow-a": (10.0, 40.0),
           "slow-b": (10.0, 40.0), "slow-c": (10.0, 40.0)}
 VERBOSE_WORDS = 2000  # the verbose backend answers this long, whatever max_tokens says
+OUTAGE_ALLOWANCE_USD = 0.008  # per replica and key: × 2 replicas within keys.py's $0.02
 
 
 def chat_url(env: Env, i: int) -> str:
@@ -88,7 +89,9 @@ def start_hostile_env(workdir: Path) -> Hostile:
     models += [tricky.model_entry(n, timeout=TIMEOUT_S, max_output_tokens=8192)
                for n in ("echo", *HANGING)]
     models.append(tricky.model_entry("verbose", timeout=30, max_output_tokens=VERBOSE_WORDS))
-    env = start_env(workdir, extra_models=models, log_prompts=True)
+    # outage policy ``allow`` for keys.outage_scenario (no other scenario cuts the database)
+    outage = {"outage": {"budget": "allow", "allowance_usd": OUTAGE_ALLOWANCE_USD}}
+    env = start_env(workdir, extra_models=models, log_prompts=True, reliability=outage)
     return Hostile(env, harsh, tricky)
 
 

@@ -219,3 +219,35 @@ def test_hostile_requests_of_one_tenant_open_no_breaker_an_outage_still_does(
         with pytest.raises(openai.APIStatusError):
             gw.client(key).chat.completions.create(model="fake-mid", messages=MSG)
     assert _gauge(gw, "fake-mid") == State.OPEN
+
+
+def test_a_tenants_many_keys_count_once(make_gateway: MakeGateway,
+                                        upstream: FakeUpstream) -> None:
+    """Timeouts met by several keys of one tenant (its own key, team keys, and a user's
+    team-less keys) weigh as one tenant's: the breaker stays closed for everyone; another
+    tenant's failures then open it (issue 35 finding 9)."""
+    gw = make_gateway(reliability={"circuit": {"failure_threshold": 4, "cooldown_s": 60,
+                                               "min_tenants": 2}})
+    own, tid = gw.tenant()
+
+    def generate(**body: object) -> str:
+        r = gw.admin("POST", "/key/generate", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()["key"]
+
+    keys = {"fake-mid": [own, generate(team_id=tid), generate(team_id=tid)],
+            "fake-strong": [generate(user_id="u-many-keys"), generate(user_id="u-many-keys")]}
+    for model, group in keys.items():  # one client per backend
+        upstream.set_mode(model, "error_500", times=1000)
+        for key in group:
+            for _ in range(3):
+                with pytest.raises(openai.InternalServerError):
+                    gw.client(key).chat.completions.create(model=model, messages=MSG,
+                                                           max_tokens=8)
+        assert _gauge(gw, model) == State.CLOSED, model
+    other, _ = gw.tenant()
+    for _ in range(2):
+        with pytest.raises(openai.APIStatusError):
+            gw.client(other).chat.completions.create(model="fake-mid", messages=MSG,
+                                                     max_tokens=8)
+    assert _gauge(gw, "fake-mid") == State.OPEN

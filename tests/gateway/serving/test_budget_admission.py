@@ -271,7 +271,8 @@ async def test_exposure_is_claimed_before_the_reservation_is_awaited() -> None:
 
     await asyncio.gather(*(one(i) for i in range(5)))
     assert most == 1
-    assert ctx.budget_gate.queued(TENANT.id) == 0 and not ctx.budget_gate._lines
+    assert ctx.budget_gate.queued((TENANT.id, TENANT.key_id)) == 0
+    assert not ctx.budget_gate._lines and not ctx.budget_gate._exposures
 
 
 @pytest.mark.anyio
@@ -281,12 +282,12 @@ async def test_a_refused_reservation_gives_its_exposure_back() -> None:
     ctx.settings.budget_overrun_exposure = 0.5
     refused = BudgetHold(ctx, TENANT, "tg-big")
     assert not await refused.ensure(2.0, exposure_usd=0.4)  # past the budget: refused
-    assert refused.exposure_usd == 0.0 and not ctx.budget_gate._lines
+    assert refused.exposure_usd == 0.0 and not ctx.budget_gate._exposures
     admitted = BudgetHold(ctx, TENANT, "tg-small")
     assert await admitted.ensure(0.1, exposure_usd=0.4)
-    assert ctx.budget_gate._lines[TENANT.id].in_flight == 1
+    assert ctx.budget_gate._exposures[TENANT.id].in_flight == 1
     await admitted.settle(0.1)
-    assert not ctx.budget_gate._lines
+    assert not ctx.budget_gate._exposures and not ctx.budget_gate._lines
 
 
 def test_a_refusal_says_what_output_cap_the_budget_pays(gateway: Gateway) -> None:
