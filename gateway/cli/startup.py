@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gateway import litellm_compat
 from gateway.auth import admin_key
 from gateway.config import Backend, Settings
 from gateway.litellm_callbacks import describe as describe_callbacks
@@ -114,6 +115,7 @@ def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) ->
         ("config", str(config_path)),
         ("database", safe_url(settings.database_url)),
         ("router", f"{pool.version} ({len(pool.router.model_names)} experts)"),
+        ("litellm", litellm_compat.startup_lines()),
         ("backends", backend_lines(pool)),
         ("promises", promise_lines(pool)),
         ("provider keys", keys),
