@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import socket
 from pathlib import Path
@@ -138,7 +139,8 @@ def no_litellm_token_counting() -> None:
     litellm.disable_token_counter = True
 
 
-def worker_count(asked: int | None, database_url: str) -> tuple[int, str]:
+def worker_count(asked: int | None, database_url: str,
+                 cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[int, str]:
     """(worker processes, why): ``--workers`` when given; else one per core the process may
     run on for PostgreSQL, which serves concurrent writers from many processes; 1 for SQLite,
     whose single file lock every reservation and settlement takes (``--workers N`` works on
@@ -149,8 +151,32 @@ def worker_count(asked: int | None, database_url: str) -> tuple[int, str]:
     if database_url.startswith(("postgresql", "postgres")):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
+        quota = cpu_quota(cgroup)
+        if quota is not None and quota < cores:
+            return max(1, math.ceil(quota)), (f"the CPU quota of {quota:g} cores (cgroup) on "
+                                             "PostgreSQL; --workers to change")
         return cores, "one per core on PostgreSQL; --workers to change"
     return 1, "SQLite: one process by default; --workers N to share the file"
+
+
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The cores this process's cgroup may use (quota / period), None without a quota. A
+    container limited to 2 CPUs on a 64-core host sees 64 cores in os.cpu_count() and its
+    affinity, and would start 64 workers; cgroup v2's ``cpu.max`` ("200000 100000") or v1's
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` say 2."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        q, p = float(quota), float(period)
+    except ValueError:  # "max": no quota
+        return None
+    return q / p if q > 0 and p > 0 else None
 
 
 def check_port_free(host: str, port: int) -> None:
