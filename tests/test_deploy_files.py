@@ -116,3 +116,25 @@ def test_compose_runs_two_replicas_on_postgres_and_redis() -> None:
           f"{env['POSTGRES_DB']}"
     assert all(s["environment"]["TOLLGATE_DATABASE_URL"] == url for s in replicas.values())
     assert set(compose["volumes"]) >= {"tollgate-data", "postgres-data"}
+
+
+def test_compose_passes_the_packaged_configs_keys_and_names_each_replica() -> None:
+    """Every provider key the packaged config.yaml reads (os.environ/NAME) reaches every
+    replica; each replica has its own stable TOLLGATE_REPLICA_ID (its reservations are
+    released when it restarts) and a CPU quota its worker count follows."""
+    needed = set(re.findall(r"os\.environ/([A-Z0-9_]+)", (ROOT / "config.yaml").read_text()))
+    assert {"GEMINI_API_KEY", "DEEPINFRA_API_KEY", "FIREWORKS_API_KEY"} <= needed
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    replicas = [s for s in services.values() if s.get("image") == "tollgate:latest"]
+    for svc in replicas:
+        env = svc["environment"]
+        assert needed <= set(env), needed - set(env)
+        assert all(env[k] == f"${{{k}:-}}" for k in needed)
+        assert float(svc["cpus"]) >= 1
+    ids = [s["environment"]["TOLLGATE_REPLICA_ID"] for s in replicas]
+    assert len(set(ids)) == len(replicas) and all(ids)
+
+
+def test_a_script_builds_the_image_and_checks_ready() -> None:
+    script = (ROOT / "scripts/docker_check.sh").read_text()
+    assert "docker build" in script and "/ready" in script and "docker compose config" in script
