@@ -122,7 +122,10 @@ def test_compose_passes_the_packaged_configs_keys_and_names_each_replica() -> No
     """Every provider key the packaged config.yaml reads (os.environ/NAME) reaches every
     replica; each replica has its own stable TOLLGATE_REPLICA_ID (its reservations are
     released when it restarts) and a CPU quota its worker count follows."""
-    needed = set(re.findall(r"os\.environ/([A-Z0-9_]+)", (ROOT / "config.yaml").read_text()))
+    packaged = yaml.safe_load((ROOT / "config.yaml").read_text())
+    needed = {v.split("/", 1)[1] for m in packaged["model_list"]
+              for v in m["litellm_params"].values()
+              if isinstance(v, str) and v.startswith("os.environ/")}
     assert {"GEMINI_API_KEY", "DEEPINFRA_API_KEY", "FIREWORKS_API_KEY"} <= needed
     services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
     replicas = [s for s in services.values() if s.get("image") == "tollgate:latest"]
