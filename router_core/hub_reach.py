@@ -19,22 +19,44 @@ from urllib.parse import urlsplit
 log = logging.getLogger(__name__)
 
 
-def hub_offline_if_unreachable(timeout_s: float = 2.0) -> bool:
-    """Turn on huggingface_hub's offline mode when its endpoint (``HF_ENDPOINT``) cannot be
-    reached within ``timeout_s``; returns whether offline mode is on. Blocking (a connect):
-    call it off the event loop."""
+def unreachable_reason(timeout_s: float = 2.0) -> str | None:
+    """Why the hub's endpoint (``HF_ENDPOINT``) cannot be reached within ``timeout_s``, None
+    when it can or when offline mode is already set either way (the operator decided).
+    Blocking (a connect): call it off the event loop."""
     from huggingface_hub import constants
 
     if os.environ.get("HF_HUB_OFFLINE") is not None or constants.HF_HUB_OFFLINE:
-        return bool(constants.HF_HUB_OFFLINE)  # the operator decided
+        return None
     url = urlsplit(constants.ENDPOINT)
     port = url.port or (443 if url.scheme == "https" else 80)
     try:
         with socket.create_connection((url.hostname or "", port), timeout=timeout_s):
-            return False
+            return None
     except OSError as exc:
-        constants.HF_HUB_OFFLINE = True  # read by huggingface_hub at each call
-        log.warning("Hugging Face hub %s unreachable (%s): tokenizers come from the local "
-                    "cache only; litellm counts the others with tiktoken", constants.ENDPOINT,
-                    exc.strerror or type(exc).__name__)
-        return True
+        return f"{constants.ENDPOINT} unreachable ({exc.strerror or type(exc).__name__})"
+
+
+def go_offline() -> None:
+    """huggingface_hub's offline mode for this process and the processes it starts."""
+    from huggingface_hub import constants
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    constants.HF_HUB_OFFLINE = True  # read by huggingface_hub at each call
+
+
+def hub_offline_if_unreachable(timeout_s: float = 2.0) -> bool:
+    """Turn on huggingface_hub's offline mode when its endpoint cannot be reached within
+    ``timeout_s``; returns whether offline mode is on. Blocking: call it off the event loop.
+    `tollgate serve` decides it once before its workers start and says so in its startup
+    block; a worker then finds offline mode set and says nothing."""
+    from huggingface_hub import constants
+
+    if os.environ.get("HF_HUB_OFFLINE") is not None or constants.HF_HUB_OFFLINE:
+        return bool(constants.HF_HUB_OFFLINE)  # the operator (or `tollgate serve`) decided
+    reason = unreachable_reason(timeout_s)
+    if reason is None:
+        return False
+    go_offline()
+    log.warning("Hugging Face hub %s: tokenizers come from the local cache only; litellm "
+                "counts the others with tiktoken", reason)
+    return True

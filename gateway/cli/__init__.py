@@ -61,15 +61,19 @@ class LazyGroup(click.Group):
         return load_command(cmd_name) if cmd_name in COMMANDS else None
 
     def invoke(self, ctx: click.Context) -> object:
-        """A config error from any command is one line (``Error: <file>: <key>: ...``)."""
+        """An error any command ends on is one line (gateway/cli/errors.py): a config error
+        is ``Error: <file>: <key>: ...``; ``TOLLGATE_DEBUG=1`` keeps the traceback."""
         try:
             return super().invoke(ctx)
-        except ValueError as e:
-            from gateway.config import ConfigError
-
-            if isinstance(e, ConfigError):
-                raise click.ClickException(str(e)) from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, KeyboardInterrupt,
+                SystemExit):
             raise
+        except Exception as e:
+            from gateway.cli.errors import debugging, one_line
+
+            if debugging():
+                raise
+            raise click.ClickException(one_line(e)) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]

@@ -7,6 +7,9 @@
   is then no longer four lines, and the gateway's access line (``tollgate.access``) says
   what happened. uvicorn's own access line is off for the same reason. Startup chatter of
   alembic, faiss and sentence-transformers is at WARNING too: the startup block says it.
+- With ``--workers N``, a warning the parent printed while starting (an optional callback
+  left out, ...) is not printed again by each worker: once per process group
+  (``StartupWarnings``, ``drop_parent_warnings``).
 - ``--log-format json``: one JSON object per line (ts, level, logger, message, and the
   access line's fields under their own names) for a log pipeline.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,6 +33,60 @@ class CustomPricingNotice(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return "has custom pricing but not in built-in cost map" not in record.getMessage()
+
+
+PARENT_WARNINGS_ENV = "TOLLGATE_PARENT_WARNINGS"
+
+
+class StartupWarnings(logging.Handler):
+    """Collects the warnings a `tollgate serve` parent logs while it starts, for its workers
+    (``export``): a worker builds the same app and would repeat each of them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def export(self) -> None:
+        """Hand the messages to the worker processes about to start (they inherit it)."""
+        logging.getLogger().removeHandler(self)
+        os.environ[PARENT_WARNINGS_ENV] = json.dumps(self.messages[-200:])
+
+
+def collect_startup_warnings() -> StartupWarnings:
+    handler = StartupWarnings()
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
+class ParentWarnings(logging.Filter):
+    """In a worker: drops the first occurrence of each warning its parent already printed."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__()
+        self.pending = set(messages)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not self.pending:
+            return True
+        message = record.getMessage()
+        if message in self.pending:
+            self.pending.discard(message)
+            return False
+        return True
+
+
+def drop_parent_warnings() -> None:
+    """Install ``ParentWarnings`` on the root handler of a worker process."""
+    try:
+        messages = json.loads(os.environ.get(PARENT_WARNINGS_ENV, "[]"))
+    except ValueError:
+        return
+    if isinstance(messages, list) and messages:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(ParentWarnings([str(m) for m in messages]))
 
 
 class JsonFormatter(logging.Formatter):

@@ -33,7 +33,6 @@ from gateway.cli.model_publish import (
     wrote,
 )
 from gateway.config import resolve_config_path
-from gateway.pool.adopt import ARTIFACT_KEY, artifact_backends
 
 FINGERPRINTS = ("perplexity", "logit", "probe-outcome")
 
@@ -176,6 +175,7 @@ def _with_added(current: Any, version: str, name: str, d: Any, kind: str, live: 
         a=d.readout.a if d.readout else None,  # a readout brings its own calibration
         b=d.readout.b if d.readout else None,
     )
+    from gateway.pool.adopt import ARTIFACT_KEY, artifact_backends  # litellm: lazy
     backends = {**artifact_backends(current), name: entry}
     return replace(added, config={**dict(added.config), ARTIFACT_KEY: backends})
 
@@ -291,6 +291,7 @@ def remove_command(
         raise click.ClickException(f"{name!r} is not in router {current.version}")
     version = new_version(current.version, f"remove-{name}")
     smaller = current.without_expert(name, version)
+    from gateway.pool.adopt import ARTIFACT_KEY, artifact_backends  # litellm: lazy
     backends = {k: v for k, v in artifact_backends(current).items() if k != name}
     smaller = replace(smaller, config={**dict(smaller.config), ARTIFACT_KEY: backends})
     publish(smaller, t, engine, current.version, "removed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import socket
 from pathlib import Path
@@ -42,7 +43,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
                   log_format: str | None, workers: int | None,
                   forwarded_allow_ips: str | None) -> None:
     """Run the gateway (OpenAI-compatible API on http://HOST:PORT/v1)."""
-    from gateway.cli.log_setup import configure_logging
+    from gateway.cli.log_setup import collect_startup_warnings, configure_logging
     from gateway.cli.malloc_arenas import limit_malloc_arenas
     from gateway.config import ConfigError, load_settings, resolve_config_path
 
@@ -56,21 +57,26 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     # weights load once at startup: a progress bar in a server log is noise
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     configure_logging(log_level, log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
+    warnings = collect_startup_warnings()  # said once here, not again by each worker
     outage_log.install()  # a database outage: one line per message a minute, no tracebacks
     no_litellm_token_counting()
+    hub_problem = _hub_offline_if_unreachable() if settings.model_list else None
     try:
         app = _build_app(settings)
     except ConfigError as e:  # e.g. a backend with no price anywhere
         raise click.ClickException(str(e)) from None
-    from gateway.cli.startup import LABEL_WIDTH, summary
+    from gateway.cli.startup import LABEL_WIDTH, database_problem, summary
     from gateway.reliability.shutdown import run, run_workers
 
     trusted = None if forwarded_allow_ips is None else [
         ip.strip() for ip in forwarded_allow_ips.split(",") if ip.strip()]
     ctx = app.state.ctx
     workers, why = worker_count(workers, settings.database_url)
-    lines = summary(path, settings, ctx.pool.current, f"http://{host}:{port}")
-    lines.insert(3, f"  {'workers':<{LABEL_WIDTH + 2}} {workers} ({why})")
+    lines = summary(path, settings, ctx.pool.current, f"http://{host}:{port}",
+                    database_problem=database_problem(ctx.store.engine),
+                    hub_problem=hub_problem)
+    router_row = next(i for i, line in enumerate(lines) if line.startswith("  router "))
+    lines.insert(router_row, f"  {'workers':<{LABEL_WIDTH + 2}} {workers} ({why})")
     if (log_format or os.environ.get("TOLLGATE_LOG_FORMAT")) == "json":
         logging.getLogger("tollgate").info("startup", extra={"fields": {"startup": lines}})
     else:
@@ -84,6 +90,7 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     os.environ["TOLLGATE_LOG_LEVEL"] = log_level
     os.environ["TOLLGATE_LOG_FORMAT"] = log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text")
     del app, ctx
+    warnings.export()
     run_workers("gateway.cli.serve:worker_app", settings, host, port, workers,
                 forwarded_allow_ips=trusted, log_level=log_level, log_config=None,
                 access_log=False)
@@ -93,14 +100,27 @@ def worker_app() -> Any:
     """What each process of ``tollgate serve --workers N`` serves: the app of
     ``$TOLLGATE_CONFIG``, with the parent's logging set up again (a spawned process starts
     with none)."""
-    from gateway.cli.log_setup import configure_logging
+    from gateway.cli.log_setup import configure_logging, drop_parent_warnings
     from gateway.config import load_settings, resolve_config_path
 
     configure_logging(os.environ.get("TOLLGATE_LOG_LEVEL", "info"),
                       os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
+    drop_parent_warnings()
     outage_log.install()
     no_litellm_token_counting()
     return _build_app(load_settings(resolve_config_path(None)))
+
+
+def _hub_offline_if_unreachable() -> str | None:
+    """The Hugging Face hub's reachability, decided once for the process group before the
+    app is built: unreachable, offline mode is set for this process and its workers (who
+    then say nothing) and the startup block says why (router_core/hub_reach.py)."""
+    from router_core.hub_reach import go_offline, unreachable_reason
+
+    reason = unreachable_reason()
+    if reason is not None:
+        go_offline()
+    return reason
 
 
 def no_litellm_token_counting() -> None:
@@ -119,7 +139,8 @@ def no_litellm_token_counting() -> None:
     litellm.disable_token_counter = True
 
 
-def worker_count(asked: int | None, database_url: str) -> tuple[int, str]:
+def worker_count(asked: int | None, database_url: str,
+                 cgroup: Path = Path("/sys/fs/cgroup")) -> tuple[int, str]:
     """(worker processes, why): ``--workers`` when given; else one per core the process may
     run on for PostgreSQL, which serves concurrent writers from many processes; 1 for SQLite,
     whose single file lock every reservation and settlement takes (``--workers N`` works on
@@ -130,8 +151,32 @@ def worker_count(asked: int | None, database_url: str) -> tuple[int, str]:
     if database_url.startswith(("postgresql", "postgres")):
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
+        quota = cpu_quota(cgroup)
+        if quota is not None and quota < cores:
+            return max(1, math.ceil(quota)), (f"the CPU quota of {quota:g} cores (cgroup) on "
+                                             "PostgreSQL; --workers to change")
         return cores, "one per core on PostgreSQL; --workers to change"
     return 1, "SQLite: one process by default; --workers N to share the file"
+
+
+def cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """The cores this process's cgroup may use (quota / period), None without a quota. A
+    container limited to 2 CPUs on a 64-core host sees 64 cores in os.cpu_count() and its
+    affinity, and would start 64 workers; cgroup v2's ``cpu.max`` ("200000 100000") or v1's
+    ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us`` say 2."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+    except (OSError, ValueError):
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        q, p = float(quota), float(period)
+    except ValueError:  # "max": no quota
+        return None
+    return q / p if q > 0 and p > 0 else None
 
 
 def check_port_free(host: str, port: int) -> None:

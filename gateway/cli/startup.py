@@ -8,9 +8,11 @@ so further sections (e.g. how each backend is known to the router) slot into ``s
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any
 
+from gateway import litellm_compat
 from gateway.auth import admin_key
 from gateway.config import Backend, Settings
 from gateway.litellm_callbacks import describe as describe_callbacks
@@ -37,13 +39,36 @@ def routes_of(pool: Pool, b: Backend) -> list[str]:
             if any(backend == b.model_name for _, backend in pairs)]
 
 
+def unknown_provider(params: dict[str, Any]) -> str | None:
+    """"unknown provider 'opnai' (did you mean openai?)" for a deployment whose model's
+    provider prefix litellm does not know (``litellm.provider_list``); None when litellm can
+    call it (a known prefix, ``custom_llm_provider``, or a model litellm resolves alone)."""
+    from router_core.litellm_env import litellm
+
+    model = str(params.get("model") or "")
+    if params.get("custom_llm_provider") or "/" not in model:
+        return None
+    prefix = model.split("/", 1)[0]
+    providers = sorted({getattr(p, "value", str(p)) for p in litellm.provider_list})
+    if prefix in providers:
+        return None
+    try:
+        litellm.get_llm_provider(model, api_base=params.get("api_base"))
+    except Exception:  # noqa: BLE001 - litellm's way of saying it cannot route the model
+        close = difflib.get_close_matches(prefix, providers, n=1)
+        return f"unknown provider {prefix!r}" + (f" (did you mean {close[0]}?)" if close else "")
+    return None
+
+
 def backend_lines(pool: Pool) -> list[str]:
     settings, prices = pool.settings, pool.prices
     width = max((len(b.model_name) for b in settings.model_list), default=0)
     lines = []
     for b in settings.model_list:
         routes = routes_of(pool, b)
-        how = (f"routed by {', '.join(routes)}" if routes else
+        typos = [t for p in b.deployment_params() if (t := unknown_provider(p))]
+        how = (f"{typos[0]} in litellm_params.model: litellm cannot call it" if typos else
+               f"routed by {', '.join(routes)}" if routes else
                "wildcard: passthrough only, to any model it matches, each priced from "
                "litellm's map (an unpriced one is refused)" if b.is_wildcard else
                f"passthrough only (the router does not know {b.router_model!r})")
@@ -84,14 +109,65 @@ def promise_lines(pool: Pool) -> list[str]:
 
 
 def missing_provider_keys(settings: Settings) -> dict[str, list[str]]:
-    """Environment variable → backends that need it and will fail (502) without it."""
+    """Environment variable → backends that need it: ``name`` when none of the backend's
+    deployments can answer without a missing key (it will fail, 502), ``name (k of n
+    deployments)`` when others in its group answer (it fails over to them)."""
     missing: dict[str, list[str]] = {}
     for b in settings.model_list:
-        for params in b.deployment_params():
-            for name in _missing_for(params):
-                if b.model_name not in missing.setdefault(name, []):
-                    missing[name].append(b.model_name)
+        per_deployment = [_missing_for(p) for p in b.deployment_params()]
+        working = sum(1 for keys in per_deployment if not keys)
+        for name in dict.fromkeys(k for keys in per_deployment for k in keys):
+            lacking = sum(1 for keys in per_deployment if name in keys)
+            label = (b.model_name if not working else
+                     f"{b.model_name} ({lacking} of {len(per_deployment)} deployments)")
+            missing.setdefault(name, []).append(label)
     return missing
+
+
+def provider_key_lines(missing: dict[str, list[str]]) -> list[str]:
+    """One line per missing key: "will fail (502)" only for backends with no deployment
+    left; a group whose other deployments answer fails over to them."""
+    lines = []
+    for key, labels in missing.items():
+        failing = [x for x in labels if not x.endswith(" deployments)")]
+        partial = [x for x in labels if x.endswith(" deployments)")]
+        parts = ([f"{_some(failing)} will fail (502)"] if failing else []) + (
+            [f"{_some(partial)} fail over to the group's other deployments"] if partial else [])
+        lines.append(f"{key} missing: {'; '.join(parts)}")
+    return lines or ["none missing"]
+
+
+def admin_line(settings: Settings, config_path: Path) -> str:
+    """Whether the admin API is on; when off, the command that makes the first tenant key
+    (the CLI writes the same database the gateway reads, no admin key needed)."""
+    if admin_key(settings):
+        return "on (/admin, key from config or TOLLGATE_ADMIN_KEY)"
+    config = "" if config_path == Path("config.yaml") else f" --config {config_path}"
+    return ("off (set admin_key, general_settings.master_key or TOLLGATE_ADMIN_KEY); the "
+            f"first tenant key: tollgate tenants create NAME --budget-usd 10{config}")
+
+
+def database_problem(engine: Any, timeout_s: float = 3.0) -> str | None:
+    """Why the database does not answer now (None: it answered ``SELECT 1``), for the
+    startup block; a probe that has not answered within ``timeout_s`` is a problem too."""
+    import threading
+
+    from gateway.store.engine import describe_error
+
+    result: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            with engine.connect() as conn:
+                conn.exec_driver_sql("SELECT 1")
+            result.append(None)
+        except Exception as e:  # noqa: BLE001 - any failure is what the block reports
+            result.append(describe_error(e))
+
+    thread = threading.Thread(target=probe, name="tollgate-db-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return result[0] if result else f"no answer within {timeout_s:g} s"
 
 
 def _missing_for(params: dict[str, Any]) -> list[str]:
@@ -128,19 +204,24 @@ def cache_line(settings: Settings) -> str:
     return f"redis {safe_url(url) if url else '(none set)'}, ttl {c.ttl_s:g}s, shared by replicas"
 
 
-def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str) -> list[str]:
+def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str, *,
+            database_problem: str | None = None, hub_problem: str | None = None) -> list[str]:
     """The startup block, one string per line."""
     from gateway import __version__
 
-    missing = missing_provider_keys(settings)
-    keys = [f"{k} missing: {_some(v)} will fail (502)" for k, v in missing.items()] or [
-        "none missing"]
-    admin = ("on (/admin, key from config or TOLLGATE_ADMIN_KEY)" if admin_key(settings) else
-             "off: set admin_key, general_settings.master_key or TOLLGATE_ADMIN_KEY")
+    keys = provider_key_lines(missing_provider_keys(settings))
+    admin = admin_line(settings, config_path)
+    database: list[str] = [safe_url(settings.database_url)]
+    if database_problem is not None:
+        database.append(f"unreachable: {database_problem}; serving anyway (503 where the "
+                        "database is needed), retrying in the background")
     rows: list[tuple[str, str | list[str]]] = [
         ("config", str(config_path)),
-        ("database", safe_url(settings.database_url)),
+        ("database", database),
         ("router", f"{pool.version} ({len(pool.router.model_names)} experts)"),
+        ("litellm", litellm_compat.startup_lines()),
+        *([("tokenizers", (f"Hugging Face hub {hub_problem}: local cache only, litellm "
+                           "counts the others with tiktoken"))] if hub_problem else []),
         ("backends", backend_lines(pool)),
         ("promises", promise_lines(pool)),
         ("provider keys", keys),

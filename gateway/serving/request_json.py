@@ -173,11 +173,15 @@ def sdk_client(call: Mapping[str, Any]) -> OrjsonAsyncOpenAI | None:
     client = per_loop.get(key)
     if client is None:
         api_key, base_url, organization = params
-        from litellm.llms.openai.common_utils import BaseOpenAILLM
+        try:  # litellm's shared httpx client; another release may lack it (litellm_compat)
+            from litellm.llms.openai.common_utils import BaseOpenAILLM
+            http_client = BaseOpenAILLM.get_async_http_client()
+        except (ImportError, AttributeError):
+            return None  # litellm builds its own client, as it does for other deployments
 
         client = OrjsonAsyncOpenAI(
             api_key=api_key, base_url=base_url, organization=organization,
-            http_client=BaseOpenAILLM.get_async_http_client(),
+            http_client=http_client,
             timeout=timeout if isinstance(timeout, (int, float)) else openai.DEFAULT_TIMEOUT,
             max_retries=max_retries if isinstance(max_retries, int) else openai.DEFAULT_MAX_RETRIES)
         per_loop[key] = client

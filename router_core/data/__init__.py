@@ -98,7 +98,10 @@ def load_dataset(
         table = unseen_models_split(table, seed)
     table = carve_val(table, seed=seed)
     if not (np.asarray(table.split) == "test").any():
-        raise ValueError(f"{table.name}: the {split} split has no test rows")
+        n = len(np.unique(table.prompt_ids))
+        raise ValueError(f"{table.name}: the {split} split has no test rows ({n} prompts; "
+                         "a file without a split column needs at least 3, or give it a "
+                         "split column: train, val, test)")
     return replace(table, split_name=split)
 
 

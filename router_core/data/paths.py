@@ -25,6 +25,7 @@ def dataset_dir(folder: str, data_dir: str | Path | None = None) -> Path:
     path = root / folder
     if not path.is_dir():
         raise FileNotFoundError(
-            f"benchmark folder {path} not found; set TOLLGATE_DATA_DIR or pass data_dir"
+            f"benchmark folder {path} not found: pass --data-dir DIR (or set "
+            f"TOLLGATE_DATA_DIR) to a folder holding {folder}/ (README: 'Benchmark data')"
         )
     return path

@@ -39,7 +39,9 @@ def random_split(prompt_ids: np.ndarray, test_fraction: float, seed: int) -> np.
     """``train``/``test`` per row, a seeded share of prompts to test."""
     uniq, group = _groups(np.asarray(prompt_ids))
     rng = np.random.default_rng(seed)
-    n_test = round(test_fraction * len(uniq))
+    # at least one test prompt when there are a few: a small export (`tollgate logs
+    # --format routing-table`) still has a test split
+    n_test = round(test_fraction * len(uniq)) or (1 if len(uniq) >= 3 else 0)
     is_test = np.zeros(len(uniq), dtype=bool)
     is_test[rng.permutation(len(uniq))[:n_test]] = True
     return np.where(is_test[group], "test", "train").astype(object)
@@ -56,7 +58,7 @@ def carve_val(table: RoutingTable, fraction: float = VAL_FRACTION, seed: int = 0
     train = np.flatnonzero(split == "train")
     uniq, group = _groups(table.prompt_ids[train])
     rng = np.random.default_rng(seed + 7919)  # independent of the test draw
-    n_val = round(fraction * len(uniq))
+    n_val = round(fraction * len(uniq)) or (1 if len(uniq) >= 2 else 0)  # tuning needs one
     pick = np.zeros(len(uniq), dtype=bool)
     pick[rng.permutation(len(uniq))[:n_val]] = True
     split[train[pick[group]]] = "val"

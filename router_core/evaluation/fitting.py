@@ -251,7 +251,8 @@ def learned_baselines(run: EvalRun, names: list[str], fit_rows: np.ndarray,
         else:
             umr, kk, scores = tune(
                 lambda K: UMRRouter(K, seed=seed),
-                [K for K in UMR_GRID if K <= max(2, len(X_fit) // 10)], X_fit, Q_fit, *val)
+                [K for K in UMR_GRID if K <= max(2, len(X_fit) // 10)] or [min(2, len(X_fit))],
+                X_fit, Q_fit, *val)  # a small export: fewer prompts than any grid value
             notes["umr_k"], notes["umr_val_audc"] = kk, scores
         fitted["umr"] = umr
     if "shared_trunk" in names:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "price_like": 1, "context": 1, "auth": 1,
-        "litellm_sections": 1, "litellm_callbacks": 1, "seams": 1,
+        "litellm_sections": 1, "litellm_callbacks": 1, "litellm_compat": 1, "seams": 1,
         "reliability": 2, "pool": 3, "serving": 4, "learning": 5, "review": 6, "admin": 6, "app": 7,
         "sandbox": 8, "cli": 9}
 
