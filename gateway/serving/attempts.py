@@ -51,7 +51,7 @@ from gateway.errors import (
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
-from gateway.serving.bound_factors import widened, widened_price
+from gateway.serving.bound_factors import held_out_error, widened, widened_price
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
 from gateway.serving.upstream import (
@@ -62,12 +62,6 @@ from gateway.serving.upstream import (
     complete,
     open_stream,
 )
-
-
-def held_out_error(name: str) -> GatewayError:
-    return GatewayError(503, f"backend {name!r} is held out: it reported usage past 10x its "
-                        "reservation bound (gateway/serving/bound_factors.py)", "upstream_error",
-                        code="upstream_unavailable")
 
 
 class Attempts:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from gateway.errors import GatewayError
 from gateway.pricing import Price
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,13 @@ class BoundFactors:
                     "reservations are %.3g× the bound; the excess is the operator's",
                     backend, ratio, self._factors[backend])
         return "widened"
+
+
+def held_out_error(name: str) -> GatewayError:
+    """The 503 for a request whose only candidates are held out."""
+    return GatewayError(503, f"backend {name!r} is held out: it reported usage past 10x its "
+                        "reservation bound (gateway/serving/bound_factors.py)", "upstream_error",
+                        code="upstream_unavailable")
 
 
 def widened_price(price: Price, factor: float) -> Price:

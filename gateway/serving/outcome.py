@@ -30,7 +30,7 @@ from gateway.store.records import Tenant
 
 log = logging.getLogger(__name__)
 
-def _tokens(value: Any) -> int | None:
+def reported_tokens(value: Any) -> int | None:
     """A reported token count, or None when it is not one (missing, negative, not a number)."""
     if isinstance(value, bool):
         return None
@@ -87,7 +87,7 @@ class Outcome:
         as the operator's overrun (``excess_tokens``, at most ``ABSURD_FACTOR`` × the bound;
         gateway/serving/bound_factors.py). Clamped before anything is written: no count
         reaches the log row or the ledger past the bound, whatever its size."""
-        prompt, completion = _tokens(usage.get("prompt_tokens")), _tokens(
+        prompt, completion = reported_tokens(usage.get("prompt_tokens")), reported_tokens(
             usage.get("completion_tokens"))
         self.reported = (prompt, completion)
         if prompt is None or prompt == 0:
