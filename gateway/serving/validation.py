@@ -17,7 +17,9 @@
   OpenAI's own bound on ``messages`` (Azure OpenAI's error "``$.messages`` exceeds the maximum
   length of 2048 items", portkey.ai/error-library/length-limit-error-10026), enough for
   real agents; both are ``reliability:`` settings.
-- ``fit_candidates``: a backend whose context window (``max_input_tokens``) cannot hold the
+- ``fit_candidates``: a request with file parts goes only to backends declaring
+  ``max_file_tokens`` (issue 35: a file read by id passed through and was billed 100k
+  tokens on a reservation of its id's bytes); a backend whose context window (``max_input_tokens``) cannot hold the
   prompt, or whose output
   cap is below the client's ``max_tokens``, is dropped from the ranked candidates; when none
   is left the request is a 400 naming the problem (``context_length_exceeded`` on
@@ -204,10 +206,27 @@ def check_counts(body: Any, max_messages: int, max_content_parts: int) -> None:
                       code="array_above_max_length")
 
 
+def unbounded_files(files: int, names: list[str]) -> GatewayError:
+    return invalid(
+        f"This request has {files} file part(s) (chat 'file' content parts, Responses "
+        "'input_file' items). The provider reads a file by its id or URL, or decodes it, so "
+        "the request's bytes do not bound what it bills, and none of the models that could "
+        f"answer ({', '.join(names)}) declares a bound for files. Send the document's text "
+        "instead; an operator can allow files on a model by setting its "
+        "model_info.max_file_tokens (the most prompt tokens one file may count).",
+        param="messages", code="unbounded_file_input")
+
+
 def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | None,
-                   max_tokens: int | None) -> list[str]:
-    """The candidates whose context window and output cap fit this request, in order."""
+                   max_tokens: int | None, files: int = 0) -> list[str]:
+    """The candidates whose context window and output cap fit this request, in order; with
+    ``files`` file parts, only those declaring ``max_file_tokens`` (400 when none does)."""
     backends = [settings.backend(n) for n in candidates]
+    if files:
+        bounded = [b for b in backends if b.model_info.max_file_tokens is not None]
+        if not bounded:
+            raise unbounded_files(files, candidates)
+        backends = bounded
     n_prompt = int(prompt_tokens or 0)
     fit_ctx = [b for b in backends
                if b.model_info.max_input_tokens is None
