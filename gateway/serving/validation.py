@@ -17,6 +17,9 @@
   OpenAI's own bound on ``messages`` (Azure OpenAI's error "``$.messages`` exceeds the maximum
   length of 2048 items", portkey.ai/error-library/length-limit-error-10026), enough for
   real agents; both are ``reliability:`` settings.
+- ``check_tools``: at most 128 tools or functions (OpenAI's bound) and
+  ``max_tool_values`` JSON values in tools, functions and response schemas (litellm
+  sanitises each schema on the event loop: 15,000 tools held it ~1 s, issue 35).
 - ``fit_candidates``: a request with file parts goes only to backends declaring
   ``max_file_tokens`` (issue 35: a file read by id passed through and was billed 100k
   tokens on a reservation of its id's bytes); a backend whose context window (``max_input_tokens``) cannot hold the
@@ -112,7 +115,7 @@ NON_NUMBERS = re.compile(rb"\b(?:NaN|-?Infinity)\b")
 
 
 def load_json(raw: bytes, max_messages: int | None = None,
-              max_content_parts: int | None = None) -> Any:
+              max_content_parts: int | None = None, max_tool_values: int | None = None) -> Any:
     """The body as JSON, or a 400 naming why not (see the module docstring); with limits,
     its counts are checked (``check_counts``) between the parse and the walk of every value,
     which is the costly part (~0.2 s for 36,000 messages, with the GIL contended)."""
@@ -129,6 +132,8 @@ def load_json(raw: bytes, max_messages: int | None = None,
         raise invalid(f"the request body is not valid JSON: {reason}") from e
     if max_messages is not None and max_content_parts is not None:
         check_counts(body, max_messages, max_content_parts)
+    if max_tool_values is not None:
+        check_tools(body, max_tool_values)
     check_shape(body)
     return body
 
@@ -145,7 +150,8 @@ async def json_body(request: Request) -> Any:
     the walk after it gives it back between values)."""
     raw = await request.body()
     limits = request.app.state.ctx.reliability.settings
-    counts = (limits.max_messages, limits.max_content_parts)  # checked before any walk
+    counts = (limits.max_messages, limits.max_content_parts,  # checked before any walk
+              getattr(limits, "max_tool_values", None))
     if len(raw) <= INLINE_JSON_BYTES:
         return load_json(raw, *counts)
     return await anyio.to_thread.run_sync(load_json, raw, *counts)
@@ -215,6 +221,36 @@ def unbounded_files(files: int, names: list[str]) -> GatewayError:
         "instead; an operator can allow files on a model by setting its "
         "model_info.max_file_tokens (the most prompt tokens one file may count).",
         param="messages", code="unbounded_file_input")
+
+
+MAX_TOOLS = 128  # OpenAI's bound on ``tools`` ("A max of 128 functions are supported.")
+TOOL_KEYS = ("tools", "functions", "response_format", "text")  # text: Responses' format
+
+
+def check_tools(body: Any, max_values: int) -> None:
+    """400 for more than ``MAX_TOOLS`` tools (or functions), or more than ``max_values`` JSON
+    values in the tools, functions and response schema together: litellm walks every schema
+    on the event loop before it sends. The count stops at the bound."""
+    if not isinstance(body, dict):
+        return
+    for name in ("tools", "functions"):
+        items = body.get(name)
+        if isinstance(items, list) and len(items) > MAX_TOOLS:
+            raise invalid(f"Invalid '{name}': array too long. Expected an array with maximum "
+                          f"length {MAX_TOOLS}, but got an array with length {len(items)} "
+                          "instead.", param=name, code="array_above_max_length")
+    stack, values = [body.get(k) for k in TOOL_KEYS if body.get(k) is not None], 0
+    while stack:
+        v = stack.pop()
+        values += 1
+        if values > max_values:
+            raise invalid(f"The tools, functions and response_format schema hold more than "
+                          f"{max_values} JSON values in all (reliability.max_tool_values).",
+                          param="tools", code="array_above_max_length")
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
 
 
 def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | None,

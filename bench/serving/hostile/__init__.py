@@ -43,9 +43,15 @@ issue 24):
     openings of the whole run, except of the backends that hang for everyone.
 13. dashboard: 50,000 log rows, 12 concurrent admin summaries on one replica:
     dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms).
+14-18. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
+    overrun lockouts (overrun_lockouts), embeddings' TPM (emb_tpm_overadmit) and rows
+    (emb_lost_rows), a 15,000-tool request against the loop (tools_loop_stall_ms).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
 lost_rows=… metrics_open=… burst_served_share=… timeout_undercharge_usd=…
-fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…``.
+fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…
+bound_ceiling_share=… file_ref_unbounded=… overrun_lockouts=… emb_tpm_overadmit=…
+emb_lost_rows=… tools_loop_stall_ms=…``. A provider's report past a reservation is the
+operator's (gateway/serving/bound_factors.py): overspend counts the tenant's spend.
 """

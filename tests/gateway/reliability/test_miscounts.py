@@ -54,6 +54,8 @@ def test_a_report_past_the_bound_is_charged_the_reservation_and_widens_the_next(
     assert row["cost_usd"] <= row["reserved_usd"] + 1e-12  # never charged past the hold
     assert _overrun_rows(gw, row["id"])[-1] > 0  # the operator's excess, in the log row
     assert _metric(_scrape(gw), 'tollgate_overrun_usd_total{backend="miscount"}') > 0
+    listed = gw.admin("GET", "/dashboard/api/requests", params={"tenant": tid}).json()["data"]
+    assert next(r["overrun_usd"] for r in listed if r["id"] == row["id"]) > 0  # the dashboard
     info = gw.settled(tid)
     assert info["overrun_usd"] == 0 and info["spent_usd"] <= 5.0
     second = client.chat.completions.with_raw_response.create(
