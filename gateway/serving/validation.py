@@ -35,6 +35,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
 import re
 from typing import Any
@@ -114,13 +115,15 @@ MAX_DEPTH = 32  # objects and arrays nested inside each other, the body itself c
 NON_NUMBERS = re.compile(rb"\b(?:NaN|-?Infinity)\b")
 
 
-def load_json(raw: bytes, max_messages: int | None = None,
-              max_content_parts: int | None = None, max_tool_values: int | None = None) -> Any:
-    """The body as JSON, or a 400 naming why not (see the module docstring); with limits,
-    its counts are checked (``check_counts``) between the parse and the walk of every value,
-    which is the costly part (~0.2 s for 36,000 messages, with the GIL contended)."""
+# A body with more objects than this is parsed by the stdlib's Python scanner, which gives the
+# GIL back every switch interval: orjson holds it for a whole parse (a 4.7 MB body of 15,000
+# tools: 330-550 ms on this loaded machine, the event loop held throughout).
+MANY_OBJECTS = 20_000
+
+
+def _loads_fast(raw: bytes) -> Any:
     try:
-        body = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         reason = str(e)
         if "depth limit" in reason:
@@ -130,10 +133,45 @@ def load_json(raw: bytes, max_messages: int | None = None,
         elif NON_NUMBERS.search(raw):
             reason += " (NaN and Infinity are not JSON numbers)"
         raise invalid(f"the request body is not valid JSON: {reason}") from e
-    if max_messages is not None and max_content_parts is not None:
-        check_counts(body, max_messages, max_content_parts)
-    if max_tool_values is not None:
-        check_tools(body, max_tool_values)
+
+
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads_yielding(raw: bytes) -> Any:
+    """``raw`` parsed by Python's own JSON scanner (slower, never holding the GIL for long);
+    the same refusals as ``_loads_fast`` (the walk after it checks strings and numbers)."""
+    decoder = json.JSONDecoder(parse_constant=_not_a_number)
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        return decoder.decode(raw.decode("utf-8"))
+    except RecursionError as e:
+        raise too_deep() from e
+    except UnicodeDecodeError as e:
+        raise invalid("the request body is not valid JSON: the request body contains text "
+                      "that is not valid UTF-8") from e
+    except ValueError as e:  # JSONDecodeError, NaN / Infinity
+        raise invalid(f"the request body is not valid JSON: {e}") from e
+
+
+def load_json(raw: bytes, max_messages: int | None = None,
+              max_content_parts: int | None = None, max_tool_values: int | None = None) -> Any:
+    """The body as JSON, or a 400 naming why not (see the module docstring); with limits,
+    its counts are checked (``check_counts``) between the parse and the walk of every value,
+    which is the costly part (~0.2 s for 36,000 messages, with the GIL contended)."""
+    if len(raw) > INLINE_JSON_BYTES and raw.count(b"{") > MANY_OBJECTS:
+        body = _loads_yielding(raw)
+    else:
+        body = _loads_fast(raw)
+    try:
+        if max_messages is not None and max_content_parts is not None:
+            check_counts(body, max_messages, max_content_parts)
+        if max_tool_values is not None:
+            check_tools(body, max_tool_values)
+    except GatewayError:
+        del body  # freed here, in the worker thread, not with the traceback on the loop
+        raise
     check_shape(body)
     return body
 
