@@ -49,6 +49,7 @@ from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.serving import more_routes
+from gateway.serving.bound_factors import BoundFactors
 from gateway.serving.budget_gate import BudgetGate
 from gateway.serving.completions_handler import completions
 from gateway.serving.embedding import EmbeddingBatcher
@@ -139,6 +140,7 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         budget_gate=BudgetGate(),
         litellm_callbacks=callbacks,
     )
+    ctx.bound_factors = BoundFactors()  # what providers' miscounts taught (this process)
     ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
     ctx.response_cache = build_response_cache(settings.cache, ctx.reliability.settings, ctx.metrics)
     ctx.failed_logins = FailedLogins()

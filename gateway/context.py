@@ -53,6 +53,8 @@ class GatewayContext:
     budget_gate: BudgetGate  # tenants' lines for the budget, trusted backends (this process)
     ready: bool = False
     learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
+    # gateway.serving.bound_factors.BoundFactors: backends' learned reservation factors
+    bound_factors: Any = None
     reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
     response_cache: Any = None  # gateway.serving.response_cache.ResponseCache, when configured
     failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address

@@ -2,36 +2,28 @@
 
 Reserved cost (what the budget holds before forwarding), a bound, not an estimate:
     ĉ = N_prompt · p_in + n_out_max · p_out
-    N_prompt = B + k · I + M (+ T with tools)
-B the UTF-8 bytes of everything sent upstream except image parts (messages, tools,
-functions, response_format schemas, every other parameter), I the number of image parts,
-k the backend's ``max_image_tokens``, M a fixed margin for the provider's own framing, T the
-system prompt a provider adds to a request with tools (TOOL_PREAMBLE_TOKENS). Every
-byte-level BPE or byte-fallback tokenizer spends at least one byte per token, so N_prompt
-bounds the prompt tokens whatever the tokenizer says (CJK text, emoji, odd scripts).
-n_out_max is the request's output cap (or the backend's max_output_tokens).
+    N_prompt = B + k · I + k_f · F + M (+ T with tools)
+B the UTF-8 bytes of everything sent upstream except image and file parts, I the number of
+image parts, k the backend's ``max_image_tokens``, F the file parts and k_f its
+``max_file_tokens`` (a backend without it is not sent files), M a margin for the provider's
+framing, T the system prompt a provider adds to a request with tools. Every byte-level BPE
+or byte-fallback tokenizer spends at least one byte per token, so N_prompt bounds the prompt
+tokens whatever the tokenizer says. n_out_max is the output cap (or max_output_tokens).
 
-Expected prompt tokens (what routing compares and context windows are checked against):
-when N_prompt fits the context window of every backend the request could reach, no count can
-change a decision but the cost routing compares, so no tokenizer runs (a tokenizer's tables
-are ~40-100 MB per encoding, bench/serving/serve_memory.py):
-    n̂_prompt = ⌈B / 4⌉ + 3 + k · I
-(4 bytes a token: OpenAI's rule of thumb for English text; B is the JSON of the messages, whose
-role keys stand for the per-message framing; 3 prime the reply, as OpenAI counts; the margin
-M is a bound's, not an estimate's: with it a short prompt was estimated at 3x its count, and a
-timed-out stream's prompt charged so). Otherwise the text is counted
-with the tokenizer litellm selects for the backend (``litellm.encode``, offline, loaded on
-first use) plus OpenAI's per-message framing, images counted as k each; no image URL is
-ever read (litellm's counter would fetch a ``detail: high`` image to measure it).
+Expected prompt tokens (routing, context windows): when N_prompt fits every window the
+request could reach, no tokenizer runs (its tables are ~40-100 MB, bench/serving/
+serve_memory.py):  n̂_prompt = ⌈B / 4⌉ + 3 + k · I + k_f · F
+(4 bytes a token: OpenAI's rule of thumb for English; 3 prime the reply; M is a bound's, not
+an estimate's). Otherwise the text is counted with litellm's tokenizer for the backend
+(``litellm.encode``, offline) plus OpenAI's per-message framing, images k and files k_f
+each; no image URL is ever read (litellm's counter would fetch a ``detail: high`` image).
 Actual cost (what is settled):
     c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out
-at the price of the deployment that answered; a price from litellm's map is settled by
-litellm's own ``cost_per_token`` (its tiers, e.g. ``input_cost_per_token_above_200k_tokens``),
-never above what the formula gives at the tier rates the reservation used, so the bound holds.
-Prices come from config.yaml (each deployment's ``model_info``), else litellm's map for its
-``base_model`` or ``price_like`` (gateway/price_like.py), else its model's. A group's
-reservation price is its dearest deployment's, rate by rate (``dearest``).
-Counting is CPU work proportional to the prompt: callers run it in a worker thread.
+at the answering deployment's price (litellm's ``cost_per_token`` for a map price, never above
+the formula at the reservation's tier rates). Prices: config.yaml's ``model_info``, else
+litellm's map for ``base_model`` or ``price_like`` (gateway/price_like.py), else its model's;
+a group reserves at its dearest deployment's, rate by rate (``dearest``). Counting is CPU
+work proportional to the prompt: callers run it in a worker thread.
 """
 
 from __future__ import annotations
@@ -236,39 +228,44 @@ TOOL_PREAMBLE_TOKENS = 530
 # "one token generally corresponds to ~4 characters of text for common English text"
 # (OpenAI, https://help.openai.com/en/articles/4936856-what-are-tokens-and-how-to-count-them)
 BYTES_PER_TOKEN_ESTIMATE = 4
-# Text longer than this is tokenized in pieces of this many characters: a tokenizer call
-# holds the GIL for its whole length, and the event loop needs it back every few ms.
+# Text is tokenized in pieces of this many characters: a tokenizer call holds the GIL.
 TOKENIZE_CHUNK_CHARS = 32_768
 
 
-def _is_image(part: Any) -> bool:
-    return isinstance(part, dict) and part.get("type") == "image_url"
+def _kind(part: Any) -> str | None:
+    """``image_url``, ``file`` (read by id or URL, or decoded: not bounded by its bytes)."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return kind if kind in ("image_url", "file") else None
 
 
-def _split_images(messages: list[dict]) -> tuple[list[dict], int]:
-    """The messages with image parts taken out, and how many there were."""
-    out, images = [], 0
+def _split_media(messages: list[dict]) -> tuple[list[dict], int, int]:
+    """The messages with image and file parts taken out, and how many of each there were."""
+    out, counts = [], {"image_url": 0, "file": 0}
     for m in messages:
         content = m.get("content")
-        if isinstance(content, list) and any(_is_image(p) for p in content):
-            kept = [p for p in content if not _is_image(p)]
-            images += len(content) - len(kept)
-            m = {**m, "content": kept}
+        kinds = [_kind(p) for p in content] if isinstance(content, list) else []
+        if any(kinds):
+            counts.update({k: counts[k] + kinds.count(k) for k in counts})
+            m = {**m, "content": [p for p, k in zip(content, kinds, strict=True) if not k]}
         out.append(m)
-    return out, images
+    return out, counts["image_url"], counts["file"]
 
 
 @dataclass(frozen=True)
 class PromptSize:
-    """B + M and I of N_prompt = B + k·I + M, measured once per request."""
+    """B + M, I and F of N_prompt = B + k·I + k_f·F + M, measured once per request."""
 
     text_bytes: int  # B + M (+ T with tools)
     images: int  # I
     margin: int = PROMPT_MARGIN_TOKENS  # M (+ T): in the bound, not in the estimate
+    files: int = 0  # F: file parts, bounded only where a backend declares k_f
 
     def bound(self, backend: Backend) -> int:
-        """N_prompt for ``backend`` (its k = ``max_image_tokens``)."""
-        return self.text_bytes + self.images * backend.model_info.max_image_tokens
+        """N_prompt for ``backend`` (its k = ``max_image_tokens``, k_f = ``max_file_tokens``;
+        a backend without k_f never gets a request with files: gateway/serving/validation.py
+        ``fit_candidates``)."""
+        return (self.text_bytes + self.images * backend.model_info.max_image_tokens
+                + self.files * (backend.model_info.max_file_tokens or 0))
 
     def fits(self, backend: Backend) -> bool:
         """Whether N_prompt fits ``backend``'s context window (any count then fits too)."""
@@ -279,7 +276,8 @@ class PromptSize:
         """n̂_prompt = ⌈B / 4⌉ + 3 + k·I (module docstring): no tokenizer."""
         text = max(0, self.text_bytes - self.margin)
         return (-(-text // BYTES_PER_TOKEN_ESTIMATE) + REPLY_PRIMING_TOKENS
-                + self.images * backend.model_info.max_image_tokens)
+                + self.images * backend.model_info.max_image_tokens
+                + self.files * (backend.model_info.max_file_tokens or 0))
 
 
 def _utf8_len(text: str) -> int:
@@ -311,11 +309,12 @@ def json_bytes(value: Any) -> int:
 def prompt_size(messages: list[dict], params: Mapping[str, Any]) -> PromptSize:
     """Measure what is sent upstream: messages and every parameter, image parts apart; a
     request with tools (or functions) adds the provider's tool preamble T to the margin."""
-    text_only, images = _split_images(messages)
+    text_only, images, files = _split_media(messages)
     margin = PROMPT_MARGIN_TOKENS
     if params.get("tools") or params.get("functions"):
         margin += TOOL_PREAMBLE_TOKENS
-    return PromptSize(json_bytes({"messages": text_only, **params}) + margin, images, margin)
+    return PromptSize(json_bytes({"messages": text_only, **params}) + margin, images, margin,
+                      files)
 
 
 def prompt_token_bound(backend: Backend, messages: list[dict], params: Mapping[str, Any]
@@ -356,8 +355,9 @@ def count_prompt_tokens(
     """Prompt tokens as the backend's tokenizer counts them: each message's text parts, its
     other fields (name, tool calls) as JSON, the tool definitions as JSON, and the framing;
     each image part counts ``max_image_tokens`` and its URL is never read."""
-    text_only, images = _split_images(messages)
-    total = images * backend.model_info.max_image_tokens + REPLY_PRIMING_TOKENS
+    text_only, images, files = _split_media(messages)
+    total = (images * backend.model_info.max_image_tokens + REPLY_PRIMING_TOKENS
+             + files * (backend.model_info.max_file_tokens or 0))
     try:
         for m in text_only:
             other = {k: v for k, v in m.items() if k not in ("role", "content")}

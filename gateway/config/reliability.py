@@ -44,6 +44,10 @@ class ReliabilitySettings(BaseModel):
     # (gateway/serving/validation.py check_counts: litellm walks each on the event loop)
     max_messages: int = Field(default=2048, ge=1)
     max_content_parts: int = Field(default=4096, ge=1)
+    # JSON values in the tools, functions and response_format schema: litellm sanitises each
+    # schema on the event loop (~5 µs a value: 15,000 tools held it ~1 s); OpenAI takes at
+    # most 128 tools (its API reference for ``tools``), which this counts too
+    max_tool_values: int = Field(default=8192, ge=1)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
     log_flush_timeout_s: float = Field(default=10.0, ge=0)  # at shutdown, then spool the rest
     # The edge (gateway.reliability.edge). Peers whose X-Forwarded-For / -Proto are believed:

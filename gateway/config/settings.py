@@ -62,6 +62,10 @@ class ModelInfo(BaseModel):
     # The most prompt tokens the provider counts for one image part (the budget reserves it
     # per image; ~1,600 covers OpenAI gpt-4o high detail and Anthropic's resize cap).
     max_image_tokens: int = Field(default=1600, gt=0)
+    # The most prompt tokens the provider counts for one file part (a document read by id or
+    # URL, or decoded: a PDF's compressed streams hold more text than its bytes, and its
+    # pages are billed as images too). None: requests with files are refused on it (400).
+    max_file_tokens: int | None = Field(default=None, gt=0)
     timeout: float = Field(default=60.0, gt=0)
     # a streamed attempt's timeout (to its first chunk and between chunks); None: ``timeout``
     stream_timeout: float | None = Field(default=None, gt=0)

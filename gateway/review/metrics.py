@@ -77,18 +77,23 @@ class GatewayMetrics:
         self.overruns = Counter(
             "tollgate_budget_overruns",
             "Settlements where a provider reported more than the reserved bound (the tenant "
-            "is refused until an operator acts on its budget).", registry=r)
+            "is charged the reservation; the excess is the operator's).", registry=r)
         self.feedback_replaced = Counter(
             "tollgate_feedback_replaced",
             "Feedbacks that replaced the same tenant's earlier feedback on a request.",
             registry=r)
         self.overrun_usd = Counter(
             "tollgate_budget_overrun_usd",
-            "USD providers reported past the reserved bound (booked as overrun, not spent).",
+            "USD providers reported past the reserved bound (the operator's, never charged).",
             registry=r)
         self.response_cache = Counter(
             "tollgate_response_cache", "Response cache lookups and stores by result: hit, "
             "miss, store, error (Redis unreachable: served uncached).", ["result"], registry=r)
+        self.overrun_by_backend = Counter(
+            "tollgate_overrun_usd",
+            "USD providers reported past the reserved bound, by backend: the operator's loss "
+            "(tenants are charged at most their reservation; gateway/serving/bound_factors.py).",
+            ["backend"], registry=r)
         self.timeout_charges = Counter(
             "tollgate_timeout_charges",
             "Upstream attempts that timed out after the request was sent, charged to the "

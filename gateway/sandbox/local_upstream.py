@@ -92,6 +92,11 @@ class FakeBackend:
     delay_s: float = 0.0
     hang_s: float = 30.0
     image_tokens: int = 0
+    # embeddings as providers miscount them: special tokens added per input (BGE-style
+    # models count [CLS]/[SEP] and more), or a usage figure reported whatever the input
+    framing_tokens: int = 0
+    reported_tokens: int | None = None
+    file_tokens: int = 0  # chat: prompt tokens billed per file part (a document read by id)
     chunk_delay_s: float = 0.0
     split_frames: bool = False
     calls: int = 0

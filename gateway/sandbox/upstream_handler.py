@@ -179,6 +179,9 @@ class _Handler(BaseHTTPRequestHandler):
             seed = sum(map(ord, str(x))) % 97
             data.append({"object": "embedding", "index": i,
                          "embedding": [((seed + j) % 10) / 10 for j in range(8)]})
+        used += b.framing_tokens * len(items)
+        if b.reported_tokens is not None:
+            used = b.reported_tokens
         send_json(self, 200, {"object": "list", "data": data, "model": b.name,
                               "usage": {"prompt_tokens": used, "total_tokens": used}})
 
@@ -204,11 +207,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _usage(self, body: dict, completion_tokens: int) -> dict:
         p = count_prompt_tokens(body, self.up.count_tokens)
         b = self.up.backends.get(str(body.get("model")))
-        if b is not None and b.image_tokens:
-            p += b.image_tokens * sum(
+        for kind, per in (("image_url", b.image_tokens if b else 0),
+                          ("file", b.file_tokens if b else 0)):
+            p += per * sum(
                 1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
-                for part in m["content"]
-                if isinstance(part, dict) and part.get("type") == "image_url")
+                for part in m["content"] if isinstance(part, dict) and part.get("type") == kind)
         return {"prompt_tokens": p, "completion_tokens": completion_tokens,
                 "total_tokens": p + completion_tokens}
 

@@ -51,6 +51,7 @@ from gateway.errors import (
 from gateway.pricing import count_text_tokens
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.answer import DONE, SettlingStream, completion_body, sse, stream_chunk
+from gateway.serving.bound_factors import held_out_error, widened, widened_price
 from gateway.serving.cached_answer import RequestCache, assembled, replayed
 from gateway.serving.outcome import Outcome
 from gateway.serving.planning import Plan
@@ -162,13 +163,19 @@ class Attempts:
                 break
             b = pool.backends[name]
             started = time.perf_counter()
+            factors = getattr(self.ctx, "bound_factors", None)  # gateway/serving/bound_factors.py
+            if factors is not None and factors.held_out(name):
+                self._record(b, 503, "held out: reported usage past 10x its bound", started)
+                self.circuit_open = self.circuit_open or held_out_error(name)
+                continue
+            f = factors.factor(name) if factors is not None else 1.0
             if not circuits.allow(name):
                 self._record(b, 503, "circuit open: backend in cooldown", started)
                 self.circuit_open = circuit_open_error(self.ctx.reliability,
                                                        list(plan.candidates))
                 continue
-            cap = await self.out.hold.fit(
-                pool.prices[name], plan.prompt_bound(b), plan.output_cap(b), plan.n,
+            cap = await self.out.hold.fit(  # at the price widened by its factor f_h (B1)
+                widened_price(pool.prices[name], f), plan.prompt_bound(b), plan.output_cap(b), plan.n,
                 shrink=plan.request.max_tokens is None, min_tokens=settings.min_output_tokens,
                 worst_tokens=None if self.ctx.budget_gate.trusted(name)
                 else b.model_info.max_output_tokens)
@@ -176,11 +183,16 @@ class Attempts:
                 circuits.release(name)
                 self._record(b, 429, "budget: does not fit the remaining budget", started)
                 continue
+            if factors is not None and factors.held_out(name):  # while it waited for the hold
+                circuits.release(name)
+                self._record(b, 503, "held out: reported usage past 10x its bound", started)
+                self.circuit_open = self.circuit_open or held_out_error(name)
+                continue
             if forwarded == 0:
                 self.ctx.metrics.overhead.labels(plan.route or "passthrough").observe(
                     time.perf_counter() - self.out.t0)
             forwarded += 1
-            self.out.bounds[name] = (plan.prompt_bound(b), cap * plan.n)
+            self.out.bounds[name] = (widened(plan.prompt_bound(b), f), widened(cap * plan.n, f))
             if cap < (plan.request.max_tokens or b.model_info.max_output_tokens):
                 self._lowered.add(name)
             params = dict(plan.request.params)
@@ -331,10 +343,10 @@ class Attempts:
             await cache.store(b.model_name, {**body, "model": b.model_name})
 
     async def _count_streamed(self, b: Backend) -> None:
-        """No usage chunk: count what was streamed."""
+        """No usage chunk: count what was streamed, within the attempt's output bound."""
         if self.out.completion_tokens is None:
-            self.out.completion_tokens = await anyio.to_thread.run_sync(
-                count_text_tokens, b, self.out.answer_text)
+            self.out.completion_tokens = self.out.count_unreported(
+                await anyio.to_thread.run_sync(count_text_tokens, b, self.out.answer_text))
 
 
 def _affordable(tokens: int | None, asked: int | None) -> str:

@@ -145,6 +145,12 @@ def tollgate_options(raw: Any) -> TollgateOptions:
     )
 
 
+def _by_reference(data: Any) -> bool:
+    """Audio given as a URL (some providers fetch it) instead of its bytes."""
+    return isinstance(data, str) and data[:8].lower().startswith(("http://", "https://",
+                                                                  "gs://", "s3://"))
+
+
 def _part(part: Any, where: str) -> None:
     """A typed content part: an object whose ``type`` OpenAI defines, with its payload."""
     kind = part.get("type") if isinstance(part, dict) else None
@@ -154,6 +160,11 @@ def _part(part: Any, where: str) -> None:
     if not isinstance(part.get(kind), PART_PAYLOAD[kind]):
         what = "a string" if PART_PAYLOAD[kind] is str else "an object"
         raise invalid(f"'{where}.{kind}' must be {what}", param=f"{where}.{kind}")
+    if kind == "input_audio" and _by_reference(part["input_audio"].get("data")):
+        raise invalid(f"'{where}.input_audio.data' must be base64-encoded audio: audio read by "
+                      "URL is not bounded by the request's bytes, so no reservation could "
+                      "bound what the provider bills for it", param=f"{where}.input_audio.data",
+                      code="unbounded_file_input")
     if kind == "image_url":
         image = part["image_url"]
         if not isinstance(image.get("url"), str) or not image["url"]:

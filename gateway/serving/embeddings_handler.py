@@ -2,11 +2,14 @@
 
 A passthrough to the named backend (a group's deployments tried as for chat), which must be an
 embedding backend (``model_info.mode``, else litellm's model map: gateway/pool/modes.py) the
-tenant's policy allows. Money as on chat completions: the reservation is the input's token
-bound (UTF-8 bytes, one per token id: gateway/serving/embeddings_request.py) × the input
-price, settled at the reported usage before the response is sent; an attempt that timed out
-after sending may be billed by the provider, so it is charged what was held. Rate limits,
-circuit breakers, the request log and the access line are the chat endpoint's.
+tenant's policy allows. Money and tokens as on chat completions: the input's token bound
+(UTF-8 bytes, one per token id, plus each input's framing tokens: gateway/serving/
+embeddings_request.py; × the backend's learned factor, gateway/serving/bound_factors.py) is
+reserved against the tenant's TPM at admission and, × the input price, against its budget;
+settled at the reported usage, clamped to that bound before anything is written (the rest is
+the operator's overrun), before the response is sent; an attempt that timed out after
+sending may be billed by the provider, so it is charged what was held. Rate limits, circuit
+breakers, the request log and the access line are the chat endpoint's.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ from gateway.price_like import unpriced_fix
 from gateway.reliability.guards import circuit_open_error
 from gateway.reliability.parallel import Slot
 from gateway.serving.access_log import log_access
+from gateway.serving.bound_factors import ABSURD_FACTOR, held_out_error, widened, widened_price
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.embeddings_request import EmbeddingsRequest, parse_embeddings_request
 from gateway.serving.endpoint import finished, new_request_id
+from gateway.serving.outcome import reported_tokens
 from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.upstream import UpstreamFailure, embed
 from gateway.serving.validation import json_body
@@ -80,8 +85,10 @@ class EmbeddingsCall:
         self.answered = False
         self.prompt_tokens: int | None = None
         self.cost_usd = 0.0
+        self.overrun_usd = 0.0  # reported past the bound: the operator's (bound_factors.py)
         self.attempts: list[dict] = []
         self.parallel_slot: Slot | None = None  # of max_parallel_requests
+        self.tpm_grant: Any = None  # tokens reserved against the tenant's TPM at admission
 
     async def respond(self, request: Request) -> Response:
         ctx = self.ctx
@@ -91,8 +98,13 @@ class EmbeddingsCall:
         pool = ctx.pool.current  # one pool for the whole request
         backend = embedding_backend(pool, self.tenant, req)
         self.backend, price = backend.model_name, pool.prices[backend.model_name]
-        bound = req.token_bound()
-        if not await self.hold.ensure(price.cost(bound, 0)):
+        factors = getattr(ctx, "bound_factors", None)
+        f = factors.factor(self.backend) if factors is not None else 1.0
+        if factors is not None and factors.held_out(self.backend):
+            raise held_out_error(self.backend)
+        bound = widened(req.token_bound(), f)
+        self.tpm_grant = await ctx.reliability.reserve_tokens(self.tenant, bound, bound)
+        if not await self.hold.ensure(widened_price(price, f).cost(bound, 0)):
             raise budget_exceeded("The predicted cost of these embeddings does not fit the "
                                   "remaining budget.")
         if not ctx.reliability.circuits.allow(self.backend):
@@ -107,14 +119,32 @@ class EmbeddingsCall:
             raise upstream_error(f) from f
         self._attempt(200, None, started, None)
         usage = getattr(resp, "usage", None)  # litellm's EmbeddingResponse
-        reported = int(getattr(usage, "prompt_tokens", 0) or 0)
-        self.prompt_tokens = max(0, reported) or bound  # no usage reported: the bound
-        self.cost_usd, self.answered = price.cost(self.prompt_tokens, 0), True
+        reported = reported_tokens(getattr(usage, "prompt_tokens", None))
+        self._take_usage(reported, bound, price)
         await self.finish(200, None)  # settled before the client has the answer
         body: dict[str, Any] = resp.model_dump()
         body["model"] = self.backend
         return JSONResponse(body, headers={**self.headers(),
                                            "x-tollgate-cost-usd": f"{self.cost_usd:.10f}"})
+
+    def _take_usage(self, reported: int | None, bound: int, price: Any) -> None:
+        """The reported count, clamped to the bound (none reported: the bound); what lies past
+        it (at most ``ABSURD_FACTOR`` × the bound) is the operator's overrun, and teaches the
+        backend's factor (gateway/serving/bound_factors.py)."""
+        self.prompt_tokens = min(reported, bound) if reported else bound
+        self.cost_usd, self.answered = min(price.cost(self.prompt_tokens, 0), self.hold.held), True
+        if reported is None or reported <= bound:
+            return
+        excess = min(reported, int(ABSURD_FACTOR * max(bound, 1))) - bound
+        self.overrun_usd = price.cost(excess, 0)
+        factors = getattr(self.ctx, "bound_factors", None)
+        if factors is not None:
+            factors.reported(self.backend, reported / max(bound, 1))
+        m = self.ctx.metrics
+        m.overruns.inc()
+        m.overrun_usd.inc(self.overrun_usd)
+        m.overrun_by_backend.labels(self.backend).inc(self.overrun_usd)
+        self.attempts[-1]["overrun_usd"] = self.overrun_usd
 
     def _attempt(self, status: int, error: str | None, started: float,
                  failure: UpstreamFailure | None) -> None:
@@ -146,7 +176,10 @@ class EmbeddingsCall:
             m.cost.labels(self.backend).inc(self.cost_usd)
         if self.answered and self.backend:
             m.tokens.labels(self.backend, "prompt").inc(self.prompt_tokens or 0)
-            await self.ctx.reliability.used_tokens(self.tenant, self.prompt_tokens or 0)
+        if self.answered or self.tpm_grant is not None:  # the TPM window: what was used
+            used = (self.prompt_tokens or 0) if self.answered else (
+                self.tpm_grant.tokens if self.cost_usd else 0)
+            await self.ctx.reliability.settle_tokens(self.tenant, self.tpm_grant, used)
         row = self.row(status, error)
         self.ctx.log_writer.submit(row)
         log_access(row, self.tenant)

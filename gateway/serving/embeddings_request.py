@@ -4,7 +4,8 @@
 2048 items, none empty); ``encoding_format`` ``float`` or ``base64``; ``dimensions`` a positive
 integer; ``user`` a string. Any other key is a 400, as on chat completions. The budget bounds
 the prompt without a tokenizer: a token is at least one UTF-8 byte of text, and one id of a
-token list, so the bound holds whatever the backend's tokenizer says.
+token list, plus ``FRAMING_TOKENS`` per input for the special tokens a model adds around each
+one, so the bound holds whatever the backend's tokenizer says.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ from gateway.errors import invalid
 
 MAX_ITEMS = 2048  # OpenAI's limit on the inputs of one request
 OPTIONAL = {"encoding_format", "dimensions", "user"}
+# Special tokens an embedding model counts per input beyond its text: BERT-style models add
+# [CLS] and [SEP] (BGE: 2), others BOS/EOS or an instruction marker; issue 35 measured a
+# backend billing 4 per input (160 nUSD against a 40 nUSD reservation for a 1-byte input).
+# 8 covers them with room; a backend counting more teaches its factor (bound_factors.py).
+FRAMING_TOKENS = 8
 
 
 @dataclass(frozen=True)
@@ -25,10 +31,14 @@ class EmbeddingsRequest:
     params: dict[str, Any]  # encoding_format, dimensions, user: passed on as they came
 
     def token_bound(self) -> int:
-        """Tokens no tokenizer exceeds: UTF-8 bytes of text, one per given token id."""
+        """Tokens no tokenizer exceeds: UTF-8 bytes of text, one per given token id, plus
+        ``FRAMING_TOKENS`` per input."""
         items = [self.input] if isinstance(self.input, str) else self.input
+        if items and all(isinstance(x, int) for x in items):
+            items = [items]  # one input given as token ids
         return sum(len(x.encode("utf-8")) if isinstance(x, str)
-                   else len(x) if isinstance(x, list) else 1 for x in items)
+                   else len(x) if isinstance(x, list) else 1
+                   for x in items) + FRAMING_TOKENS * len(items)
 
 
 def _is_ids(x: Any) -> bool:

@@ -9,15 +9,19 @@ call alone, 32 in flight (``python -m bench.serving.forwarding_profile --bare in
 gateway's client and the setup inline, against ``--bare bare``, interleaved): a median 12%
 less CPU per call over 9 pairs (from 31% less to 2% more). The loop is not held longer for
 it: in a thread the setup held the GIL, which the loop needs, for all but the switch
-interval's slices anyway; and its work grows with the number of messages and parts, which
-``MAX_PARTS`` bounds, not with their bytes (it copies no text).
+interval's slices anyway; and its work grows with the number of values in the request
+(messages, parts, tools and their schemas: litellm walks and copies them), which
+``MAX_PARTS`` and ``MAX_VALUES`` bound. Tools count too: 15,000 tools (5.4 MB) with only a
+message or two held the loop 146-1,027 ms in the setup (issue 35), so the measure is every
+JSON value of the call, not its messages.
 
 When the hop is kept: a thread exists there so that a setup that blocks (a credential fetched
 over the network, a user's pre-call callback, a cache lookup) does not hold the loop. So the
 setup runs inline only for the calls ``inline_setup`` arms: an OpenAI-wire deployment called
 through the gateway's own SDK client (gateway/serving/request_json.py: nothing to build or
-fetch), no litellm callback or cache configured, and a bounded number of messages and parts
-(the setup walks each once). Everything else the default executor is given (DNS lookups,
+fetch), no litellm callback or cache configured, and a bounded request: at most ``MAX_PARTS``
+messages and parts, ``MAX_VALUES`` JSON values in all (tools, functions, schemas, every
+parameter) and ``MAX_TEXT_CHARS`` characters of text (the setup walks each value). Everything else the default executor is given (DNS lookups,
 litellm's other entry points, a setup this module does not recognise, say after a litellm
 upgrade) goes to the pool's threads as before: ``InlineSetupExecutor`` recognises litellm's
 ``completion`` by identity and otherwise behaves as the ``ThreadPoolExecutor`` it is.
@@ -39,6 +43,12 @@ from gateway.serving.request_json import OrjsonAsyncOpenAI
 from router_core.litellm_env import litellm
 
 MAX_PARTS = 256  # messages plus content parts: the setup's work grows with them, not bytes
+# JSON values (objects, arrays, strings, numbers) in the whole call, tools and schemas among
+# them, and characters of text: past either the setup goes to a thread. The count stops at
+# the bound, so measuring costs at most MAX_VALUES steps on the loop.
+MAX_VALUES = 4096
+MAX_TEXT_CHARS = 1 << 20
+_NOT_WALKED = frozenset({"client"})  # the SDK client object, not request data
 
 _armed: contextvars.ContextVar[bool] = contextvars.ContextVar("tollgate_inline_setup",
                                                               default=False)
@@ -51,12 +61,34 @@ def _parts(messages: Any) -> int:
                                if isinstance(m, dict) and isinstance(m.get("content"), list))
 
 
+def small_work(call: Mapping[str, Any]) -> bool:
+    """Whether the call holds at most ``MAX_VALUES`` JSON values and ``MAX_TEXT_CHARS``
+    characters of text; an iterative walk that stops as soon as either is passed."""
+    stack = [v for k, v in call.items() if k not in _NOT_WALKED]
+    values = chars = 0
+    while stack:
+        v = stack.pop()
+        values += 1
+        if values > MAX_VALUES:
+            return False
+        if isinstance(v, str):
+            chars += len(v)
+            if chars > MAX_TEXT_CHARS:
+                return False
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return True
+
+
 def may_run_inline(call: Mapping[str, Any]) -> bool:
     """Whether ``litellm.acompletion(**call)``'s setup cannot block (module docstring)."""
     return (isinstance(call.get("client"), OrjsonAsyncOpenAI)
             and getattr(litellm, "cache", None) is None
             and litellm_callbacks.none_installed()  # else user code may run in the setup
-            and _parts(call.get("messages")) <= MAX_PARTS)
+            and _parts(call.get("messages")) <= MAX_PARTS
+            and small_work(call))
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from gateway.pricing import count_text_tokens
 from gateway.reliability.parallel import Slot
 from gateway.reliability.ratelimit import TokenGrant
 from gateway.serving.access_log import log_access
+from gateway.serving.bound_factors import ABSURD_FACTOR, report_ratio
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.log_row import log_row, served
 from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
@@ -33,12 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Reported usage past this many times its bound is not believed as a bill (it is "absurd":
-# an upstream's bug, not a price); what lies between the bound and it is an overrun.
-ABSURD_FACTOR = 100
-
-
-def _tokens(value: Any) -> int | None:
+def reported_tokens(value: Any) -> int | None:
     """A reported token count, or None when it is not one (missing, negative, not a number)."""
     if isinstance(value, bool):
         return None
@@ -71,6 +67,8 @@ class Outcome:
         # per backend attempted: (prompt-token bound, output tokens sent as the cap × n)
         self.bounds: dict[str, tuple[int, int]] = {}
         self.excess_tokens = (0, 0)  # reported past the bounds (prompt, completion): overrun
+        self.reported: tuple[int | None, int | None] = (None, None)  # as reported, unclamped
+        self.overrun_usd = 0.0  # what the provider reported past the hold: the operator's
         self.settle_error: str | None = None
         self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM (attempts.py)
         self.parallel_slot: Slot | None = None  # of max_parallel_requests (endpoint.py)
@@ -86,8 +84,8 @@ class Outcome:
         dashboard's saving prices), no cost."""
         self.answered = b
         usage = body.get("usage") or {}
-        self.usage_prompt_tokens = _tokens(usage.get("prompt_tokens"))
-        self.completion_tokens = _tokens(usage.get("completion_tokens")) or 0
+        self.usage_prompt_tokens = reported_tokens(usage.get("prompt_tokens"))
+        self.completion_tokens = reported_tokens(usage.get("completion_tokens")) or 0
         choices = body.get("choices") or [{}]
         self.answer_text = str((choices[0].get("message") or {}).get("content") or "")
         self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
@@ -107,9 +105,12 @@ class Outcome:
         """The upstream's usage, clamped: a count that is negative or not a number is not
         believed (the prompt is then our count; the completion what was answered, counted
         at settling); a count past the attempt's bound is clamped to it, the rest kept apart
-        as an overrun (``excess_tokens``, at most ``ABSURD_FACTOR`` × the bound)."""
-        prompt, completion = _tokens(usage.get("prompt_tokens")), _tokens(
+        as the operator's overrun (``excess_tokens``, at most ``ABSURD_FACTOR`` × the bound;
+        gateway/serving/bound_factors.py). Clamped before anything is written: no count
+        reaches the log row or the ledger past the bound, whatever its size."""
+        prompt, completion = reported_tokens(usage.get("prompt_tokens")), reported_tokens(
             usage.get("completion_tokens"))
+        self.reported = (prompt, completion)
         if prompt is None or prompt == 0:
             prompt = (self.plan.prompt_tokens if self.plan else None) or 0
         if completion == 0 and self.answer_text:  # text in no tokens: a stand-in (litellm's
@@ -118,15 +119,15 @@ class Outcome:
         excess = [0, 0]
         if bound is not None:
             if prompt > bound[0]:
-                excess[0] = min(prompt, ABSURD_FACTOR * max(bound[0], 1)) - bound[0]
+                excess[0] = min(prompt, int(ABSURD_FACTOR * max(bound[0], 1))) - bound[0]
                 prompt = bound[0]
             if completion is not None and completion > bound[1]:
-                excess[1] = min(completion, ABSURD_FACTOR * max(bound[1], 1)) - bound[1]
+                excess[1] = min(completion, int(ABSURD_FACTOR * max(bound[1], 1))) - bound[1]
                 completion = bound[1]
         if excess != [0, 0]:
             log.warning("request %s: %s reported usage past the reserved bound (%s tokens "
-                        "more than prompt %d / completion %d): clamped, the excess booked as "
-                        "an overrun", self.rid, self.answered.model_name if self.answered
+                        "more than prompt %d / completion %d): clamped, the excess is the "
+                        "operator's overrun", self.rid, self.answered.model_name if self.answered
                         else "?", excess, *(bound or (0, 0)))
         self.usage_prompt_tokens = prompt
         self.completion_tokens = completion
@@ -159,9 +160,45 @@ class Outcome:
                                            self.deployment).cost(*self.excess_tokens)
 
     def actual_cost(self) -> float:
-        """c = the answer's cost + what timed-out attempts owe (gateway/serving/attempts.py)
-        + what the upstream reported past the bounds (an overrun, gateway/store/ledger.py)."""
-        return self.answer_cost() + self.hold.owed + self.overrun_cost()
+        """What the tenant owes: the answer's cost + what timed-out attempts owe
+        (gateway/serving/attempts.py), never more than was held (``charged``)."""
+        return self.charged(self.answer_cost() + self.hold.owed)
+
+    def charged(self, usd: float) -> float:
+        """``usd``, at most what the request held: a tenant is never charged past its
+        reservation (gateway/serving/bound_factors.py); the rest is ``overrun_usd``."""
+        return max(0.0, min(usd, self.hold.held))
+
+    def count_unreported(self, counted: int) -> int:
+        """Our own count of an answer without usage, within the attempt's output bound: an
+        estimate is never a bill past what was reserved (and never an overrun)."""
+        bound = self.bounds.get(self.answered.model_name) if self.answered else None
+        return counted if bound is None else min(counted, bound[1])
+
+    def _learn(self) -> bool:
+        """The answering backend's report against its bound (gateway/serving/
+        bound_factors.py): its factor widened, or held out when absurd (returned)."""
+        b = self.answered
+        bound = self.bounds.get(b.model_name) if b is not None else None
+        factors = getattr(self.ctx, "bound_factors", None)
+        if b is None or bound is None or factors is None:
+            return False
+        return factors.reported(b.model_name, report_ratio(self.reported, bound)) == "absurd"
+
+    def _book_overrun(self, owed: float) -> None:
+        """The operator's part of the provider's report: counted by backend, in the
+        answering attempt's log entry."""
+        name = self.answered.model_name if self.answered else "none"
+        self.overrun_usd = self.overrun_cost() + max(0.0, owed - self.cost_usd)
+        if self.overrun_usd <= 0:
+            return
+        m = self.ctx.metrics
+        m.overruns.inc()
+        m.overrun_usd.inc(self.overrun_usd)
+        m.overrun_by_backend.labels(name).inc(self.overrun_usd)
+        answered = [a for a in self.attempts if a.get("model") == name and a["status"] == 200]
+        if answered:
+            answered[-1]["overrun_usd"] = self.overrun_usd
 
     async def settle(self) -> None:
         """Settle the held money with the actual cost (once); never raises: a fault is kept
@@ -174,17 +211,15 @@ class Outcome:
         try:
             if self.answered is not None and self.completion_tokens is None:
                 b = self.answered  # no believable count: what was answered, counted
-                self.completion_tokens = await anyio.to_thread.run_sync(
-                    count_text_tokens, b, self.answer_text)
-            self.cost_usd = self.actual_cost()
-            overran = self.excess_tokens != (0, 0)
+                self.completion_tokens = self.count_unreported(
+                    await anyio.to_thread.run_sync(count_text_tokens, b, self.answer_text))
+            owed = self.answer_cost() + self.hold.owed
+            self.cost_usd = self.charged(owed)
+            absurd = self._learn()
             if self.answered is not None and not self.cache_hit:  # the backend's trust
                 # (gateway/serving/budget_gate.py)
-                self.ctx.budget_gate.answered(self.answered.model_name, overran=overran)
-            if overran:
-                log.error("request %s: backend %s billed past its reservation bound; its "
-                          "requests carry their overrun exposure from now on", self.rid,
-                          self.answered.model_name if self.answered else "?")
+                self.ctx.budget_gate.answered(self.answered.model_name, overran=absurd)
+            self._book_overrun(owed)
             await self.hold.settle(self.cost_usd)
         except Exception as e:  # noqa: BLE001 - a settlement fault must not lose the log row
             self.settle_error = f"settlement failed: {type(e).__name__}: {e}"

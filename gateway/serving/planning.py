@@ -256,7 +256,8 @@ def with_plan_fallbacks(plan: Plan) -> Plan:
 def fitted(plan: Plan) -> Plan:
     """The candidates whose context window and output cap fit (400 when none does)."""
     fit = fit_candidates(plan.pool.settings, list(plan.candidates), plan.prompt_tokens,
-                         plan.request.max_tokens)
+                         plan.request.max_tokens,
+                         plan.prompt_size.files if plan.prompt_size is not None else 0)
     return replace(plan, candidates=tuple(fit))
 
 

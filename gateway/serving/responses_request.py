@@ -8,7 +8,7 @@ Planning, the budget and the request log work on a ``ChatRequest`` (gateway/serv
 chat_request.py): ``chat_view`` is the same request as chat messages, used for those only,
 never sent: ``instructions`` a system message, a string ``input`` a user message, a message
 item its role's message (text parts as text, images as image parts, so the budget bounds them
-as images), any other item (a function call, its output, a reasoning item) an assistant
+as images, files as file parts, which only a backend declaring ``max_file_tokens`` takes), any other item (a function call, its output, a reasoning item) an assistant
 message holding the item's JSON, which bounds its tokens; function tools in chat's shape. So
 ``model="auto"`` is routed on the system/user text, exactly as chat, and the reservation
 bound is N_prompt of everything sent with ``max_output_tokens`` as the output cap.
@@ -90,7 +90,9 @@ def _chat_part(part: Any, where: str) -> dict:
         if not isinstance(url, str) or not url:
             raise invalid(f"'{where}' needs an 'image_url' or a 'file_id'", param=where)
         return {"type": "image_url", "image_url": {"url": url}}
-    # a file or anything else: its JSON bounds what the provider reads of it
+    if kind == "input_file":  # read by id or URL, or decoded: bounded only by max_file_tokens
+        return {"type": "file", "file": {k: v for k, v in part.items() if k != "type"}}
+    # anything else: its JSON bounds what the provider reads of it
     return {"type": "text", "text": json.dumps(part)}
 
 

@@ -17,7 +17,12 @@
   OpenAI's own bound on ``messages`` (Azure OpenAI's error "``$.messages`` exceeds the maximum
   length of 2048 items", portkey.ai/error-library/length-limit-error-10026), enough for
   real agents; both are ``reliability:`` settings.
-- ``fit_candidates``: a backend whose context window (``max_input_tokens``) cannot hold the
+- ``check_tools``: at most 128 tools or functions (OpenAI's bound) and
+  ``max_tool_values`` JSON values in tools, functions and response schemas (litellm
+  sanitises each schema on the event loop: 15,000 tools held it ~1 s, issue 35).
+- ``fit_candidates``: a request with file parts goes only to backends declaring
+  ``max_file_tokens`` (issue 35: a file read by id passed through and was billed 100k
+  tokens on a reservation of its id's bytes); a backend whose context window (``max_input_tokens``) cannot hold the
   prompt, or whose output
   cap is below the client's ``max_tokens``, is dropped from the ranked candidates; when none
   is left the request is a 400 naming the problem (``context_length_exceeded`` on
@@ -30,6 +35,7 @@
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
 import re
 from typing import Any
@@ -112,13 +118,15 @@ MAX_DEPTH = 32  # objects and arrays nested inside each other, the body itself c
 NON_NUMBERS = re.compile(rb"\b(?:NaN|-?Infinity)\b")
 
 
-def load_json(raw: bytes, max_messages: int | None = None,
-              max_content_parts: int | None = None) -> Any:
-    """The body as JSON, or a 400 naming why not (see the module docstring); with limits,
-    its counts are checked (``check_counts``) between the parse and the walk of every value,
-    which is the costly part (~0.2 s for 36,000 messages, with the GIL contended)."""
+# A body with more objects than this is parsed by the stdlib's Python scanner, which gives the
+# GIL back every switch interval: orjson holds it for a whole parse (a 4.7 MB body of 15,000
+# tools: 330-550 ms on this loaded machine, the event loop held throughout).
+MANY_OBJECTS = 20_000
+
+
+def _loads_fast(raw: bytes) -> Any:
     try:
-        body = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         reason = str(e)
         if "depth limit" in reason:
@@ -128,8 +136,45 @@ def load_json(raw: bytes, max_messages: int | None = None,
         elif NON_NUMBERS.search(raw):
             reason += " (NaN and Infinity are not JSON numbers)"
         raise invalid(f"the request body is not valid JSON: {reason}") from e
-    if max_messages is not None and max_content_parts is not None:
-        check_counts(body, max_messages, max_content_parts)
+
+
+def _not_a_number(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _loads_yielding(raw: bytes) -> Any:
+    """``raw`` parsed by Python's own JSON scanner (slower, never holding the GIL for long);
+    the same refusals as ``_loads_fast`` (the walk after it checks strings and numbers)."""
+    decoder = json.JSONDecoder(parse_constant=_not_a_number)
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    try:
+        return decoder.decode(raw.decode("utf-8"))
+    except RecursionError as e:
+        raise too_deep() from e
+    except UnicodeDecodeError as e:
+        raise invalid("the request body is not valid JSON: the request body contains text "
+                      "that is not valid UTF-8") from e
+    except ValueError as e:  # JSONDecodeError, NaN / Infinity
+        raise invalid(f"the request body is not valid JSON: {e}") from e
+
+
+def load_json(raw: bytes, max_messages: int | None = None,
+              max_content_parts: int | None = None, max_tool_values: int | None = None) -> Any:
+    """The body as JSON, or a 400 naming why not (see the module docstring); with limits,
+    its counts are checked (``check_counts``) between the parse and the walk of every value,
+    which is the costly part (~0.2 s for 36,000 messages, with the GIL contended)."""
+    if len(raw) > INLINE_JSON_BYTES and raw.count(b"{") > MANY_OBJECTS:
+        body = _loads_yielding(raw)
+    else:
+        body = _loads_fast(raw)
+    try:
+        if max_messages is not None and max_content_parts is not None:
+            check_counts(body, max_messages, max_content_parts)
+        if max_tool_values is not None:
+            check_tools(body, max_tool_values)
+    except GatewayError:
+        del body  # freed here, in the worker thread, not with the traceback on the loop
+        raise
     check_shape(body)
     return body
 
@@ -146,7 +191,8 @@ async def json_body(request: Request) -> Any:
     the walk after it gives it back between values)."""
     raw = await request.body()
     limits = request.app.state.ctx.reliability.settings
-    counts = (limits.max_messages, limits.max_content_parts)  # checked before any walk
+    counts = (limits.max_messages, limits.max_content_parts,  # checked before any walk
+              getattr(limits, "max_tool_values", None))
     if len(raw) <= INLINE_JSON_BYTES:
         return load_json(raw, *counts)
     return await anyio.to_thread.run_sync(load_json, raw, *counts)
@@ -207,10 +253,57 @@ def check_counts(body: Any, max_messages: int, max_content_parts: int) -> None:
                       code="array_above_max_length")
 
 
+def unbounded_files(files: int, names: list[str]) -> GatewayError:
+    return invalid(
+        f"This request has {files} file part(s) (chat 'file' content parts, Responses "
+        "'input_file' items). The provider reads a file by its id or URL, or decodes it, so "
+        "the request's bytes do not bound what it bills, and none of the models that could "
+        f"answer ({', '.join(names)}) declares a bound for files. Send the document's text "
+        "instead; an operator can allow files on a model by setting its "
+        "model_info.max_file_tokens (the most prompt tokens one file may count).",
+        param="messages", code="unbounded_file_input")
+
+
+MAX_TOOLS = 128  # OpenAI's bound on ``tools`` ("A max of 128 functions are supported.")
+TOOL_KEYS = ("tools", "functions", "response_format", "text")  # text: Responses' format
+
+
+def check_tools(body: Any, max_values: int) -> None:
+    """400 for more than ``MAX_TOOLS`` tools (or functions), or more than ``max_values`` JSON
+    values in the tools, functions and response schema together: litellm walks every schema
+    on the event loop before it sends. The count stops at the bound."""
+    if not isinstance(body, dict):
+        return
+    for name in ("tools", "functions"):
+        items = body.get(name)
+        if isinstance(items, list) and len(items) > MAX_TOOLS:
+            raise invalid(f"Invalid '{name}': array too long. Expected an array with maximum "
+                          f"length {MAX_TOOLS}, but got an array with length {len(items)} "
+                          "instead.", param=name, code="array_above_max_length")
+    stack, values = [body.get(k) for k in TOOL_KEYS if body.get(k) is not None], 0
+    while stack:
+        v = stack.pop()
+        values += 1
+        if values > max_values:
+            raise invalid(f"The tools, functions and response_format schema hold more than "
+                          f"{max_values} JSON values in all (reliability.max_tool_values).",
+                          param="tools", code="array_above_max_length")
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+
+
 def fit_candidates(settings: Any, candidates: list[str], prompt_tokens: int | None,
-                   max_tokens: int | None) -> list[str]:
-    """The candidates whose context window and output cap fit this request, in order."""
+                   max_tokens: int | None, files: int = 0) -> list[str]:
+    """The candidates whose context window and output cap fit this request, in order; with
+    ``files`` file parts, only those declaring ``max_file_tokens`` (400 when none does)."""
     backends = [settings.backend(n) for n in candidates]
+    if files:
+        bounded = [b for b in backends if b.model_info.max_file_tokens is not None]
+        if not bounded:
+            raise unbounded_files(files, candidates)
+        backends = bounded
     n_prompt = int(prompt_tokens or 0)
     fit_ctx = [b for b in backends
                if b.model_info.max_input_tokens is None

@@ -16,12 +16,15 @@ Reservations in flight carry over a rollover; their settlement lands in the peri
 happens. Money is integer nano-dollars, exact on both databases.
 
 Overrun: a reservation is a bound on the request's cost (gateway/pricing.py), so settlement
-never needs more. If a provider reports more anyway, `settle` charges `spent` only the
-reserved amount (so `spent + reserved <= budget` still holds) and books the excess in
-`overrun` instead; while a budgeted tenant's `overrun` is not 0, `reserve` refuses it, and
-it stays refused until an operator acts on its budget (`set_budget`: any budget, period or
-reset change), which moves the overrun into `spent` (it was really spent) and clears it.
-The HTTP side counts each overrun in a metric (``tollgate_budget_overruns``).
+never needs more. If a provider reports more anyway, the tenant is charged at most the
+reservation: `settle` adds min(actual, reserved) to `spent` (and to the key's), so
+`spent + reserved <= budget` holds by construction and a provider's miscount never refuses a
+tenant. The excess is the operator's: returned in the ``SettleResult`` (``overrun_usd``) and
+counted on the HTTP side (``tollgate_overrun_usd{backend}``, gateway/serving/
+bound_factors.py), never booked against the tenant. The amount sent to the database is
+clamped to the reservation first, so no reported number, however large, fails a settlement.
+(``overrun`` on a tenant row is what older versions booked; `set_budget` still moves it into
+`spent`.)
 
 What a request is charged (gateway/serving/outcome.py computes it, `settle` books it): the
 answering backend's reported usage at its prices (clamped to the attempt's bounds; reported
@@ -134,11 +137,6 @@ def _charged(actual: ColumnElement[int], reserved: ColumnElement[int]) -> Column
     return case((reserved < actual, reserved), else_=actual)
 
 
-def _overrun_plus(actual: ColumnElement[int], reserved: ColumnElement[int]) -> ColumnElement[int]:
-    """SQL: overrun + max(0, actual − reserved)."""
-    return tenants.c.overrun_nusd + case((reserved < actual, actual - reserved), else_=_big(0))
-
-
 def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime) -> int:
     """Python mirror of spent' for reporting."""
     return 0 if stored_start_s < period_start_s(period, now) else spent
@@ -195,7 +193,6 @@ KEY_SETTLING = (update(api_keys).where(api_keys.c.id == bindparam("p_key"))
 SETTLING = (
     update(tenants).where(tenants.c.id == bindparam("p_tenant"))
     .values(reserved_nusd=tenants.c.reserved_nusd - _param("held"),
-            overrun_nusd=_overrun_plus(_param("actual"), _param("held")),
             **_rollover_values(_spent_plus(_charged(_param("actual"), _param("held")))))
 )
 
@@ -206,11 +203,10 @@ def _settling_pg() -> Update:
     held, actual = gone.c.amount_nusd, _param("actual")
     keyed = (update(api_keys).where(api_keys.c.id == gone.c.key_id)
              .values(reserved_nusd=api_keys.c.reserved_nusd - gone.c.key_held_nusd,
-                     spent_nusd=api_keys.c.spent_nusd + actual)
+                     spent_nusd=api_keys.c.spent_nusd + _charged(actual, held))
              .returning(api_keys.c.id).cte("keyed"))
     return (update(tenants).where(tenants.c.id == gone.c.tenant_id)
             .values(reserved_nusd=tenants.c.reserved_nusd - held,
-                    overrun_nusd=_overrun_plus(actual, held),
                     **_rollover_values(_spent_plus(_charged(actual, held))))
             .add_cte(gone).add_cte(keyed).returning(gone.c.amount_nusd))
 
@@ -288,15 +284,18 @@ def _key_live(engine: Engine, key_id: str) -> None:
 
 def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd: int,
            now: datetime) -> SettleResult:
-    """Charge the actual cost (at most the reservation; the rest is overrun, see the module
-    docstring) and release the reservation, exactly once.
+    """Charge the actual cost (at most the reservation; the rest is the operator's overrun,
+    see the module docstring) and release the reservation, exactly once.
 
     The reservation row is deleted in the same transaction that moves the money, so a
     second settlement (a retry, a sweep) finds no row and changes nothing.
     """
     if actual_nusd < 0:
         raise ValueError("a settlement cannot be negative")
-    params = {**_starts(now), "p_reservation": reservation_id, "p_actual": actual_nusd}
+    # clamped before the database sees it: no BIGINT overflow, whatever was reported; the
+    # row's own amount (SQL ``_charged``) clamps again should the caller's differ
+    charged = min(actual_nusd, reserved_nusd)
+    params = {**_starts(now), "p_reservation": reservation_id, "p_actual": charged}
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -309,14 +308,15 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
                                         "p_held": row.amount_nusd})
                 if row.key_id is not None:
                     conn.execute(KEY_SETTLING, {**params, "p_key": row.key_id,
-                                                "p_key_held": row.key_held_nusd})
+                                                "p_key_held": row.key_held_nusd,
+                                                "p_actual": min(charged, row.amount_nusd)})
     if row is None:
         return SettleResult(reservation_id, reserved_nusd / 1e9, actual_nusd / 1e9,
                             applied=False)
     if actual_nusd > row.amount_nusd:
-        log.error("settlement %s overran its reservation: actual %d > reserved %d nUSD; the "
-                  "excess is booked as overrun and the tenant refused until an operator acts",
-                  reservation_id, actual_nusd, row.amount_nusd)
+        log.warning("settlement %s: actual %d > reserved %d nUSD; the tenant is charged the "
+                    "reservation, the excess is the operator's", reservation_id, actual_nusd,
+                    row.amount_nusd)
     return SettleResult(reservation_id, row.amount_nusd / 1e9, actual_nusd / 1e9, applied=True)
 
 

@@ -52,11 +52,17 @@ issue 24):
     p50 during / p50 idle); the database cut under outage policy ``allow`` (allowance $0.008
     per replica) with a team-less and a team key of max_budget $0.02
     (key_outage_overspend_multiple = the larger key spend after replay / max_budget).
+15-19. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
+    overrun lockouts (overrun_lockouts), embeddings' TPM (emb_tpm_overadmit) and rows
+    (emb_lost_rows), a 15,000-tool request against the loop (tools_loop_stall_ms).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
 lost_rows=… metrics_open=… burst_served_share=… timeout_undercharge_usd=…
 fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…
 key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
-waiting_delete_5xx=… teammate_p50_ratio=…``.
+waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
+overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…``. A provider's
+report past a reservation is the operator's (gateway/serving/bound_factors.py): overspend
+counts the tenant's spend.
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.hostile import __doc__ as DOC
-from bench.serving.hostile import abuse, budgets, keys, neighbours
+from bench.serving.hostile import abuse, budgets, inputs, keys, neighbours
 from bench.serving.hostile.common import (
     Hostile,
     metrics_text,
@@ -28,7 +28,8 @@ SMALL = {"fuzz_examples": 60, "schema_examples": 5}
 LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuzz_5xx",
              "lost_rows", "metrics_open", "burst_served_share", "timeout_undercharge_usd",
              "fee_params_unpriced", "overrun_multiple", "dashboard_peak_mb", "tpm_overadmit",
-             *keys.LAST_LINE)
+             *keys.LAST_LINE, "bound_ceiling_share", "file_ref_unbounded", "overrun_lockouts",
+             "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms")
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -50,6 +51,11 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
         ("breakers", lambda: neighbours.breaker_scenario(env, rec)),
         ("dashboard", lambda: neighbours.dashboard_scenario(env)),
         *keys.scenarios(h),
+        ("file refs", lambda: inputs.file_ref_scenario(env, rec)),
+        ("overrun lockouts", lambda: inputs.overrun_lockout_scenario(env, h.inputs, rec)),
+        ("embeddings tpm", lambda: inputs.emb_tpm_scenario(env, rec)),
+        ("embeddings rows", lambda: inputs.emb_rows_scenario(env, rec)),
+        ("tools stall", lambda: inputs.tools_stall_scenario(env, rec)),
         ("fuzz", lambda: fuzz_scenario(env, rec, sizes["fuzz_examples"],
                                        sizes["schema_examples"])),
     ]

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from bench.serving.hostile.inputs import inputs_models, inputs_upstream
 from bench.serving.replica_env import ADMIN_KEY, Env, start_env
 from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 from gateway.store.models import request_logs
@@ -73,10 +74,12 @@ class Hostile:
     env: Env
     harsh: FakeUpstream  # bills the most any tokenizer could (one token per UTF-8 byte)
     tricky: FakeUpstream
+    inputs: FakeUpstream  # files, miscounts and embeddings past the bytes (inputs.py)
 
     def stop(self) -> None:
         self.harsh.stop()
         self.tricky.stop()
+        self.inputs.stop()
 
 
 def start_hostile_env(workdir: Path) -> Hostile:
@@ -89,10 +92,12 @@ def start_hostile_env(workdir: Path) -> Hostile:
     models += [tricky.model_entry(n, timeout=TIMEOUT_S, max_output_tokens=8192)
                for n in ("echo", *HANGING)]
     models.append(tricky.model_entry("verbose", timeout=30, max_output_tokens=VERBOSE_WORDS))
+    inputs = inputs_upstream()
+    models += inputs_models(inputs)
     # outage policy ``allow`` for keys.outage_scenario (no other scenario cuts the database)
     outage = {"outage": {"budget": "allow", "allowance_usd": OUTAGE_ALLOWANCE_USD}}
     env = start_env(workdir, extra_models=models, log_prompts=True, reliability=outage)
-    return Hostile(env, harsh, tricky)
+    return Hostile(env, harsh, tricky, inputs)
 
 
 def engine_of(env: Env) -> sa.Engine:

@@ -338,6 +338,9 @@ def flat(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
         "completion_tokens": row.get("completion_tokens"),
         "cost_usd": row.get("cost_usd"),
         "reserved_usd": row.get("reserved_usd"),
+        # reported past the reservation: the operator's, never charged (bound_factors.py)
+        "overrun_usd": sum(float(a.get("overrun_usd") or 0) for a in attempts
+                           if isinstance(a, dict)),
         "latency_ms": row.get("latency_ms"),
         "ttft_ms": row.get("ttft_ms"),
         "stream": row.get("stream"),

@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from gateway.serving.bound_factors import BoundFactors
 from gateway.serving.budget_gate import BudgetGate
 from gateway.serving.budget_hold import BudgetHold
 from gateway.store.errors import BudgetExceeded
@@ -141,6 +142,7 @@ def test_twenty_concurrent_overruns_stay_bounded(
     provider bills stays within budget × (1 + budget_overrun_exposure) plus one request
     (before: all 20 were admitted, ~16x the budget)."""
     gateway.app.state.ctx.budget_gate = BudgetGate()  # a fresh replica: fake-strong not yet trusted
+    gateway.app.state.ctx.bound_factors = BoundFactors()  # ... and not yet held out
     budget, bill = 0.05, 1000 * 10.0 / 1e6 + 1000 * 30.0 / 1e6
     key, tid = gateway.tenant(budget_usd=budget)
     saved, upstream.count_tokens = upstream.count_tokens, (lambda _text: 1000)
@@ -148,15 +150,17 @@ def test_twenty_concurrent_overruns_stay_bounded(
         answers = _burst(gateway, key, 20, model="fake-strong", max_tokens=16)
     finally:
         upstream.count_tokens = saved
+        # the session's gateway: fake-strong's absurd reports must not hold it out for the
+        # tests after this one
+        gateway.app.state.ctx.bound_factors = BoundFactors()
     served = sum(r.status_code == 200 for r in answers)
     assert served >= 1
-    for r in answers:
-        assert r.status_code in (200, 429)
+    for r in answers:  # 503: the backend held out after its first absurd report (25x)
+        assert r.status_code in (200, 429, 503)
     info = gateway.settled(tid)
-    billed = info["spent_usd"] + info["overrun_usd"]
-    assert billed == pytest.approx(served * bill, rel=0.05)
+    billed = served * bill  # what the provider bills: the tenant's part and the operator's
     assert billed <= budget * (1 + settings.budget_overrun_exposure) + bill
-    assert info["spent_usd"] <= budget
+    assert info["spent_usd"] <= budget and info["overrun_usd"] == 0
 
 
 # -- the hold's line, without HTTP -------------------------------------------------------

@@ -57,8 +57,9 @@ def test_embeddings_are_forwarded_priced_and_logged(gw: Gateway, up: FakeUpstrea
     row = gw.log_row(raw.headers["x-tollgate-request-id"])
     assert row["chosen_model"] == EMBED and row["reason"] == "embeddings"
     assert row["prompt_tokens"] == 8 and row["status"] == 200
-    # held: the UTF-8 bytes of the input bound its tokens; settled at the reported usage
-    assert row["reserved_usd"] == pytest.approx(40 * PRICE_IN / 1e6)
+    # held: the UTF-8 bytes of the input and 8 framing tokens per input bound its tokens;
+    # settled at the reported usage
+    assert row["reserved_usd"] == pytest.approx((40 + 2 * 8) * PRICE_IN / 1e6)
     assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(cost)
 
 

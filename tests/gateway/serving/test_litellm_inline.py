@@ -16,7 +16,12 @@ from litellm.integrations.custom_logger import CustomLogger
 from gateway import litellm_callbacks
 from gateway.config import settings_from_dict
 from gateway.serving import upstream as upstream_calls
-from gateway.serving.litellm_inline import MAX_PARTS, InlineSetupExecutor, may_run_inline
+from gateway.serving.litellm_inline import (
+    MAX_PARTS,
+    MAX_VALUES,
+    InlineSetupExecutor,
+    may_run_inline,
+)
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 
 PREFIX = "inline-test-pool"
@@ -109,3 +114,41 @@ def test_what_is_armed() -> None:
     assert not may_run_inline({"client": client, "messages": many})
     parts = [{"role": "user", "content": [{"type": "text", "text": "x"}] * MAX_PARTS}]
     assert not may_run_inline({"client": client, "messages": parts})
+
+
+def _tools(n: int) -> list[dict]:
+    return [{"type": "function", "function": {
+        "name": f"tool_{i}", "description": "looks a thing up",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}}
+        for i in range(n)]
+
+
+def test_a_request_with_many_tools_sets_up_in_a_thread(up: FakeUpstream) -> None:
+    """Issue 35: 15,000 tools and one message held the loop 146-1,027 ms in litellm's setup,
+    which counted messages and parts only. The setup's work is every value of the call, so
+    this one goes to a pool thread (no setup inline), and a small one stays on the loop."""
+    b = _backend(up)
+
+    async def work():
+        big = await upstream_calls.complete(b, MSG, {"max_tokens": 16, "tools": _tools(15_000)})
+        return len(big.choices)
+
+    answered, inline, threads = asyncio.run(_with_executor(work))
+    assert answered == 1  # the upstream answered over HTTP
+    assert inline == 0 and threads >= 1
+
+    async def small():
+        return await upstream_calls.complete(b, MSG, {"max_tokens": 16, "tools": _tools(3)})
+
+    _, inline, _ = asyncio.run(_with_executor(small))
+    assert inline == 1
+
+
+def test_every_value_counts_toward_the_inline_bound() -> None:
+    client = object.__new__(upstream_calls.request_json.OrjsonAsyncOpenAI)  # never sends
+    schema = {"type": "json_schema", "json_schema": {"schema": {"enum": list(range(MAX_VALUES))}}}
+    assert not may_run_inline({"client": client, "messages": MSG, "response_format": schema})
+    assert not may_run_inline({"client": client, "messages": MSG, "functions": _tools(MAX_VALUES)})
+    text = [{"role": "user", "content": "x" * (2 << 20)}]
+    assert not may_run_inline({"client": client, "messages": text})
+    assert may_run_inline({"client": client, "messages": MSG, "tools": _tools(20)})

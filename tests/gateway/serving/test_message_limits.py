@@ -56,3 +56,36 @@ def test_content_parts_are_bounded_and_real_conversations_pass(
     answer = client.chat.completions.create(model="fake-cheap", max_tokens=8,
                                             messages=long_agent)
     assert answer.choices[0].message.content
+
+
+def _tool(i: int, properties: int = 2) -> dict:
+    props = {f"p{j}": {"type": "string", "description": "a field"} for j in range(properties)}
+    return {"type": "function", "function": {"name": f"tool_{i}", "description": "a tool",
+                                             "parameters": {"type": "object",
+                                                            "properties": props}}}
+
+
+def test_tools_count_toward_the_limits_that_keep_the_loop_free(
+        gateway: Gateway, upstream: FakeUpstream) -> None:
+    """Issue 35: 15,000 tools (5.4 MB) took /health to 146-1,027 ms: litellm sanitises every
+    tool schema on the event loop, and only messages and parts were counted. Now more than
+    128 tools (OpenAI's own bound) or more than ``max_tool_values`` values in the tools and
+    schemas are a 400 before anything walks them; a real agent's tools are served."""
+    key, _ = gateway.tenant()
+    client = gateway.client(key)
+    msg = [{"role": "user", "content": "hi"}]
+    before = len(upstream.requests)
+    r = _post(gateway, key, {"model": "fake-cheap", "messages": msg, "max_tokens": 8,
+                             "tools": [_tool(i) for i in range(15_000)]})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "array_above_max_length" and err["param"] == "tools"
+    with pytest.raises(openai.BadRequestError) as exc:  # few tools, each schema enormous
+        client.chat.completions.create(model="fake-cheap", messages=msg, max_tokens=8,
+                                       tools=[_tool(i, properties=400) for i in range(20)])
+    assert exc.value.body["param"] == "tools"  # type: ignore[index]
+    assert "max_tool_values" in exc.value.body["message"]  # type: ignore[index]
+    assert len(upstream.requests) == before
+    ok = client.chat.completions.create(model="fake-cheap", messages=msg, max_tokens=8,
+                                        tools=[_tool(i, properties=8) for i in range(128)])
+    assert ok.choices

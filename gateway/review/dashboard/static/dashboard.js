@@ -279,8 +279,10 @@ async function explain(id) {
         c.map((x) => [x.backend, num(x.similarity), num(x.quality), num(x.cost),
                       usd(x.cost_usd, 8), num(x.score, 4), x.equivalent ? "yes" : ""]),
         (i) => ({ class: (c[i].chosen ? "chosen " : "") + (c[i].equivalent ? "equivalent" : "") }));
-  table("exp-attempts", ["#", "backend", "status", "ms", "error"],
-        e.attempts.map((a, i) => [i + 1, a.model, a.status, num(a.latency_ms, 1), a.error || ""]));
+  // overrun: what the provider reported past the reservation, the operator's (not charged)
+  table("exp-attempts", ["#", "backend", "status", "ms", "error", "overrun (operator's)"],
+        e.attempts.map((a, i) => [i + 1, a.model, a.status, num(a.latency_ms, 1), a.error || "",
+                                  a.overrun_usd ? usd(a.overrun_usd, 8) : ""]));
   table("exp-feedback", ["time", "score", "comment"],
         e.feedback.items.map((f) => [f.created_at || "", num(f.score, 2), f.comment || ""]));
   box.scrollIntoView({ block: "start" });
