@@ -22,7 +22,8 @@ FILE_DATA = {"type": "file", "file": {"filename": "q3.pdf",
 
 @pytest.fixture(scope="module")
 def reader() -> Iterator[FakeUpstream]:
-    backends = [FakeBackend(n, reply="ok", input_per_m=10.0, output_per_m=10.0,
+    # $0.10 per 1M tokens: a 100k-token file reserves $0.01, so a $0.05 budget pays a few
+    backends = [FakeBackend(n, reply="ok", input_per_m=0.1, output_per_m=0.1,
                             file_tokens=FILE_TOKENS) for n in ("doc-open", "doc-bounded")]
     with FakeUpstream(backends) as up:
         yield up

@@ -30,7 +30,10 @@ def test_twenty_concurrent_overruns_of_a_key_without_a_team_stay_bounded(
     finally:
         upstream.count_tokens = saved
     served = sum(r.status_code == 200 for r in answers)
-    assert served >= 1 and {r.status_code for r in answers} <= {200, 429}
+    # 503: the backend held out once a report passed 10x its bound (its overrun is the
+    # operator's, gateway/serving/bound_factors.py), never a reason to refuse the key
+    assert served >= 1 and {r.status_code for r in answers} <= {200, 429, 503}
+    assert all("held out" in r.text for r in answers if r.status_code == 503)
     assert served * bill <= budget * (1 + settings.budget_overrun_exposure) + bill
     info = httpx.get(gateway.base_url + "/key/info", params={"key": key}, timeout=30,
                      headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()["info"]
