@@ -23,9 +23,9 @@ def test_live_processes_hold_different_slots_and_a_dead_ones_slot_is_reused(
     """Slots are flocks: a slot held by another process is skipped; a process that died
     (here: exited without releasing anything) frees its slot, under the same name."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\n"
+        [sys.executable, "-c", ("import sys, time\n"
          "from gateway.store.replica_slot import claim_slot\n"
-         f"s = claim_slot({str(tmp_path)!r}); print(s.name, flush=True); time.sleep(600)"],
+         f"s = claim_slot({str(tmp_path)!r}); print(s.name, flush=True); time.sleep(600)")],
         stdout=subprocess.PIPE, text=True)
     try:
         theirs = holder.stdout.readline().strip()
