@@ -118,7 +118,8 @@ def build_router() -> APIRouter:
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        api.guard = DashboardGuard.from_settings(app.state.ctx.settings)
+        api.guard = app.state.dashboard_guard = DashboardGuard.from_settings(
+            app.state.ctx.settings)
         try:
             yield
         finally:
@@ -215,7 +216,9 @@ class _Api:
         w = _window(window)
         now = utcnow()
         start = now - parse_duration(w)
-        data = await self.guard.run(_summary_data, ctx, _scope(who, tenant), start, now)
+        scope = _scope(who, tenant)
+        data = await self.guard.shared(("summary", scope, w), _summary_data, ctx, scope,
+                                       start, now)
         return JSONResponse({"viewer": {"admin": who.admin, "label": who.label}, "window": w,
                              **data})
 
