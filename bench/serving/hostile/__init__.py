@@ -42,10 +42,17 @@ issue 24):
     backend's timeout, from one tenant on one replica; breakers_opened_by_client counts the
     openings of the whole run, except of the backends that hang for everyone.
 13. dashboard: 50,000 log rows, 12 concurrent admin summaries on one replica:
-    dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms).
+    dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms);
+    dashboard_neighbour_p50_ratio = another tenant's chat p50 on that replica while they
+    run / its p50 before (target ≤ 2).
+14. crash (crash.py, issue 35): a third replica on the same database, holding a $0.05
+    tenant's reservations, killed with SIGKILL and started again with no replica_id:
+    stale_reservation_after_kill_usd = what is still held once it is ready (target 0);
+    then ``--workers 2`` with the master alone killed: orphaned_workers (target 0).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
 lost_rows=… metrics_open=… burst_served_share=… timeout_undercharge_usd=…
-fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…``.
+fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…
+dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…``.
 """

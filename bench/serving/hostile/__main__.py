@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.hostile import __doc__ as DOC
-from bench.serving.hostile import abuse, budgets, neighbours
+from bench.serving.hostile import abuse, budgets, crash, neighbours
 from bench.serving.hostile.common import (
     Hostile,
     metrics_text,
@@ -27,7 +27,8 @@ FULL = {"fuzz_examples": 300, "schema_examples": 20}
 SMALL = {"fuzz_examples": 60, "schema_examples": 5}
 LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuzz_5xx",
              "lost_rows", "metrics_open", "burst_served_share", "timeout_undercharge_usd",
-             "fee_params_unpriced", "overrun_multiple", "dashboard_peak_mb", "tpm_overadmit")
+             "fee_params_unpriced", "overrun_multiple", "dashboard_peak_mb", "tpm_overadmit",
+             "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd")
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -47,7 +48,8 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
         ("overrun", lambda: budgets.overrun_scenario(h, rec)),
         ("tpm", lambda: neighbours.tpm_scenario(env, rec)),
         ("breakers", lambda: neighbours.breaker_scenario(env, rec)),
-        ("dashboard", lambda: neighbours.dashboard_scenario(env)),
+        ("dashboard", lambda: crash.with_neighbour_ratio(neighbours.dashboard_scenario(env))),
+        ("crash", lambda: crash.crash_scenario(env)),
         ("fuzz", lambda: fuzz_scenario(env, rec, sizes["fuzz_examples"],
                                        sizes["schema_examples"])),
     ]

@@ -1,4 +1,5 @@
-"""Crashes: a replica killed with SIGKILL, and a master killed under its workers.
+"""Crashes: a replica killed with SIGKILL, and a master killed under its workers; and the
+dashboard's neighbour figure (issue 35 findings 10 and 12).
 
 ``stale_reservation_after_kill_usd``: a replica (no ``replica_id`` configured) holds a $0.05
 tenant's reservations for requests to a backend that hangs; it is killed with SIGKILL and
@@ -8,6 +9,9 @@ reservation TTL).
 
 ``orphaned_workers``: ``serve --workers 2``; the master is killed with SIGKILL; the figure is
 how many of its workers still run after a grace period (target 0).
+
+``dashboard_neighbour_p50_ratio``: neighbours.dashboard_scenario's chat p50 of another tenant
+while 12 summaries run over its p50 before (target ≤ 2).
 """
 
 from __future__ import annotations
@@ -159,3 +163,23 @@ def orphans_after_master_kill(cluster: Cluster, grace_s: float = 120.0) -> dict[
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return {"workers": len(workers), "orphaned_workers": len(left)}
+
+
+def crash_scenario(env: Any) -> dict[str, Any]:
+    """Both crash figures on their own replicas of ``env``'s database (a replica_env.Env)."""
+    workdir = env.cluster.workdir / "crash"
+    workdir.mkdir(exist_ok=True)
+    cluster, upstream = crash_cluster(workdir, env.db_url)
+    cluster.env.update(env.cluster.env)  # the replicas' key secret
+    try:
+        return {**stale_after_kill(cluster), **orphans_after_master_kill(cluster)}
+    finally:
+        cluster.stop()
+        upstream.stop()
+
+
+def with_neighbour_ratio(result: dict[str, Any]) -> dict[str, Any]:
+    """neighbours.dashboard_scenario's result with dashboard_neighbour_p50_ratio."""
+    before, during = result["chat_p50_ms_before"], result["chat_p50_ms_during"]
+    return {**result, "dashboard_neighbour_p50_ratio":
+            round(during / before, 2) if before else None}
