@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Hashable
+from concurrent.futures import ProcessPoolExecutor
 from functools import partial
+from multiprocessing import get_context
 from typing import Any
 
 import anyio
@@ -51,6 +53,7 @@ class DashboardGuard:
         self._threads = anyio.CapacityLimiter(max_concurrent)
         # (view, window) -> (computed at, monotonic) and its task: one computation at a time
         self._summaries: dict[Hashable, tuple[float, asyncio.Task[Any]]] = {}
+        self._procs: ProcessPoolExecutor | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DashboardGuard:
@@ -75,8 +78,9 @@ class DashboardGuard:
                 "rate_limit_error", code="rate_limit_exceeded",
                 headers={"retry-after": v.retry_after_header, **v.headers()})
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` on one of the dashboard's threads; 429 when every slot is taken."""
+    async def run(self, fn: Callable[..., Any], *args: Any, apart: bool = False) -> Any:
+        """``fn(*args)`` on one of the dashboard's threads (``apart``: in its worker process,
+        summary_job.py); 429 when every slot is taken."""
         if self.running >= self.max_concurrent:
             raise GatewayError(
                 429, f"The dashboard is answering {self.max_concurrent} queries already. "
@@ -84,11 +88,22 @@ class DashboardGuard:
                 headers={"retry-after": str(BUSY_RETRY_S)})
         self.running += 1
         try:
+            if apart:
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._process(), partial(fn, *args))
             return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._threads)
         finally:
             self.running -= 1
 
-    async def shared(self, key: Hashable, fn: Callable[..., Any], *args: Any) -> Any:
+    def _process(self) -> ProcessPoolExecutor:
+        """The dashboard's worker process, started at its first use (spawned: a fork of a
+        serving process would copy its threads' locks)."""
+        if self._procs is None:
+            self._procs = ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn"))
+        return self._procs
+
+    async def shared(self, key: Hashable, fn: Callable[..., Any], *args: Any,
+                     apart: bool = False) -> Any:
         """``run(fn, *args)``, shared by every call with the same ``key`` while it runs and
         for ``SUMMARY_FRESH_S`` after; a failed computation is not kept."""
         now = time.monotonic()
@@ -98,9 +113,16 @@ class DashboardGuard:
         held = self._summaries.get(key)
         if held is None or (held[1].done() and (held[1].cancelled()
                                                 or held[1].exception() is not None)):
-            task = asyncio.get_running_loop().create_task(self.run(fn, *args))
+            task = asyncio.get_running_loop().create_task(self.run(fn, *args, apart=apart))
             held = self._summaries[key] = (now, task)
         return await asyncio.shield(held[1])
 
+    def worker_pids(self) -> list[int]:
+        """The dashboard's worker processes now (none before the first summary)."""
+        return [] if self._procs is None else [
+            p.pid for p in (self._procs._processes or {}).values()]  # no public accessor
+
     async def close(self) -> None:
+        if self._procs is not None:
+            self._procs.shutdown(wait=False, cancel_futures=True)
         await self.limiter.close()

@@ -6,6 +6,7 @@ still answers, and a summary's memory does not grow with the log."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import tracemalloc
@@ -107,6 +108,16 @@ def test_queries_past_the_slots_are_refused_and_another_tenants_chat_answers(gua
     assert {w: r.status_code for w, r in results.items()} == {
         **dict.fromkeys(views, 200), "again": 200}
     assert results["again"].json()["now"] == results["1h"].json()["now"]  # one computation
+
+
+@pytest.mark.postgres
+def test_a_summary_is_computed_outside_the_serving_process(guarded) -> None:
+    """The summary's Python work runs in the dashboard's worker process, not on a thread
+    holding the GIL the serving event loop needs (summary_job.py)."""
+    key, _ = guarded.tenant()
+    assert _get(guarded, key, window="15m").status_code == 200
+    pids = _guard(guarded).worker_pids()
+    assert pids and os.getpid() not in pids
 
 
 def _guard(gw: Gateway) -> DashboardGuard:
