@@ -25,6 +25,7 @@ import asyncio
 import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from multiprocessing import get_context
 from typing import Any
@@ -89,8 +90,15 @@ class DashboardGuard:
         self.running += 1
         try:
             if apart:
-                return await asyncio.get_running_loop().run_in_executor(
-                    self._process(), partial(fn, *args))
+                try:
+                    return await asyncio.get_running_loop().run_in_executor(
+                        self._process(), partial(fn, *args))
+                except BrokenProcessPool:  # its worker died (killed, out of memory)
+                    self._procs = None  # the next call starts another
+                    raise GatewayError(503, "The dashboard's worker process stopped; try "
+                                       f"again in {BUSY_RETRY_S}s.", "api_error",
+                                       code="dashboard_unavailable",
+                                       headers={"retry-after": str(BUSY_RETRY_S)}) from None
             return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self._threads)
         finally:
             self.running -= 1

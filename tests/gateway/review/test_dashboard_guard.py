@@ -7,6 +7,7 @@ still answers, and a summary's memory does not grow with the log."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import tracemalloc
@@ -118,6 +119,13 @@ def test_a_summary_is_computed_outside_the_serving_process(guarded) -> None:
     assert _get(guarded, key, window="15m").status_code == 200
     pids = _guard(guarded).worker_pids()
     assert pids and os.getpid() not in pids
+    for pid in pids:  # the worker dies (killed, out of memory): one clear 503, then a new one
+        os.kill(pid, signal.SIGKILL)
+    lost = _get(guarded, key, window="1h")
+    assert lost.status_code == 503, lost.text
+    assert lost.json()["error"]["code"] == "dashboard_unavailable"
+    assert _get(guarded, key, window="6h").status_code == 200
+    assert _guard(guarded).worker_pids() and _guard(guarded).worker_pids() != pids
 
 
 def _guard(gw: Gateway) -> DashboardGuard:
