@@ -71,12 +71,15 @@ log = logging.getLogger(__name__)
 
 
 def build_store(settings: Settings) -> tuple[Any, Any]:
-    """The database side for ``settings.database_url``: (Store, LogWriter)."""
+    """The database side for ``settings.database_url``: (Store, LogWriter). Its identity is a
+    slot in the spool directory (gateway/store/replica_slot.py), named after ``replica_id``
+    when one is configured."""
     from gateway.store import open_store
 
     return open_store(settings.database_url, log_prompts=settings.log_prompts,
                       reservation_ttl_s=settings.budget_reservation_ttl_s,
-                      replica_id=settings.replica_id or os.environ.get("TOLLGATE_REPLICA_ID"))
+                      replica_id=settings.replica_id or os.environ.get("TOLLGATE_REPLICA_ID"),
+                      replica_dir=settings.reliability.resolved().spool_dir)
 
 
 def create_app(

@@ -195,7 +195,7 @@ class Cluster:
         return path
 
     def start_replica(self, db_url: str | None = None, wait: bool = True,
-                      need_db: bool = True) -> Replica:
+                      need_db: bool = True, workers: int = 1) -> Replica:
         cfg = self.write_config()
         port = free_port()
         log_path = self.workdir / f"replica-{port}.log"
@@ -204,7 +204,7 @@ class Cluster:
         with open(log_path, "w") as out:
             proc = subprocess.Popen(
                 [str(exe), "serve", "--config", str(cfg), "--host", "127.0.0.1",
-                 "--port", str(port), "--log-level", "warning", "--workers", "1"],
+                 "--port", str(port), "--log-level", "warning", "--workers", str(workers)],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
         rep = Replica(port, proc, log_path)
         self.replicas.append(rep)

@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from gateway.cli import outage_log
+from gateway.reliability.parent_watch import MASTER_PID_ENV
 
 
 @click.command("serve")
@@ -89,6 +90,8 @@ def serve_command(config_path: Path | None, host: str, port: int, log_level: str
     os.environ["TOLLGATE_CONFIG"] = str(path.resolve())
     os.environ["TOLLGATE_LOG_LEVEL"] = log_level
     os.environ["TOLLGATE_LOG_FORMAT"] = log_format or os.environ.get("TOLLGATE_LOG_FORMAT", "text")
+    os.environ[MASTER_PID_ENV] = str(os.getpid())  # the workers die with this process
+    release_replica_slot(ctx.store)  # the workers serve; this process books nothing
     del app, ctx
     warnings.export()
     run_workers("gateway.cli.serve:worker_app", settings, host, port, workers,
@@ -102,7 +105,9 @@ def worker_app() -> Any:
     with none)."""
     from gateway.cli.log_setup import configure_logging, drop_parent_warnings
     from gateway.config import load_settings, resolve_config_path
+    from gateway.reliability.parent_watch import die_with_parent, master_pid_from_env
 
+    die_with_parent(master_pid_from_env())  # a master killed with SIGKILL leaves no orphans
     configure_logging(os.environ.get("TOLLGATE_LOG_LEVEL", "info"),
                       os.environ.get("TOLLGATE_LOG_FORMAT", "text"))
     drop_parent_warnings()
@@ -197,6 +202,14 @@ def check_port_free(host: str, port: int) -> None:
             what = ("already in use: another process listens there (stop it or pass "
                     "--port)" if e.errno == errno.EADDRINUSE else e.strerror or str(e))
             raise click.ClickException(f"cannot listen on {host}:{port}: {what}") from None
+
+
+def release_replica_slot(store: Any) -> None:
+    """Let the replica slot (gateway/store/replica_slot.py) of a store that will never serve
+    go, so that a worker takes it."""
+    from gateway.store.reclaim import release_slot
+
+    release_slot(getattr(getattr(store, "inner", store), "replica_slot", None))
 
 
 def _build_app(settings: Any) -> Any:

@@ -1,10 +1,14 @@
 """CLI for the database side: `tollgate db ...`, `tollgate tenants ...`, `tollgate keys ...`.
 
-Every command finds its database like the gateway does: `--database-url`, else the
-`database_url` of `--config`, else `TOLLGATE_DATABASE_URL`, else `sqlite:///./tollgate.db`;
-and brings the schema to head first (idempotent), so a fresh install can create a tenant
-before the gateway ever started. Commands that create a key print it alone on the last line
-of stdout, once; it is stored only as a keyed hash and cannot be shown again.
+Every command finds its database as `serve` does (gateway.config.resolve_database_url):
+`--database-url`, else `TOLLGATE_DATABASE_URL`, else the `database_url` of the config `serve`
+would read (`--config`, `$TOLLGATE_CONFIG`, `./config.yaml`, ...), else
+`sqlite:///./tollgate.db`. Only `tollgate db upgrade` (or the gateway's first start) creates
+a database: any other command on a SQLite file that is not there, or a database without
+Tollgate's schema, is a one-line error naming the database and where its URL came from, so
+that a key is never printed for a database no gateway reads. On an existing schema they
+bring it to head first (idempotent). Commands that create a key print it alone on the last
+line of stdout, once; it is stored only as a keyed hash and cannot be shown again.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ from typing import Any, TypeVar
 
 import click
 from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from gateway.config import resolve_database_url
+from gateway.config import resolve_config_path, resolve_database_url
 from gateway.store import keys as keylib
 from gateway.store import migrate
 from gateway.store import tenants as admin
 from gateway.store.dberrors import is_unavailable
-from gateway.store.engine import make_engine
+from gateway.store.engine import display_url, make_engine
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.models import PERIODS
 from gateway.store.periods import utcnow
@@ -39,8 +44,8 @@ def _db_options(fn: Callable[..., T]) -> Callable[..., T]:
     fn = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                       help="config.yaml whose database_url to use.")(fn)
     return click.option("--database-url", default=None,
-                        help="Database URL (default: TOLLGATE_DATABASE_URL or "
-                             "sqlite:///./tollgate.db).")(fn)
+                        help="Database URL (default: as `serve`: TOLLGATE_DATABASE_URL, else "
+                             "the config's database_url, else sqlite:///./tollgate.db).")(fn)
 
 
 @contextmanager
@@ -67,13 +72,48 @@ def _revocation(config_path: str | None) -> Iterator[None]:
         bump_sync(url, prefix)
 
 
+def _url_source(database_url: str | None, config_path: str | None) -> str:
+    """Where the resolved database URL came from, as the user would look for it."""
+    if database_url:
+        return "--database-url"
+    if os.environ.get("TOLLGATE_DATABASE_URL"):
+        return "TOLLGATE_DATABASE_URL"
+    path = resolve_config_path(Path(config_path) if config_path else None)
+    if path.is_file() and "database_url" in path.read_text(encoding="utf-8", errors="replace"):
+        return f"database_url of {path}"
+    return "the default (no --database-url, TOLLGATE_DATABASE_URL or config database_url)"
+
+
+def _missing(url: str) -> str | None:
+    """The path of a SQLite file ``url`` names that does not exist (None otherwise)."""
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or u.database in (None, "", ":memory:"):
+        return None
+    if u.database.startswith("file:") or Path(u.database).is_file():
+        return None
+    return str(Path(u.database).resolve())
+
+
 @contextmanager
-def _engine(database_url: str | None, config_path: str | None, *, upgrade: bool = True
-            ) -> Iterator[Engine]:
-    """An engine on the resolved database, upgraded to head; errors become CLI errors."""
+def _engine(database_url: str | None, config_path: str | None, *, upgrade: bool = True,
+            writes: bool = False, create: bool = False) -> Iterator[Engine]:
+    """An engine on the resolved database, upgraded to head; errors become CLI errors. Only
+    with ``create`` may a database be made here, and only a command that ``writes`` (or
+    creates) may give an existing one its schema."""
     url = resolve_database_url(database_url, config_path)
+    missing = None if create else _missing(url)
+    if missing:
+        raise click.ClickException(
+            f"no database at {missing} (from {_url_source(database_url, config_path)}): "
+            "pass the gateway's with --database-url or --config, or create this one with "
+            "`tollgate db upgrade`")
     engine = make_engine(url)
     try:
+        if upgrade and not writes and migrate.current_revision(engine) is None:
+            raise click.ClickException(
+                f"{display_url(engine.url)} (from {_url_source(database_url, config_path)}) "
+                "has no Tollgate tables: pass the gateway's database with --database-url or "
+                "--config, or make them with `tollgate db upgrade`")
         if upgrade:
             migrate.upgrade_engine(engine)
         yield engine
@@ -109,7 +149,7 @@ def db_group() -> None:
 @click.option("--revision", default="head", show_default=True)
 def db_upgrade(database_url: str | None, config_path: str | None, revision: str) -> None:
     """Apply migrations up to REVISION (idempotent; safe with replicas running)."""
-    with _engine(database_url, config_path, upgrade=False) as engine:
+    with _engine(database_url, config_path, upgrade=False, create=True) as engine:
         migrate.upgrade_engine(engine, revision)
         click.echo(f"database at revision {migrate.current_revision(engine)}")
 
@@ -148,7 +188,7 @@ def tenants_create(name: str, budget_usd: float | None, period: str, policy: str
                    database_url: str | None, config_path: str | None) -> None:
     """Create tenant NAME and its first key (printed alone on the last line)."""
     pol = _parse_policy(policy)
-    with _engine(database_url, config_path) as engine:
+    with _engine(database_url, config_path, writes=True) as engine:
         info, new = admin.create_tenant(engine, keylib.load_or_create_secret(engine), name,
                                         utcnow(), budget_usd=budget_usd, period=period,
                                         policy=pol)
@@ -210,7 +250,7 @@ def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, perio
         changes["budget_usd"] = None
     elif budget_usd is not None:
         changes["budget_usd"] = budget_usd
-    with _engine(database_url, config_path) as engine, _revocation(config_path):
+    with _engine(database_url, config_path, writes=True) as engine, _revocation(config_path):
         tid = admin.resolve_tenant_id(engine, tenant)
         info = admin.update_tenant(engine, tid, utcnow(), **changes)
     for line in _tenant_lines(info):
@@ -222,7 +262,7 @@ def tenants_budget(tenant: str, budget_usd: float | None, unlimited: bool, perio
 @_db_options
 def tenants_disable(tenant: str, database_url: str | None, config_path: str | None) -> None:
     """Disable TENANT: its keys stop working on every gateway at once."""
-    with _engine(database_url, config_path) as engine, _revocation(config_path):
+    with _engine(database_url, config_path, writes=True) as engine, _revocation(config_path):
         info = admin.disable_tenant(engine, admin.resolve_tenant_id(engine, tenant), utcnow())
     click.echo(f"disabled tenant {info.name} (id {info.id})")
 
@@ -240,7 +280,7 @@ def keys_group() -> None:
 def keys_create(tenant: str, name: str | None, database_url: str | None,
                 config_path: str | None) -> None:
     """Create a key for TENANT (id or name); the key is printed alone on the last line."""
-    with _engine(database_url, config_path) as engine:
+    with _engine(database_url, config_path, writes=True) as engine:
         tid = admin.resolve_tenant_id(engine, tenant)
         new = admin.create_key(engine, keylib.load_or_create_secret(engine), tid, utcnow(), name)
     _echo_new_key(new)
@@ -251,7 +291,7 @@ def keys_create(tenant: str, name: str | None, database_url: str | None,
 @_db_options
 def keys_revoke(key_id: str, database_url: str | None, config_path: str | None) -> None:
     """Revoke KEY_ID (takes effect on every gateway at once)."""
-    with _engine(database_url, config_path) as engine, _revocation(config_path):
+    with _engine(database_url, config_path, writes=True) as engine, _revocation(config_path):
         info = admin.revoke_key(engine, key_id, utcnow())
     click.echo(f"revoked {info.id} ({info.prefix}…, tenant {info.tenant_name})")
 

@@ -195,9 +195,10 @@ class Settings(BaseModel):
     budget_wait_s: float = Field(default=5.0, ge=0.0, le=600.0)
     budget_overrun_exposure: float | None = Field(default=1.0, ge=0.0)
     # An open reservation older than this is abandoned (its process died) and released
-    # (gateway/store/ledger.py, expire_reservations); and this replica's name (or
-    # TOLLGATE_REPLICA_ID), unique among live replicas and stable across its restarts: on
-    # start it releases the reservations its previous run left open.
+    # (gateway/store/ledger.py, expire_reservations). A restarted process releases at once
+    # the reservations its previous run left open: its identity is a slot in the spool
+    # directory (gateway/store/replica_slot.py), named after the directory's random id, or
+    # after this name (or TOLLGATE_REPLICA_ID) when set, unique among live replicas.
     budget_reservation_ttl_s: float = Field(default=3600.0, gt=0.0)
     replica_id: str | None = None
     # The query encoder Φ kind (router_core.encoders: minilm, activations, both, ...). The

@@ -125,6 +125,8 @@ def gateway_settings(replay: Replay, base_url: str, db_url: str, *, epsilon: flo
     return settings_from_dict({
         "model_list": model_list, "routes": {"auto": {"cost_weight": 0.5}},
         "database_url": db_url, "admin_key": admin_key,
+        # beside its temporary database, not in the working directory (its replica slot)
+        "reliability": {"spool_dir": db_url.removeprefix("sqlite:///") + "-spool"},
         "retraining": {"poll_s": 0.2, "min_observations": 0, "exploration": exploration},
     })
 

@@ -1,7 +1,8 @@
 """Reservations whose process died before settling: released, charged what is provably owed.
 
 Abandoned reservations are released when older than the store's ``reservation_ttl_s``
-(``expire_reservations``) or, for a replica with a name, when it starts again
+(``expire_reservations``) or, for a process with an identity (a slot it holds,
+gateway/store/replica_slot.py, or a configured ``replica_id``), when it starts again
 (``reclaim_replica``); gateway/store/ledger.py describes what they are charged.
 """
 
@@ -15,6 +16,10 @@ from sqlalchemy import ColumnElement, Engine, and_, select
 
 from gateway.store.ledger import settle
 from gateway.store.models import request_logs, reservations
+from gateway.store.replica_slot import ReplicaSlot, claim_slot
+
+__all__ = ["claim_slot", "expire_reservations", "reclaim_replica", "release_slot", "replica_tag",
+           "tag_for"]
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +30,18 @@ def replica_tag(replica_id: str) -> str:
     """The prefix of the reservation ids a replica books: 8 hex digits of its name, then
     ``-`` (a plain id is 32 hex digits, so it never has one)."""
     return hashlib.sha256(replica_id.encode()).hexdigest()[:REPLICA_TAG_LEN] + "-"
+
+
+def tag_for(slot: ReplicaSlot | None, replica_id: str | None) -> str:
+    """The tag of a process holding ``slot`` (else named ``replica_id``); "" with neither."""
+    name = slot.name if slot is not None else replica_id
+    return replica_tag(name) if name else ""
+
+
+def release_slot(slot: ReplicaSlot | None) -> None:
+    """Let the slot go at a clean shutdown (a crash lets it go too)."""
+    if slot is not None:
+        slot.release()
 
 
 def expire_reservations(engine: Engine, older_than_s: int, now: datetime,

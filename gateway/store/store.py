@@ -83,7 +83,7 @@ class Store:
                  auth_stale_s: float = 600.0, auth_cache_size: int = 10_000,
                  reservation_ttl_s: float = 3600.0, maintenance_interval_s: float = 30.0,
                  log_prompts: bool = False, log_options: dict[str, Any] | None = None,
-                 replica_id: str | None = None) -> None:
+                 replica_id: str | None = None, replica_dir: str | None = None) -> None:
         self.engine = engine
         self._clock = clock
         self._auto_upgrade = auto_upgrade
@@ -94,9 +94,9 @@ class Store:
         shared = (engine, self._run, self._revoking, self._require_secret, clock)
         self.key_admin, self.litellm_admin = KeyStore(*shared), LiteLLMAdmin(*shared)
         self._reservation_ttl_s = reservation_ttl_s
-        # a named replica tags its reservations and, on start, releases those its previous
-        # run left open (gateway/store/ledger.py, reclaim_replica)
-        self._replica_tag = reclaimlib.replica_tag(replica_id) if replica_id else ""
+        # an identity tags reservations; its previous run's are released (store/reclaim.py)
+        self.replica_slot = reclaimlib.claim_slot(replica_dir, replica_id) if replica_dir else None
+        self._replica_tag = reclaimlib.tag_for(self.replica_slot, replica_id)
         self._started_s = int(clock().timestamp())
         self._maintenance_interval_s = maintenance_interval_s
         self._pending_settles: dict[str, tuple[Reservation, int]] = {}
@@ -153,6 +153,7 @@ class Store:
         if self.revocations is not None:
             await self.revocations.close()
         self.engine.dispose()
+        reclaimlib.release_slot(self.replica_slot)
 
     async def ping(self) -> bool:
         """Readiness: the schema is current and the database answers `SELECT 1` now."""
@@ -388,7 +389,6 @@ class Store:
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
         return await self._revoking(admin.revoke_key, self.engine, key_id, self._clock())
-
 
 
 def open_store(url: str | None = None, **kwargs: Any) -> tuple[Store, LogWriter]:

@@ -42,8 +42,14 @@ issue 24):
     backend's timeout, from one tenant on one replica; breakers_opened_by_client counts the
     openings of the whole run, except of the backends that hang for everyone.
 13. dashboard: 50,000 log rows, 12 concurrent admin summaries on one replica:
-    dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms).
-14. keys (keys.py, issue 35): a key limited to one backend asks for ``fallbacks`` outside its
+    dashboard_peak_mb = its peak RSS during them − its RSS before (sampled every 10 ms);
+    dashboard_neighbour_p50_ratio = another tenant's chat p50 on that replica while they
+    run / its p50 before (target ≤ 2).
+14. crash (crash.py, issue 35): a third replica on the same database, holding a $0.05
+    tenant's reservations, killed with SIGKILL and started again with no replica_id:
+    stale_reservation_after_kill_usd = what is still held once it is ready (target 0);
+    then ``--workers 2`` with the master alone killed: orphaned_workers (target 0).
+15. keys (keys.py, issue 35): a key limited to one backend asks for ``fallbacks`` outside its
     list on chat, Responses and completions (key_models_bypass = answers from outside it);
     20 concurrent overruns of a team-less key with max_budget $0.05 (key_overrun_multiple =
     its spend / max_budget; the provider's bill beside it); a key deleted while 39 of its
@@ -52,7 +58,7 @@ issue 24):
     p50 during / p50 idle); the database cut under outage policy ``allow`` (allowance $0.008
     per replica) with a team-less and a team key of max_budget $0.02
     (key_outage_overspend_multiple = the larger key spend after replay / max_budget).
-15-19. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
+16-20. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
     overrun lockouts (overrun_lockouts), embeddings' TPM (emb_tpm_overadmit) and rows
     (emb_lost_rows), a 15,000-tool request against the loop (tools_loop_stall_ms).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
@@ -62,7 +68,8 @@ lost_rows=… metrics_open=… burst_served_share=… timeout_undercharge_usd=�
 fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit=…
 key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
-overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…``. A provider's
-report past a reservation is the operator's (gateway/serving/bound_factors.py): overspend
-counts the tenant's spend.
+overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
+dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…``. A provider's report
+past a reservation is the operator's (gateway/serving/bound_factors.py): overspend counts the
+tenant's spend.
 """

@@ -236,8 +236,30 @@ def fetch_log(engine: Engine, request_id: str) -> dict[str, Any] | None:
 OUTCOME_SOURCES = ("paired", "judge", "shadow", "feedback")
 
 
+class OutcomeTables:
+    """The learning tables ``judged_outcomes`` reads, reflected once (a summary folds its
+    rows a page at a time; reflecting per page cost it seconds)."""
+
+    def __init__(self, engine: Engine) -> None:
+        names = set(sa.inspect(engine).get_table_names())
+        md = sa.MetaData()
+        self.obs = (sa.Table("observations", md, autoload_with=engine)
+                    if "observations" in names else None)
+        self.lr = (sa.Table("learning_requests", md, autoload_with=engine)
+                   if "learning_requests" in names else None)
+
+    def any_outcome(self, engine: Engine) -> bool:
+        """Whether any outcome is observed at all (none: no prompt needs reading)."""
+        if self.obs is None:
+            return False
+        with engine.connect() as conn:
+            return conn.execute(sa.select(self.obs.c.id).where(
+                self.obs.c.source.in_(OUTCOME_SOURCES)).limit(1)).first() is not None
+
+
 def judged_outcomes(engine: Engine, rows: Sequence[dict[str, Any]],
-                    secret: bytes | None = None) -> dict[str, dict[str, float]]:
+                    secret: bytes | None = None, tables: OutcomeTables | None = None
+                    ) -> dict[str, dict[str, float]]:
     """request id -> router model -> mean observed quality on that request's prompt.
 
     A request's prompt is its ``learning_requests.prompt_key``, else the keyed hash of its
@@ -247,19 +269,17 @@ def judged_outcomes(engine: Engine, rows: Sequence[dict[str, Any]],
     request with the same prompt), and so does any on the request itself; where the judge
     compared the request's answer with the reference's side by side (source ``paired``, on
     two models or more), only that comparison counts. Empty without the learning tables."""
-    names = set(sa.inspect(engine).get_table_names())
-    if "observations" not in names or not rows:
+    tables = tables or OutcomeTables(engine)
+    obs, lr = tables.obs, tables.lr
+    if obs is None or not rows:
         return {}
-    md = sa.MetaData()
-    obs = sa.Table("observations", md, autoload_with=engine)
     ids = [r["id"] for r in rows]
     key_of: dict[str, str] = {r["id"]: prompt_keys.prompt_key(r["prompt_text"], secret)
                               for r in rows if r.get("prompt_text")}
     # rid -> obs id -> (model, quality, paired on this very request)
     found: dict[str, dict[int, tuple[str, float, bool]]] = {}
     with engine.connect() as conn:
-        if "learning_requests" in names:
-            lr = sa.Table("learning_requests", md, autoload_with=engine)
+        if lr is not None:
             for i in range(0, len(ids), 500):
                 q = sa.select(lr.c.request_id, lr.c.prompt_key).where(
                     lr.c.request_id.in_(ids[i:i + 500]))

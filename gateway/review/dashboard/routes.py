@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,10 +22,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from gateway.auth import Principal
-from gateway.config import ExplorationSettings
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
-from gateway.learning.exploration_ledger import current_spending
 from gateway.review.dashboard import versions as versions_mod
 from gateway.review.dashboard.access import (
     COOKIE,
@@ -36,7 +33,6 @@ from gateway.review.dashboard.access import (
     session_principal,
 )
 from gateway.review.dashboard.guard import DashboardGuard
-from gateway.review.dashboard.log_sql import LogWindow
 from gateway.review.dashboard.queries import (
     LogFilter,
     flat,
@@ -44,7 +40,7 @@ from gateway.review.dashboard.queries import (
     select_logs,
     tenant_names,
 )
-from gateway.review.dashboard.summary import View, summarise
+from gateway.review.dashboard.summary_job import job_for, run_job, shareable
 from gateway.review.explain import load_explanation
 from gateway.store.periods import utcnow
 
@@ -118,7 +114,8 @@ def build_router() -> APIRouter:
 
     @asynccontextmanager
     async def lifespan(app: Any) -> AsyncIterator[None]:
-        api.guard = DashboardGuard.from_settings(app.state.ctx.settings)
+        api.guard = app.state.dashboard_guard = DashboardGuard.from_settings(
+            app.state.ctx.settings)
         try:
             yield
         finally:
@@ -215,7 +212,13 @@ class _Api:
         w = _window(window)
         now = utcnow()
         start = now - parse_duration(w)
-        data = await self.guard.run(_summary_data, ctx, _scope(who, tenant), start, now)
+        scope = _scope(who, tenant)
+        job = job_for(ctx, scope, start, now)
+        if shareable(ctx.store.engine):  # off this process's GIL (summary_job.py)
+            data = await self.guard.shared(("summary", scope, w), run_job, job, apart=True)
+        else:
+            data = await self.guard.shared(("summary", scope, w), run_job, job,
+                                           ctx.store.engine)
         return JSONResponse({"viewer": {"admin": who.admin, "label": who.label}, "window": w,
                              **data})
 
@@ -288,23 +291,3 @@ def _live_metrics(ctx: GatewayContext) -> dict[str, Any] | None:
     if meta.get("version") != ctx.pool.current.version:
         return None
     return meta.get("metrics")
-
-
-def _summary_data(ctx: GatewayContext, scope: tuple[str, ...] | None, start: datetime,
-                  now: datetime) -> dict[str, Any]:
-    from gateway.store.tenants import list_tenants
-
-    engine = ctx.store.engine
-    tenants = [t for t in list_tenants(engine, now) if scope is None or t.id in scope]
-    pool = ctx.pool.current
-    promises = {name: {"reference": p.reference, "max_drop": p.max_drop}
-                for name, p in pool.promises.items()}
-    view = View(tenants=tenants, prices=pool.prices, names={t.id: t.name for t in tenants},
-                promises=promises, routes=list(pool.routes))
-    data = summarise(engine, LogWindow(scope, start), now, view,
-                     secret=ctx.store.prompt_secret)
-    data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
-    if scope is None:  # the operator's own spend: the admin view only
-        period = ExplorationSettings.from_settings(ctx.settings).period
-        data["exploration"] = current_spending(engine, period, now)
-    return data

@@ -16,6 +16,10 @@ Per route (``route_savings``), over the window's answered requests:
   backend s (the dearest by p_in + p_out): ĉ_s = n_prompt·p_in,s + n_completion·p_out,s at
   the request's own token counts, saving = Σ ĉ_s − Σ c; the estimated quality change is
   mean (p̂_chosen − p̂_s) over the rows whose candidates include s with a p̂, else unknown.
+- Passthrough is not compared: the client chose the model, so no saving is claimed for it.
+- The **headline** (``routed``) sums the routed routes' comparisons (each against its own
+  reference, or the strongest on a route without a promise): saving = Σ c_comparator − Σ c,
+  beside the quality change over the same rows, and a per-bucket cumulative series of both.
 - **Measured** (both kinds): on the rows not answered by the comparator, the judged ones
   are those where observations (paired, judge, shadow, feedback; queries.judged_outcomes)
   exist on the prompt for both the answered backend's and the comparator's router model;
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -162,6 +166,13 @@ class Tally:
             self.actual_usd += c.actual_usd
             self.comparator_usd += c.comparator_usd
 
+    def merge(self, other: Tally) -> None:
+        """Add ``other``'s rows to these sums (the headline over several routes)."""
+        for name in ("requests", "est_sum", "est_n", "known", "off", "judged_sum", "judged_n",
+                     "priced", "actual_usd", "comparator_usd", "stand_in"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.comparators.update(other.comparators)
+
     def quality(self) -> dict[str, Any]:
         """Estimated and measured quality change against the comparator."""
         if self.known and not self.off:
@@ -195,17 +206,20 @@ def strongest_backend(prices: Mapping[str, Any]) -> str | None:
 
 class SavingsFold:
     """Every answered row of a window, one page at a time (``add``), against its reference
-    (promise rows) or the strongest backend: per route (``route_savings``) and overall
-    (``overall``, always against the strongest)."""
+    (promise rows) or the strongest backend: per route (``route_savings``) and over the
+    routed routes (``routed``, the headline)."""
 
     def __init__(self, prices: Mapping[str, Any], promises: Mapping[str, Mapping[str, Any]],
-                 routes: Sequence[str] = ()) -> None:
+                 routes: Sequence[str] = (), bucket: Callable[[Any], int] | None = None,
+                 n_buckets: int = 1) -> None:
         self.strongest = strongest_backend(prices)
         self.price = prices[self.strongest] if self.strongest is not None else None
         self.promises = promises
         # route -> (every row, the rows compared through their promise records)
         self.routes: dict[str, tuple[Tally, Tally]] = {r: (Tally(), Tally()) for r in routes}
-        self.against_strongest = Tally()
+        self._bucket, self._n = bucket or (lambda _: 0), n_buckets
+        # route -> (every row, promise rows) -> per bucket [Σ actual, Σ comparator]
+        self._series: dict[str, tuple[list[list[float]], list[list[float]]]] = {}
 
     def add(self, rows: Iterable[Mapping[str, Any]],
             outcomes: Mapping[str, Mapping[str, float]]) -> None:
@@ -215,8 +229,44 @@ class SavingsFold:
             every.add(c)
             if c.via_promise:
                 via.add(c)
-            self.against_strongest.add(
-                compare_row(r, self.strongest, self.price, outcomes, use_promise=False))
+            if c.actual_usd is not None and c.comparator_usd is not None:
+                series = self._series.setdefault(c.route, (
+                    [[0.0, 0.0] for _ in range(self._n)], [[0.0, 0.0] for _ in range(self._n)]))
+                b = self._bucket(r.get("created_at"))
+                for kept in (series[0], series[1]) if c.via_promise else (series[0],):
+                    kept[b][0] += c.actual_usd
+                    kept[b][1] += c.comparator_usd
+
+    def _compared(self, route: str) -> tuple[Tally, bool, int]:
+        """The tally a route is judged by (its promise rows when it has a promise), whether
+        it has one, and which of its series goes with that tally."""
+        every, via = self.routes[route]
+        promised = bool(self.promises.get(route)) or via.requests > 0
+        return (via, True, 1) if promised else (every, False, 0)
+
+    def routed(self) -> dict[str, Any]:
+        """The headline: routed traffic only (not passthrough), each route against its own
+        comparator, with the quality change over the same rows and cumulative series."""
+        total, routes = Tally(), []
+        actual, comparator = [0.0] * self._n, [0.0] * self._n
+        for route in sorted(r for r in self.routes if r != "passthrough"):
+            tally, _, which = self._compared(route)
+            if not tally.requests:
+                continue
+            routes.append(route)
+            total.merge(tally)
+            for b, (a, c) in enumerate((self._series.get(route) or ([], []))[which]):
+                actual[b] += a
+                comparator[b] += c
+        passthrough = self.routes.get("passthrough", (Tally(), Tally()))[0].requests
+        every = sum(t.requests for r, (t, _) in self.routes.items() if r != "passthrough")
+        q, money = total.quality(), total.money()
+        return {"against": "reference", "routes": routes, "strongest": self.strongest,
+                "requests": every,
+                **money, **q, "quality_change": _label(q, money["compared"]),
+                "passthrough_requests": passthrough,
+                "cumulative_actual": list(accumulate(actual)),
+                "cumulative_comparator": list(accumulate(comparator))}
 
     def route_savings(self) -> list[dict[str, Any]]:
         """One entry per route (configured ones and those seen), each saving beside its
@@ -224,10 +274,16 @@ class SavingsFold:
         compared (``compared`` of ``requests``)."""
         out = []
         for route in sorted(self.routes, key=lambda r: (r == "passthrough", r)):
-            every, via = self.routes[route]
+            every, _ = self.routes[route]
+            if route == "passthrough":  # the client chose the model: nothing to compare
+                out.append({"route": route, "against": None, "reference": None,
+                            "promise": None, "requests": every.requests, "stand_in": 0,
+                            "compared": 0, "saving_usd": None, "saving_share": None,
+                            "quality_change_known": False,
+                            "quality_change": "not compared: the client chose the model"})
+                continue
             cfg = self.promises.get(route) or {}
-            promised = bool(cfg) or via.requests > 0
-            comp = via if promised else every
+            comp, promised, _ = self._compared(route)
             named = comp.comparators.most_common(1)
             reference = (cfg.get("reference") or (named[0][0] if named else None)
                          ) if promised else self.strongest
@@ -243,12 +299,6 @@ class SavingsFold:
                 "quality_change": _label(q, money["compared"]),
             })
         return out
-
-    def overall(self) -> dict[str, Any]:
-        """The quality change against the strongest over every folded row."""
-        q = self.against_strongest.quality()
-        n = self.against_strongest.requests
-        return {**q, "compared": n, "quality_change": _label(q, n)}
 
 
 def _label(q: Mapping[str, Any], n: int) -> str:
@@ -267,26 +317,3 @@ def _label(q: Mapping[str, Any], n: int) -> str:
     else:
         parts.append(f"measured {mea:+.3f} (n={q['measured_n']})")
     return ", ".join(parts)
-
-
-def overall_saving(strongest: str | None, price: Any, actual_b: Sequence[float],
-                   prompt_b: Sequence[int], completion_b: Sequence[int]) -> dict[str, Any]:
-    """Today's saving against always using the strongest backend s (the cumulative chart):
-    per bucket the answered rows' Σ c and Σ ĉ_s = Σ n_prompt·p_in,s + Σ n_completion·p_out,s
-    (database sums); the quality change beside it comes from ``SavingsFold.overall``."""
-    saving: dict[str, Any] = {"strongest": strongest}
-    if strongest is None:
-        return {**saving, "compared": 0, "quality_change": UNKNOWN,
-                "quality_change_known": False}
-    est_b = [p * price.input_per_token + c * price.output_per_token
-             for p, c in zip(prompt_b, completion_b, strict=True)]
-    saving.update({
-        "actual_usd": float(sum(actual_b)),
-        "strongest_usd": float(sum(est_b)),
-        "cumulative_actual": list(accumulate(actual_b)),
-        "cumulative_strongest": list(accumulate(est_b)),
-    })
-    saving["saving_usd"] = saving["strongest_usd"] - saving["actual_usd"]
-    saving["saving_share"] = (saving["saving_usd"] / saving["strongest_usd"]
-                              if saving["strongest_usd"] > 0 else None)
-    return saving

@@ -6,12 +6,11 @@ into about ``TARGET_BUCKETS`` buckets of a round width, so a short run and a mon
 - Spend against budget (per tenant): spend in the current budget period up to the end of
   bucket t, S(t) = spent_now − Σ cost of the tenant's rows after t (t ≥ period start), beside
   the budget of the period. The ledger gives spent_now, so S(now) is exactly the ledger.
-- Estimated saving against always using the strongest backend s (the dearest in the pool by
-  p_in + p_out): for each answered request, ĉ_s = n_prompt·p_in,s + n_completion·p_out,s with
-  the request's own token counts (an estimate: s would have answered at its own length);
-  saving = Σ ĉ_s − Σ c, share = 1 − Σ c / Σ ĉ_s. Never alone: beside it the quality change
-  against s, and per route (``route_savings``) the saving against the route's reference
-  beside its estimated and measured quality change (savings.py).
+- Estimated saving (the headline, savings.py ``SavingsFold.routed``): on routed traffic only
+  (passthrough is the client's own choice of model), each route against its reference (the
+  strongest backend on a route without a promise), saving = Σ c_comparator − Σ c, share =
+  saving / Σ c_comparator, cumulative per bucket. Never alone: beside it the quality change
+  over the same rows, and per route (``route_savings``) the same against each reference.
 - Latency percentiles: p50, p90, p95, p99 of total latency and of time to first token
   (streams), linear interpolation between order statistics (numpy's default).
 - Budget bars (per tenant with a budget): percent used = 100 · spent / budget in the current
@@ -40,8 +39,8 @@ from sqlalchemy import Engine
 
 from gateway.review.dashboard import log_sql
 from gateway.review.dashboard.log_sql import LogWindow, StatusGroup
-from gateway.review.dashboard.queries import judged_outcomes
-from gateway.review.dashboard.savings import SavingsFold, overall_saving
+from gateway.review.dashboard.queries import OutcomeTables, judged_outcomes
+from gateway.review.dashboard.savings import SavingsFold
 from gateway.store.models import request_logs
 from gateway.store.periods import period_end
 
@@ -112,7 +111,8 @@ def summarise(engine: Engine, window: LogWindow, now: datetime, view: View, *,
         latency = _latency(conn, window, bucket, bk)
         feedback = log_sql.feedback_by_model(conn, engine, window)
         answered = log_sql.answered_count(conn, window)
-    fold = SavingsFold(view.prices, view.promises, view.routes)
+    fold = SavingsFold(view.prices, view.promises, view.routes,
+                       bucket=lambda at: bk.clamp(_bucket_index(at, bk)), n_buckets=bk.n)
     _fold(engine, window, fold, judge, secret, fold_rows)
     mix = _model_mix(groups, bk)
     return {
@@ -124,7 +124,7 @@ def summarise(engine: Engine, window: LogWindow, now: datetime, view: View, *,
         "spend": _spend(spend, view.tenants, bk),
         "budgets": budget_bars(view.tenants, now),
         "model_mix": mix,
-        "saving": _saving(groups, bk, fold),
+        "saving": fold.routed(),
         "route_savings": fold.route_savings(),
         "latency": latency,
         "rates": _rates(groups, bk),
@@ -135,11 +135,13 @@ def summarise(engine: Engine, window: LogWindow, now: datetime, view: View, *,
 
 def _fold(engine: Engine, window: LogWindow, fold: SavingsFold, judge: Judge | None,
           secret: bytes | None, limit: int) -> None:
-    """The per-request comparisons, a page of answered rows at a time."""
-    with_prompt = judge is None and "observations" in set(
-        sa.inspect(engine).get_table_names())
+    """The per-request comparisons, a page of answered rows at a time; the logged prompts
+    (2 kB a row, hashed to find a row's outcomes) are read only when any outcome exists."""
+    tables = OutcomeTables(engine) if judge is None else None
+    with_prompt = tables is not None and tables.any_outcome(engine)
     for page in log_sql.answered_pages(engine, window, limit, with_prompt):
-        seen = judge(page) if judge is not None else judged_outcomes(engine, page, secret)
+        seen = (judge(page) if judge is not None
+                else judged_outcomes(engine, page, secret, tables) if with_prompt else {})
         fold.add(page, seen)
 
 
@@ -153,15 +155,13 @@ def _per_bucket(groups: Sequence[StatusGroup], bk: Buckets,
     return out
 
 
-def _saving(groups: Sequence[StatusGroup], bk: Buckets, fold: SavingsFold) -> dict[str, Any]:
-    def ok(g: StatusGroup) -> bool:
-        return g.status == 200
-
-    saving = overall_saving(fold.strongest, fold.price,
-                            _per_bucket(groups, bk, ok, lambda g: g.cost_usd),
-                            _per_bucket(groups, bk, ok, lambda g: g.prompt_tokens),
-                            _per_bucket(groups, bk, ok, lambda g: g.completion_tokens))
-    return saving if fold.strongest is None else {**saving, **fold.overall()}
+def _bucket_index(at: datetime | None, bk: Buckets) -> int:
+    """The bucket of a row's ``created_at`` (naive: UTC, as SQLite returns it)."""
+    if at is None:
+        return bk.n - 1
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return math.floor((at.timestamp() - bk.origin_s) / bk.width)
 
 
 def _spend(per_bucket: Mapping[tuple[str | None, int], float], tenants: Sequence[Any],

@@ -22,6 +22,14 @@ anyio_backend = store_fixtures.anyio_backend
 KEY_RE = re.compile(r"^sk-tg-[A-Za-z0-9_-]{43}$")
 
 
+def _made(db_url: str) -> list[str]:
+    """``--database-url db_url``, once `tollgate db upgrade` made the database there (no
+    other command creates one)."""
+    out = CliRunner().invoke(main, ["db", "upgrade", "--database-url", db_url])
+    assert out.exit_code == 0, out.output
+    return ["--database-url", db_url]
+
+
 def _tollgate(*args: str, cwd: Path, env: dict[str, str] | None = None
               ) -> subprocess.CompletedProcess[str]:
     exe = str(Path(sys.executable).parent / "tollgate")  # the installed console script
@@ -33,10 +41,13 @@ def _tollgate(*args: str, cwd: Path, env: dict[str, str] | None = None
 
 @pytest.mark.anyio
 async def test_tenants_create_prints_the_key_alone_on_the_last_line(tmp_path: Path) -> None:
-    """The embedded default: no URL given, the SQLite file appears in the working directory
-    and is upgraded by the command itself."""
+    """The embedded default: no URL given, the SQLite file in the working directory, made by
+    `tollgate db upgrade` (the only command that creates a database)."""
+    env = {"TOLLGATE_DATABASE_URL": "", "TOLLGATE_CONFIG": ""}
+    made = _tollgate("db", "upgrade", cwd=tmp_path, env=env)
+    assert made.returncode == 0, made.stderr
     out = _tollgate("tenants", "create", "acme", "--budget-usd", "2.5", "--period", "weekly",
-                    cwd=tmp_path, env={"TOLLGATE_DATABASE_URL": ""})
+                    cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     key = lines[-1]
@@ -53,7 +64,7 @@ async def test_tenants_create_prints_the_key_alone_on_the_last_line(tmp_path: Pa
 @pytest.mark.anyio
 async def test_keys_create_list_revoke(db_url: str) -> None:
     runner = CliRunner()
-    db = ["--database-url", db_url]
+    db = _made(db_url)
     created = runner.invoke(main, ["tenants", "create", "acme", *db])
     assert created.exit_code == 0, created.output
     first = created.output.splitlines()[-1]
@@ -79,7 +90,7 @@ async def test_keys_create_list_revoke(db_url: str) -> None:
 
 def test_tenants_list_and_budget(db_url: str) -> None:
     runner = CliRunner()
-    db = ["--database-url", db_url]
+    db = _made(db_url)
     runner.invoke(main, ["tenants", "create", "acme", "--budget-usd", "5", *db])
     runner.invoke(main, ["tenants", "create", "globex", "--period", "monthly", *db])
     out = runner.invoke(main, ["tenants", "list", "--json", *db])
@@ -102,7 +113,7 @@ def test_tenants_list_and_budget(db_url: str) -> None:
 def test_tenants_create_refuses_a_bad_policy_in_one_line(db_url: str, policy: str,
                                                          names: str) -> None:
     runner = CliRunner()
-    db = ["--database-url", db_url]
+    db = _made(db_url)
     out = runner.invoke(main, ["tenants", "create", "acme", "--policy", policy, *db])
     assert out.exit_code == 2 and names in out.output
     assert [ln for ln in out.output.splitlines() if ln.startswith("Error:")] == [
@@ -112,3 +123,55 @@ def test_tenants_create_refuses_a_bad_policy_in_one_line(db_url: str, policy: st
     assert good.exit_code == 0, good.output
     listed = runner.invoke(main, ["tenants", "list", "--json", *db]).output
     assert '"policy": {"allowed_models": ["gpt-4o-mini"], "max_cost_usd": 0.5}' in listed
+
+
+@pytest.mark.parametrize("command", [("tenants", "create", "acme"), ("keys", "list"),
+                                     ("tenants", "list"), ("keys", "create", "acme"),
+                                     ("db", "current")])
+def test_no_command_but_db_upgrade_creates_a_database(tmp_path: Path,
+                                                      command: tuple[str, ...]) -> None:
+    """Run where no database is: one line saying so and where the URL came from, no file
+    left behind, and no key printed for a database no gateway reads."""
+    out = _tollgate(*command, cwd=tmp_path,
+                    env={"TOLLGATE_DATABASE_URL": "", "TOLLGATE_CONFIG": ""})
+    assert out.returncode == 1
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert f"no database at {tmp_path / 'tollgate.db'}" in lines[0]
+    assert "tollgate db upgrade" in lines[0]
+    assert not (tmp_path / "tollgate.db").exists()
+
+
+@pytest.mark.anyio
+async def test_commands_use_the_database_serve_would(tmp_path: Path, pg_url: str) -> None:
+    """A gateway on PostgreSQL configured by ./config.yaml: `tenants create` and `keys list`
+    run there without --config find the same database (the key authenticates on it), and
+    leave no ./tollgate.db behind."""
+    (tmp_path / "config.yaml").write_text(f"database_url: {pg_url}\n")
+    env = {"TOLLGATE_DATABASE_URL": "", "TOLLGATE_CONFIG": ""}
+    async with started(pg_url):  # the gateway's store: the schema exists
+        pass
+    out = _tollgate("tenants", "create", "acme", cwd=tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    listed = _tollgate("keys", "list", cwd=tmp_path, env=env)
+    assert listed.returncode == 0 and "acme" in listed.stdout, listed.stderr
+    async with started(pg_url) as store:
+        assert await store.authenticate(out.stdout.splitlines()[-1]) is not None
+    assert not (tmp_path / "tollgate.db").exists()
+
+
+@pytest.mark.anyio
+async def test_a_database_without_the_schema_is_named_not_filled(pg_url: str) -> None:
+    """An empty PostgreSQL database (created, never served): a command that only reads says
+    it has no Tollgate tables and creates none."""
+    from sqlalchemy import create_engine, inspect
+
+    for read in (["keys", "list"], ["tenants", "list"]):
+        out = CliRunner().invoke(main, [*read, "--database-url", pg_url])
+        assert out.exit_code == 1 and "has no Tollgate tables" in out.output, out.output
+    engine = create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()

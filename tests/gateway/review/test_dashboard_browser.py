@@ -203,14 +203,15 @@ def test_admin_sees_charts_explanations_and_versions(browser, gw: Gateway, traff
         assert "upstream failures (5xx)" in cards and "client errors (4xx)" in cards
         assert page.is_disabled("#prev-page") and page.is_disabled("#next-page")  # one page
         saving = {d["label"]: d["data"] for d in _datasets(page, "chart-saving")}
-        routed, strongest = saving["routed (actual)"], saving["always fake-strong (estimated)"]
-        assert 0 < routed[-1] < strongest[-1]
+        routed, reference = saving["routed (actual)"], saving["the references (estimated)"]
+        assert 0 < routed[-1] < reference[-1]
         # the saving is never alone: the card and each route's row carry the quality change
         assert "quality " in cards.split("estimated saving")[1].split("latency")[0], cards
         saving_rows = page.locator("#route-savings tr[data-route]")
         assert saving_rows.count() == len(gw.settings.routes) + 1  # + passthrough
         passthrough = page.inner_text("#route-savings tr[data-route='passthrough']")
-        assert "quality change unknown" in passthrough
+        assert "the client chose the model" in passthrough
+        assert "every request on" not in passthrough  # no "+0.000" beside a saving
         rows = page.locator("#requests tbody tr")
         assert rows.count() == n_total
 

@@ -6,6 +6,8 @@ still answers, and a summary's memory does not grow with the log."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 import tracemalloc
@@ -18,6 +20,7 @@ import sqlalchemy as sa
 
 from gateway.config import settings_from_dict
 from gateway.pricing import Price
+from gateway.review.dashboard.guard import DashboardGuard
 from gateway.review.dashboard.log_sql import LogWindow
 from gateway.review.dashboard.summary import View, summarise
 from tests.gateway.conftest import ADMIN_KEY, Gateway, _pg_database, run_gateway
@@ -39,8 +42,10 @@ def guarded(upstream, test_router, encoder, tmp_path_factory) -> Iterator[Gatewa
         yield from run_gateway(settings, test_router, encoder)
 
 
-def _get(gw: Gateway, key: str, path: str = "summary") -> httpx.Response:
-    return httpx.get(gw.base_url + "/dashboard/api/" + path, timeout=120,
+def _get(gw: Gateway, key: str, path: str = "summary", window: str | None = None
+         ) -> httpx.Response:
+    query = f"?window={window}" if window else ""
+    return httpx.get(gw.base_url + "/dashboard/api/" + path + query, timeout=None,
                      headers={"authorization": f"Bearer {key}"})
 
 
@@ -70,39 +75,62 @@ def test_calls_past_the_per_minute_limit_are_429_for_that_principal_only(guarded
 
 @pytest.mark.postgres
 def test_queries_past_the_slots_are_refused_and_another_tenants_chat_answers(guarded) -> None:
+    """Two summaries of different windows hold both slots (each waits on a lock of the log
+    this test holds); a third view is refused at once; a summary of a held view joins its
+    computation instead of taking a slot; another tenant's chat answers meanwhile. Nothing
+    here depends on timing: the slots are seen taken in the guard's own count."""
     chat_key, _ = guarded.tenant(budget_usd=1.0)
     client = guarded.client(chat_key)
     client.chat.completions.create(model="fake-cheap", messages=[{"role": "user",
                                                                   "content": "warm up"}])
-    with guarded.engine.connect() as lock, guarded.engine.connect() as watch:
+    guard = _guard(guarded)
+    with guarded.engine.connect() as lock:
         lock.begin()  # every read of the log now waits for this transaction
         lock.execute(sa.text("LOCK TABLE request_logs IN ACCESS EXCLUSIVE MODE"))
-        results: list[httpx.Response] = []
-        held = [threading.Thread(target=lambda: results.append(_get(guarded, ADMIN_KEY)))
-                for _ in range(SLOTS)]
+        results: dict[str, httpx.Response] = {}
+        views = ("1h", "6h")[:SLOTS]
+        held = [threading.Thread(target=lambda w=w: results.__setitem__(
+            w, _get(guarded, ADMIN_KEY, window=w))) for w in views]
         for t in held:
             t.start()
-        _wait_for_blocked_queries(watch, SLOTS)
-        _is_openai_429(_get(guarded, ADMIN_KEY), "dashboard_busy")
+        while guard.running < SLOTS:  # both computations have their slot (no timeout:
+            time.sleep(0.05)  # the slot count is the event loop's own)
+        _is_openai_429(_get(guarded, ADMIN_KEY, window="24h"), "dashboard_busy")
+        joined = threading.Thread(target=lambda: results.__setitem__(
+            "again", _get(guarded, ADMIN_KEY, window="1h")))
+        joined.start()
         answer = client.chat.completions.create(
             model="fake-cheap", messages=[{"role": "user", "content": "still served?"}])
         assert answer.choices[0].message.content
+        assert guard.running == SLOTS  # the joined call took no slot
         lock.rollback()
-    for t in held:
+    for t in [*held, joined]:
         t.join()
-    assert [r.status_code for r in results] == [200] * SLOTS
+    assert {w: r.status_code for w, r in results.items()} == {
+        **dict.fromkeys(views, 200), "again": 200}
+    assert results["again"].json()["now"] == results["1h"].json()["now"]  # one computation
 
 
-def _wait_for_blocked_queries(watch: sa.Connection, n: int) -> None:
-    """Until ``n`` of the gateway's queries wait on the lock (the slots are taken)."""
-    q = sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock' AND query ILIKE '%request_logs%'")
-    for _ in range(600):
-        if watch.execute(q).scalar_one() >= n:
-            return
-        watch.rollback()
-        time.sleep(0.1)
-    raise AssertionError(f"{n} dashboard queries never reached the database")
+@pytest.mark.postgres
+def test_a_summary_is_computed_outside_the_serving_process(guarded) -> None:
+    """The summary's Python work runs in the dashboard's worker process, not on a thread
+    holding the GIL the serving event loop needs (summary_job.py)."""
+    key, _ = guarded.tenant()
+    assert _get(guarded, key, window="15m").status_code == 200
+    pids = _guard(guarded).worker_pids()
+    assert pids and os.getpid() not in pids
+    for pid in pids:  # the worker dies (killed, out of memory): one clear 503, then a new one
+        os.kill(pid, signal.SIGKILL)
+    lost = _get(guarded, key, window="1h")
+    assert lost.status_code == 503, lost.text
+    assert lost.json()["error"]["code"] == "dashboard_unavailable"
+    assert _get(guarded, key, window="6h").status_code == 200
+    assert _guard(guarded).worker_pids() and _guard(guarded).worker_pids() != pids
+
+
+def _guard(gw: Gateway) -> DashboardGuard:
+    """The dashboard guard of the running app."""
+    return gw.app.state.dashboard_guard
 
 
 def _rows(n: int) -> list[dict]:

@@ -48,14 +48,15 @@ def test_requests_are_paged_and_budgets_are_bars(gateway: Gateway,
     assert bar["percent_used"] == pytest.approx(bar["spent_usd"] * 100) and bar["period_end"]
     o = s["rates"]["overall"]
     assert (o["upstream_errors"], o["client_errors"]) == (1, 0)
-    # the saving is never alone: passthrough answers log no p̂, so their quality change
-    # against the strongest is unknown and says so; every configured route has its row
+    # passthrough is the client's choice of model: counted, never claimed as a saving, and
+    # the headline (routed traffic only) has nothing to compare; every route has its row
     by = {r["route"]: r for r in s["route_savings"]}
     assert set(gateway.settings.routes) | {"passthrough"} == set(by)
-    assert by["passthrough"]["requests"] == 5 and by["passthrough"]["saving_usd"] > 0
-    assert by["passthrough"]["quality_change"] == "quality change unknown"
+    assert by["passthrough"]["requests"] == 5 and by["passthrough"]["saving_usd"] is None
+    assert by["passthrough"]["quality_change"] == "not compared: the client chose the model"
     assert (s["saving"]["saving_usd"], s["saving"]["quality_change"]) == (
-        pytest.approx(by["passthrough"]["saving_usd"]), "quality change unknown")
+        None, "no requests compared")
+    assert s["saving"]["passthrough_requests"] == 5
 
 
 def test_the_operator_sees_the_exploration_spend_and_a_tenant_does_not(gateway: Gateway) -> None:

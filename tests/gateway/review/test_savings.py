@@ -103,17 +103,23 @@ def test_promise_route_saving_beside_its_estimated_quality_change(log_engine) ->
     assert lam["estimated_quality_change"] == pytest.approx((-0.2 + 0.0) / 2)
     strong_each = 100 * 10e-6 + 50 * 30e-6
     assert lam["saving_usd"] == pytest.approx(2 * strong_each - 2 * 0.0002)
-    passthrough = by["passthrough"]  # no candidates: the saving stays, labelled unknown
-    assert passthrough["saving_usd"] is not None
-    assert passthrough["quality_change"] == UNKNOWN and not passthrough["quality_change_known"]
-    # the overall card: today's saving against the strongest, with its quality change
+    passthrough = by["passthrough"]  # the client chose the model: no saving is claimed
+    assert passthrough["saving_usd"] is None and passthrough["against"] is None
+    assert passthrough["quality_change"] == "not compared: the client chose the model"
+    # the headline: routed traffic only, each route against its own comparator, with the
+    # quality change over the same rows (issue 37: it counted passthrough against the
+    # strongest)
     sv = s["saving"]
-    assert sv["strongest"] == "strong" and sv["saving_usd"] > 0
-    # only the λ rows logged the strongest's p̂ (the promise route's pool is cheap and mid;
-    # passthrough logs none): the estimate says on how many of the rows it rests
-    assert (sv["estimated_n"], sv["compared"]) == (2, 6)
-    assert sv["estimated_quality_change"] == pytest.approx(-0.1)
-    assert sv["quality_change"] == "estimated -0.100 (on 2 of 6), measured n/a"
+    assert (sv["against"], sv["routes"], sv["passthrough_requests"]) == (
+        "reference", ["auto", "auto-lam"], 1)
+    assert sv["comparator_usd"] == pytest.approx(auto["comparator_usd"] + lam["comparator_usd"])
+    assert sv["actual_usd"] == pytest.approx(auto["actual_usd"] + lam["actual_usd"])
+    assert sv["saving_usd"] == pytest.approx(auto["saving_usd"] + lam["saving_usd"])
+    assert sv["cumulative_actual"][-1] == pytest.approx(sv["actual_usd"])
+    assert sv["cumulative_comparator"][-1] == pytest.approx(sv["comparator_usd"])
+    assert (sv["estimated_n"], sv["compared"]) == (5, 5)
+    assert sv["estimated_quality_change"] == pytest.approx((-0.08 - 0.2) / 5)
+    assert sv["quality_change"] == "estimated -0.056, measured n/a"
 
 
 def test_measured_quality_change_where_observations_exist(log_engine) -> None:

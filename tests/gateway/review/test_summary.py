@@ -64,12 +64,13 @@ def test_summary_numbers(log_engine) -> None:
     assert spend[-1] == pytest.approx(0.0029)
     assert spend[0] == pytest.approx(0.0029 - 0.0002 - 0.0025)
     assert s["model_mix"]["totals"] == {"cheap": 2, "strong": 1}
-    sv = s["saving"]
-    assert sv["strongest"] == "strong"
+    sv = s["saving"]  # routed rows only, against the strongest on a route with no promise
+    assert sv["strongest"] == "strong" and sv["routes"] == ["auto"]
     strong_each = 100 * 10e-6 + 50 * 30e-6
-    assert sv["strongest_usd"] == pytest.approx(3 * strong_each)
+    assert sv["comparator_usd"] == pytest.approx(3 * strong_each)
     assert sv["saving_usd"] == pytest.approx(3 * strong_each - 0.0029)
     assert sv["cumulative_actual"][-1] == pytest.approx(0.0029)
+    assert sv["cumulative_comparator"][-1] == pytest.approx(3 * strong_each)
     o = s["rates"]["overall"]
     assert (o["requests"], o["errors"], o["fallbacks"]) == (4, 1, 2)
     assert o["error_rate"] == 0.25 and o["fallback_rate"] == 0.5

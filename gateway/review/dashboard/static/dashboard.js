@@ -19,7 +19,14 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function usd(x, digits = 6) { return x == null ? "–" : "$" + Number(x).toFixed(digits); }
+// One rounding for every amount (cards, tiles, bars, tables): cents from $1 up, two
+// significant digits below (so $0.000028 never reads as $0.0000 elsewhere).
+function usd(x) {
+  if (x == null) return "–";
+  const a = Math.abs(Number(x));
+  const digits = a >= 1 || a === 0 ? 2 : Math.min(10, 1 - Math.floor(Math.log10(a)));
+  return (x < 0 ? "-$" : "$") + a.toFixed(digits);
+}
 function pct(x) { return x == null ? "–" : (100 * x).toFixed(1) + "%"; }
 function ms(x) { return x == null ? "–" : Math.round(x) + " ms"; }
 function num(x, d = 3) { return x == null ? "–" : Number(x).toFixed(d); }
@@ -35,8 +42,7 @@ function estimatedChange(q) {
 function measuredChange(q) {
   if (q.measured_quality_change == null) return "n/a";
   if (q.measured_n === 0) {
-    const on = q.against === "strongest" || q.against === undefined ? "the strongest"
-                                                                    : "the reference";
+    const on = q.against === "strongest" ? "the strongest" : "the reference";
     return `${signed(q.measured_quality_change)} (every request on ${on})`;
   }
   return `${signed(q.measured_quality_change)} (n=${q.measured_n})`;
@@ -94,8 +100,8 @@ function renderCards(s) {
     card("requests", String(o.requests), `${s.window} window`),
     card("spend this period", usd(spent), `${s.spend.length} tenant(s)`),
     card("estimated saving", sv.saving_share == null ? "–" : pct(sv.saving_share),
-         `${usd(sv.saving_usd)} vs always ${sv.strongest || "–"}; ` +
-         qualityLine(sv)),
+         `${usd(sv.saving_usd)} on routed requests vs each route's reference ` +
+         `(passthrough, the client's choice, not counted); ` + qualityLine(sv)),
     card("latency p50 / p95", `${ms(lat.p50)}`, `p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)}`),
     card("client errors (4xx)", pct(o.client_error_rate),
          `${o.client_errors} request(s): key, input, budget or rate limit`),
@@ -130,12 +136,12 @@ function renderCharts(s) {
 
   const sv = s.saving;
   document.getElementById("saving-caption").textContent =
-    `Cumulative cost: routed vs always ${sv.strongest || "the strongest model"} (estimate); ` +
+    "Cumulative cost of routed requests: actual vs each route's reference (estimate); " +
     qualityLine(sv);
   draw("chart-saving", { type: "line", data: { labels, datasets: [
       { label: "routed (actual)", data: sv.cumulative_actual || [], borderColor: PALETTE[2],
         backgroundColor: PALETTE[2], pointRadius: 2 },
-      { label: `always ${sv.strongest} (estimated)`, data: sv.cumulative_strongest || [],
+      { label: "the references (estimated)", data: sv.cumulative_comparator || [],
         borderColor: PALETTE[0], backgroundColor: PALETTE[0], borderDash: [6, 4],
         pointRadius: 2 } ] },
     options: { scales: { y: { beginAtZero: true, title: { display: true, text: "USD" } } } } });
@@ -174,7 +180,9 @@ function renderCharts(s) {
 }
 
 function renderRouteSavings(s) {
-  const rows = (s.route_savings || []).map((r) => [
+  const rows = (s.route_savings || []).map((r) => r.against == null ? [
+    r.route, "the client's choice", "–", "–", r.quality_change, "–", String(r.requests),
+  ] : [
     r.route,
     r.reference ? (r.against === "reference" ? r.reference : `${r.reference} (strongest)`)
                 : "–",
@@ -219,7 +227,7 @@ function renderBudgets(s) {
       el("div", { class: "budget-label" }, el("span", {}, b.tenant),
          el("span", { class: "budget-pct" }, `${b.percent_used.toFixed(1)}%`)),
       el("div", { class: "bar" }, fill),
-      el("div", { class: "sub" }, `${usd(b.spent_usd, 4)} of ${usd(b.budget_usd, 2)} ` +
+      el("div", { class: "sub" }, `${usd(b.spent_usd)} of ${usd(b.budget_usd)} ` +
                                   `(${b.period}) · ${ends}`));
   }));
 }
@@ -235,7 +243,7 @@ async function renderRequests() {
     el("td", {}, (r.created_at || "").replace("T", " ").slice(0, 19)),
     el("td", {}, r.tenant || ""), el("td", {}, r.route || ""),
     el("td", {}, r.chosen_model || ""), el("td", {}, r.status ?? ""),
-    el("td", {}, usd(r.cost_usd, 8)), el("td", {}, r.latency_ms == null ? "" : Math.round(r.latency_ms)),
+    el("td", {}, usd(r.cost_usd)), el("td", {}, r.latency_ms == null ? "" : Math.round(r.latency_ms)),
     el("td", {}, r.attempts),
     el("td", {}, r.feedback_count ? `${r.feedback_count} × ${num(r.feedback_mean, 2)}` : "–"),
     el("td", {}, r.status >= 400 ? (r.error || "") : (r.reason || "")),
@@ -269,7 +277,7 @@ async function explain(id) {
   facts([["request", e.id], ["time", e.created_at], ["route", e.route || "passthrough"],
          ["λ (cost weight)", e.cost_weight ?? "–"], ["router", e.router_version || "–"],
          ["answered by", e.answered_by || "–"], ["status", e.status],
-         ["cost", usd(e.cost_usd, 8)], ["latency", ms(e.latency_ms)],
+         ["cost", usd(e.cost_usd)], ["latency", ms(e.latency_ms)],
          ["tokens in / out", `${e.usage.prompt_tokens ?? "–"} / ${e.usage.completion_tokens ?? "–"}`],
          ["equivalent set", (e.decision.equivalent || []).join(", ") || "–"],
          ["reason", e.decision.reason || "–"]]);
@@ -277,7 +285,7 @@ async function explain(id) {
   table("exp-candidates", ["backend", "similarity q·e", "quality p̂", "cost c̃", "predicted USD",
                            "score a = p̂ − λc̃", "in E"],
         c.map((x) => [x.backend, num(x.similarity), num(x.quality), num(x.cost),
-                      usd(x.cost_usd, 8), num(x.score, 4), x.equivalent ? "yes" : ""]),
+                      usd(x.cost_usd), num(x.score, 4), x.equivalent ? "yes" : ""]),
         (i) => ({ class: (c[i].chosen ? "chosen " : "") + (c[i].equivalent ? "equivalent" : "") }));
   // overrun: what the provider reported past the reservation, the operator's (not charged)
   table("exp-attempts", ["#", "backend", "status", "ms", "error", "overrun (operator's)"],
