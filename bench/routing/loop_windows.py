@@ -7,7 +7,15 @@ explanation lists it) beside its recorded grade. A window's realized drop is
 mean(q_reference − q_served), its saving 1 − charged / reference cost. The wrong prior counts
 as caught at the end of the first window where the watched backend's mean p̂ is within
 ``tolerance`` of its mean recorded grade on the same prompts, and every window from there on
-keeps the route's promise (drop ≤ max_drop).
+keeps the route's promise.
+
+A window keeps the promise unless its drop is above ``max_drop`` by more than sampling noise
+explains: drop ≤ max_drop + NOISE_SE · se, se = sd_x(q_ref − q_served) / √n the standard error
+of the window's mean (a one-sided test at ≈ 2.3% per window). A route whose true drop is
+exactly its promise measures above it in half its windows, so "every later window ≤ max_drop"
+without the noise would fail a route that keeps its promise; one that breaks it (the wrong
+prior's 0.28-0.32 window, se ≈ 0.03) is still caught. ``loop_drop_max`` stays the raw worst
+window's drop.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+NOISE_SE = 2.0  # standard errors of a window's drop above max_drop still read as noise
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,11 @@ class Window:
     estimate: float | None  # mean p̂ of the watched backend where listed
     truth: float | None  # its mean recorded grade on those same prompts
     n_estimate: int
+    se: float = 0.0  # standard error of ``drop`` (sd of the per-prompt drops / √n)
+
+    def keeps(self, max_drop: float) -> bool:
+        """Whether the window keeps a promise of ``max_drop`` (module docstring)."""
+        return self.drop <= max_drop + NOISE_SE * self.se
 
     @property
     def error(self) -> float | None:
@@ -51,14 +66,16 @@ def windows(served: Sequence[Served], size: int, watched: str) -> list[Window]:
         w = served[start:start + size]
         listed = [s for s in w if s.p_watched is not None]
         ref_usd = sum(s.reference_usd for s in w)
+        d = np.array([s.q_reference - s.q_served for s in w])
         out.append(Window(
             end=start + len(w),
             share=sum(s.backend == watched for s in w) / len(w),
-            drop=float(np.mean([s.q_reference - s.q_served for s in w])),
+            drop=float(d.mean()),
             saving=1.0 - sum(s.charged_usd for s in w) / ref_usd if ref_usd > 0 else 0.0,
             estimate=float(np.mean([s.p_watched for s in listed])) if listed else None,
             truth=float(np.mean([s.q_watched for s in listed])) if listed else None,
             n_estimate=len(listed),
+            se=float(d.std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0,
         ))
     return out
 
@@ -67,6 +84,6 @@ def caught_after(ws: Sequence[Window], max_drop: float, tolerance: float = 0.05)
     """Requests after which the wrong prior was corrected (module docstring), or None."""
     for i, w in enumerate(ws):
         if w.error is not None and w.error <= tolerance and all(
-                later.drop <= max_drop for later in ws[i:]):
+                later.keeps(max_drop) for later in ws[i:]):
             return w.end
     return None

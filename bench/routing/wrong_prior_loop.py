@@ -36,7 +36,7 @@ import httpx
 import numpy as np
 
 from bench.routing.live_gateway import admin_key, candidate_p, tenant_key, tollgate_serve
-from bench.routing.loop_windows import Served, Window, caught_after, windows
+from bench.routing.loop_windows import NOISE_SE, Served, Window, caught_after, windows
 
 ROUTE = "auto-cheap"
 JUDGE = "judge"
@@ -165,7 +165,8 @@ def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
             facts["wrong_known"] = (known[0], known[-1]) if known else ("-", "-")
             facts["judge_unknown"] = judge.unknown
     ws = windows(served, s.window, s.wrong)
-    return ws, caught_after(ws, _max_drop(), 0.05), facts
+    facts["max_drop"] = _max_drop()
+    return ws, caught_after(ws, facts["max_drop"], 0.05), facts
 
 
 def _known(doc: dict, backend: str) -> str | None:
@@ -188,14 +189,16 @@ def print_loop(ws: list[Window], caught: int | None, facts: dict, s: LoopSetup) 
           f"(its true mean grade on the test prompts {facts['wrong_true_mean']:.3f}); "
           f"{ROUTE}, judge agreeing {s.agreement:.0%}, ε={s.epsilon}, refine every "
           f"{s.refine_s:g}s")
-    print(f"{'requests':>8} {'share':>6} {'drop':>7} {'saving':>7} {'p̂ wrong':>8} "
+    print(f"{'requests':>8} {'share':>6} {'drop':>7} {'se':>6} {'saving':>7} {'p̂ wrong':>8} "
           f"{'true':>6} {'listed':>6}")
     for w in ws:
         est = "-" if w.estimate is None else f"{w.estimate:.3f}"
         tru = "-" if w.truth is None else f"{w.truth:.3f}"
-        print(f"{w.end:>8} {w.share:>6.3f} {w.drop:>+7.4f} {w.saving:>7.3f} {est:>8} "
+        print(f"{w.end:>8} {w.share:>6.3f} {w.drop:>+7.4f} {w.se:>6.4f} {w.saving:>7.3f} {est:>8} "
               f"{tru:>6} {w.n_estimate:>6}")
     first, last = facts.get("wrong_known", ("-", "-"))
     print(f"{facts['wrong']} known first as: {first}; last as: {last}")
+    print(f"a window keeps the promise when drop ≤ {facts['max_drop']:g} + {NOISE_SE:g}·se "
+          "(loop_windows.py)")
     print(f"wrong prior corrected after: {caught if caught is not None else 'never'} requests; "
           f"judge could not find {facts.get('judge_unknown', 0)} answers")

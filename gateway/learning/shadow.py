@@ -32,6 +32,7 @@ Config (``retraining.exploration`` in config.yaml)::
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable
 from datetime import datetime
@@ -44,7 +45,8 @@ from gateway.config import ExplorationSettings
 from gateway.learning import exploration_ledger
 from gateway.learning import tables as ldb
 from gateway.learning.judges import Judge, LLMJudge, compare, compare_worst_usd
-from gateway.pool import PoolHolder
+from gateway.pool import Pool, PoolHolder
+from gateway.pool.known import outcomes_of
 from gateway.pricing import count_prompt_tokens
 from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
@@ -54,6 +56,14 @@ from gateway.store.periods import period_start_s, utcnow
 log = logging.getLogger(__name__)
 
 Holds = list[tuple[str, int]]  # (ledger scope, period start) of one booking
+
+def judged_outcomes(pool: Pool) -> dict[str, int]:
+    """expert -> judged outcomes it is known from, for the experts still learning: one on a
+    cold-start prior (0 until refined) or refined from the loop's outcomes. A trained
+    expert is absent: it was fitted on a dataset's outcomes, more than the loop gathers."""
+    counts = {e: int(n) for e, n in outcomes_of(pool.router).items()}
+    return {**{e: 0 for e in pool.priors}, **counts}
+
 
 class Explorer:
     """Runs shadow calls for sampled requests within the exploration budget."""
@@ -125,13 +135,17 @@ class Explorer:
                          scope[len(exploration_ledger.REFERENCE):], min(actual, held), held)
 
     def _pick(self, pool: list[str], served: str, observed: set[str]) -> list[str]:
-        backends = self.pools.current.backends
+        """The backends to shadow: the least known first (``judged_outcomes``), then those
+        never observed on this prompt, ties at random. A backend known only by a prior
+        (a price, a published figure, a vendor's claim) is what routing can be wrong about,
+        and it learns only here once the rule stops sending it traffic."""
+        current = self.pools.current
+        outcomes = judged_outcomes(current)
         others = [b for b in pool if b != served]
-        fresh = [b for b in others if backends[b].router_model not in observed]
-        self.rng.shuffle(fresh)
-        rest = [b for b in others if b not in fresh]
-        self.rng.shuffle(rest)
-        return (fresh + rest)[: self.cfg.candidates]
+        self.rng.shuffle(others)
+        others.sort(key=lambda b: (outcomes.get(current.expert_of(b) or "", math.inf),
+                                   current.backends[b].router_model in observed))
+        return others[: self.cfg.candidates]
 
     def _observed(self, key: str) -> set[str]:
         with self.engine.connect() as conn:

@@ -52,6 +52,7 @@ from router_core.router import Router
 
 TRAINED_N = 20.0  # a trained expert's pseudo-count when the artifact has none measured
 PRIOR_N0 = 2.0  # an aggregate prior's, likewise
+PRICE_N0 = 1.0  # a prior from price alone: one pseudo-outcome
 DEFAULT_Z = 3.0  # the rule's confidence when the artifact has none measured for the drop
 # a prior on a vendor's ordering claim ("outperforms X") holds half the pseudo-outcomes of
 # one on a published score: the claim is a floor or a likeness, usually on other benchmarks
@@ -194,17 +195,23 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
         fig = published_figure(backend)
         if fig is not None:
             target = _placed_level(fig[0], with_fig, figures, levels, alpha)
-            prior = prior_from_aggregate(target, Wk, bk, pk, Q_ref,
-                                         n0 * CLAIM_WEIGHT if fig[2] else n0)
+            n_prior = n0 * CLAIM_WEIGHT if fig[2] else n0
+            prior = prior_from_aggregate(target, Wk, bk, pk, Q_ref, n_prior)
             how = f"prior from a {fig[1]}" if fig[2] else f"prior from published results: {fig[1]}"
         else:
             usd = prices[k.backend].cost(*TYPICAL_TOKENS)
-            prior = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, 1.0)
+            n_prior = PRICE_N0
+            prior = prior_from_price(usd, Wk, bk, pk, usd_k, Q_ref, n_prior)
             how = "prior from price only"
         prior = replace(prior, n_cap=n_cap)
         belief = prior
         if k.expert in refined:  # published by the learning loop (learning/refine_priors.py)
             belief = belief_from_record(refined[k.expert])
+            # a published belief is worth its prior and the outcomes it saw, no more: one
+            # that says it matches a trained expert from no outcomes is a claim, and is
+            # weighed as one (it routes only where that little is within the promise)
+            earned = n_prior + belief.n_outcomes
+            belief = replace(belief, n_cap=min(belief.n_cap, n_cap, earned))
             how += f", refined by {belief.n_outcomes} outcomes"
         out[k.expert] = Quality(belief, how, float(belief.estimate(Q_ref)[0].mean()), prior)
     return out

@@ -81,3 +81,17 @@ def test_route_drop_is_paired_when_every_explanation_gives_the_reference() -> No
     f = RouteFigures("auto", p_chosen=[0.9, 0.6], p_reference=[0.9, None])
     assert f.drop == pytest.approx(0.9 - 0.75) and f.reference_known == 1
     assert math.isnan(RouteFigures("auto", p_chosen=[0.5], p_reference=[None]).drop)
+
+
+def test_a_window_above_the_promise_by_sampling_noise_still_keeps_it() -> None:
+    # 250 prompts, 25% of them a loss of 1 and 17% a gain of 1: drop 0.08, se ≈ 0.04
+    noisy = ([_served("x", 0.0, 1.0, 0.6)] * 62 + [_served("x", 1.0, 0.0, 0.6)] * 42
+             + [_served("x", 1.0, 1.0, 0.6)] * 146)
+    (w,) = windows(noisy, 250, "x")
+    assert w.drop == pytest.approx(0.08) and 0.035 < w.se < 0.045
+    assert w.keeps(0.06) and caught_after([w], max_drop=0.06) == 250
+    # a window that breaks it: 16% losses, no gains (drop 0.16, se ≈ 0.023)
+    broken = [_served("x", 0.0, 1.0, 0.6)] * 40 + [_served("x", 1.0, 1.0, 0.6)] * 210
+    assert not windows(broken, 250, "x")[0].keeps(0.06)
+    assert caught_after(windows(broken + noisy, 250, "x"), max_drop=0.06) == 500
+    assert caught_after(windows(noisy + broken, 250, "x"), max_drop=0.06) is None

@@ -1,0 +1,66 @@
+"""Shadow exploration asks the least known backends first.
+
+A backend known only by a prior (its price, a published figure, a vendor's claim) is what
+routing can be wrong about; once the rule stops sending it traffic, shadow calls are the only
+outcomes it gets. Picked at random among the pool it got a verdict on candidates / (pool − 1)
+of the explored requests, and the live loop's estimate of a wrongly claimed backend drifted
+from its truth (bench/routing/wrong_prior_loop.py). The pool here is a real one
+(``build_pool`` over the fake router and a backend it does not know); ``_pick`` reads nothing
+else, so no gateway runs.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from gateway.config import ExplorationSettings, settings_from_dict
+from gateway.learning.shadow import Explorer
+from gateway.pool import PoolHolder, build_pool
+from gateway.pool.known import COLD_START_KEY
+from gateway.pricing import Price
+from tests.gateway.router_fixture import PRICES, build_router
+
+NEW = ("fake-new", "fake-newer")  # unknown to the router: each joins on a price prior
+
+
+def _pool(outcomes: dict[str, int] | None = None):
+    entries = [{"model_name": n, "litellm_params": {"model": f"openai/{n}"}} for n in PRICES]
+    entries += [{"model_name": n, "litellm_params": {"model": f"openai/{n}"}} for n in NEW]
+    settings = settings_from_dict({"model_list": entries})
+    prices = {n: Price(i * 1e-6, o * 1e-6) for n, (i, o) in PRICES.items()}
+    prices.update({n: Price(0.2e-6, 0.4e-6) for n in NEW})
+    router = build_router()
+    pool = build_pool(settings, prices, router)
+    if outcomes is not None:  # as the learning loop publishes a refined cold-start expert
+        cfg = {**dict(pool.router.config or {}), COLD_START_KEY: outcomes}
+        pool = build_pool(settings, prices, replace(pool.router, config=cfg))
+    return pool
+
+
+def _explorer(pool, candidates: int, seed: int) -> Explorer:
+    cfg = ExplorationSettings(enabled=True, candidates=candidates)
+    return Explorer(None, PoolHolder(pool), cfg, judge=None, rng=random.Random(seed))  # type: ignore[arg-type]
+
+
+def test_backends_on_a_prior_are_shadowed_before_trained_ones() -> None:
+    pool = _pool()
+    assert pool.priors == set(NEW)  # the trained experts are not on a prior
+    names = list(pool.backends)
+    for seed in range(40):
+        ex = _explorer(pool, 2, seed)
+        assert set(ex._pick(names, "fake-mid", set())) == set(NEW)
+        # served by one of them, the other goes first, then a trained one
+        picked = ex._pick(names, NEW[0], set())
+        assert picked[0] == NEW[1] and picked[1] in PRICES
+
+
+def test_fewest_judged_outcomes_first_then_prompts_not_yet_observed() -> None:
+    pool = _pool({NEW[0]: 150, NEW[1]: 20})
+    names = list(pool.backends)
+    for seed in range(40):
+        assert _explorer(pool, 3, seed)._pick(names, "fake-strong", set())[:2] == list(NEW[::-1])
+        # among trained experts (none counted), one not yet observed on this prompt first
+        trained = [n for n in PRICES if n != "fake-strong"]
+        got = _explorer(pool, 3, seed)._pick(trained, "fake-strong", {"fake-mid"})
+        assert got == ["fake-cheap", "fake-mid"]
