@@ -164,7 +164,7 @@ class Attempts:
             b = pool.backends[name]
             started = time.perf_counter()
             factors = getattr(self.ctx, "bound_factors", None)  # gateway/serving/bound_factors.py
-            if factors is not None and factors.held_out(name):
+            if factors is not None and factors.held_out(name, self.out.tenant.principal):
                 self._record(b, 503, "held out: reported usage past 10x its bound", started)
                 self.circuit_open = self.circuit_open or held_out_error(name)
                 continue
@@ -183,7 +183,7 @@ class Attempts:
                 circuits.release(name)
                 self._record(b, 429, "budget: does not fit the remaining budget", started)
                 continue
-            if factors is not None and factors.held_out(name):  # while it waited for the hold
+            if factors is not None and factors.held_out(name, self.out.tenant.principal):  # while it waited for the hold
                 circuits.release(name)
                 self._record(b, 503, "held out: reported usage past 10x its bound", started)
                 self.circuit_open = self.circuit_open or held_out_error(name)

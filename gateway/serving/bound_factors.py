@@ -15,8 +15,13 @@ cap it ignored, or a plain bug. The policy:
   multiplies its later reservations (and the bounds usage is clamped to), so a backend that
   counts a few tokens more than the bytes bound is reserved for what it really bills;
 - a report past ``ABSURD_FACTOR`` × the base bound (r·f_h > 10) is not a miscount but a
-  broken or hostile upstream: the backend is held out of new requests for ``HOLD_OUT_S``,
-  logged as an error, and the excess counted only up to ``ABSURD_FACTOR`` × the bound.
+  broken upstream: the excess is counted only up to ``ABSURD_FACTOR`` × the bound, and once
+  requests of ``HOLD_OUT_PRINCIPALS`` different principals (tenants, or a team-less key's
+  user) met such reports within ``HOLD_OUT_S``, the backend is held out of new requests for
+  ``HOLD_OUT_S``, logged as an error. Before that, it is held out for the principals that met
+  such a report (their own loss is bounded) but not for everyone (as with the circuit
+  breakers): a request's own shape (a tiny ``max_tokens`` a provider ignores) could otherwise
+  take a backend away from every tenant.
 
 State of this process (each replica learns its own); a restart forgets it.
 """
@@ -36,6 +41,7 @@ log = logging.getLogger(__name__)
 
 ABSURD_FACTOR = 10.0  # a report past 10× the bound is not believed as a bill
 HOLD_OUT_S = 600.0  # how long a backend that reported an absurd usage is left out
+HOLD_OUT_PRINCIPALS = 2  # distinct principals whose requests met absurd reports
 
 
 @dataclass
@@ -45,13 +51,18 @@ class BoundFactors:
     clock: Callable[[], float] = time.monotonic
     _factors: dict[str, float] = field(default_factory=dict)
     _held_until: dict[str, float] = field(default_factory=dict)
+    _absurd_seen: dict[str, dict[str, float]] = field(default_factory=dict)  # backend: who, when
 
     def factor(self, backend: str) -> float:
         """f_h ≥ 1: how much wider than the byte bound ``backend``'s reservations are."""
         return self._factors.get(backend, 1.0)
 
-    def held_out(self, backend: str) -> bool:
-        """Whether ``backend`` reported an absurd usage less than ``HOLD_OUT_S`` ago."""
+    def held_out(self, backend: str, principal: str | None = None) -> bool:
+        """Whether ``backend`` is held out: for everyone, or for ``principal`` alone once its
+        own requests met an absurd report less than ``HOLD_OUT_S`` ago."""
+        seen = self._absurd_seen.get(backend, {}).get(principal) if principal is not None else None
+        if seen is not None and self.clock() - seen < HOLD_OUT_S:
+            return True
         until = self._held_until.get(backend)
         if until is None:
             return False
@@ -60,19 +71,29 @@ class BoundFactors:
             return False
         return True
 
-    def reported(self, backend: str, ratio: float) -> str:
-        """Learn from a report ``ratio`` × the (already widened) bound: "within", "widened"
-        (f_h grew, B1) or "absurd" (held out)."""
+    def reported(self, backend: str, ratio: float, principal: str = "") -> str:
+        """Learn from a report ``ratio`` × the (already widened) bound, on a request of
+        ``principal``: "within", "widened" (f_h grew, B1), "absurd" (f_h at its cap) or
+        "held out" (absurd for ``HOLD_OUT_PRINCIPALS`` principals)."""
         if not ratio > 1.0:  # also NaN
             return "within"
         f = self.factor(backend)
         if ratio * f > ABSURD_FACTOR:
-            self._held_until[backend] = self.clock() + HOLD_OUT_S
             self._factors[backend] = ABSURD_FACTOR
-            log.error("backend %s reported usage %.3g× its reservation bound (over %g×): held "
-                      "out of new requests for %gs; the excess is the operator's", backend,
-                      ratio * f, ABSURD_FACTOR, HOLD_OUT_S)
-            return "absurd"
+            now = self.clock()
+            seen = {p: t for p, t in self._absurd_seen.get(backend, {}).items()
+                    if now - t < HOLD_OUT_S}
+            seen[principal] = now
+            self._absurd_seen[backend] = seen
+            if len(seen) < HOLD_OUT_PRINCIPALS:
+                log.error("backend %s reported usage %.3g× its reservation bound (over %g×); "
+                          "the excess is the operator's", backend, ratio * f, ABSURD_FACTOR)
+                return "absurd"
+            self._held_until[backend] = now + HOLD_OUT_S
+            log.error("backend %s reported usage %.3g× its reservation bound (over %g×) to %d "
+                      "principals: held out of new requests for %gs; the excess is the "
+                      "operator's", backend, ratio * f, ABSURD_FACTOR, len(seen), HOLD_OUT_S)
+            return "held out"
         self._factors[backend] = min(ABSURD_FACTOR, f * ratio)
         log.warning("backend %s reported usage %.3g× its reservation bound: its later "
                     "reservations are %.3g× the bound; the excess is the operator's",

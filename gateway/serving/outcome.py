@@ -183,7 +183,8 @@ class Outcome:
         factors = getattr(self.ctx, "bound_factors", None)
         if b is None or bound is None or factors is None:
             return False
-        return factors.reported(b.model_name, report_ratio(self.reported, bound)) == "absurd"
+        return factors.reported(b.model_name, report_ratio(self.reported, bound),
+                                self.tenant.principal) in ("absurd", "held out")
 
     def _book_overrun(self, owed: float) -> None:
         """The operator's part of the provider's report: counted by backend, in the

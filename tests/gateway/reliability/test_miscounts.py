@@ -70,23 +70,30 @@ def test_a_report_past_the_bound_is_charged_the_reservation_and_widens_the_next(
 def test_an_absurd_report_holds_the_backend_out_not_the_tenant(
         pg_url: str, make_gateway: MakeGateway, upstream: FakeUpstream,
         miscounting: FakeUpstream) -> None:
-    """A report past 10× the bound is a broken upstream: the backend is held out (503), the
-    tenant is charged at most its reservation and served by the others."""
+    """A report past 10× the bound is a broken upstream: the backend is held out (503) for the
+    tenant that met it, and for everyone once two tenants did; each tenant is charged at most
+    its reservation and served by the others. One tenant alone never holds it out for
+    everyone (a request's own shape could cause such reports)."""
     saved, miscounting.count_tokens = miscounting.count_tokens, (lambda t: 10**12)
     gw = _gateway(pg_url, make_gateway, upstream, miscounting)
+    msg = [{"role": "user", "content": TEXT}]
     try:
-        key, tid = gw.tenant(budget_usd=5.0)
-        client = gw.client(key)
-        client.chat.completions.create(model="miscount", messages=[{"role": "user",
-                                                                     "content": TEXT}])
-        with pytest.raises(openai.InternalServerError) as exc:
-            client.chat.completions.create(model="miscount",
-                                           messages=[{"role": "user", "content": TEXT}])
-        assert exc.value.status_code == 503 and "held out" in str(exc.value)
+        (key, tid), (other, oid) = gw.tenant(budget_usd=5.0), gw.tenant(budget_usd=5.0)
+        client, second = gw.client(key), gw.client(other)
+        client.chat.completions.create(model="miscount", messages=msg)
+        with pytest.raises(openai.InternalServerError) as exc:  # held out for this tenant
+            client.chat.completions.create(model="miscount", messages=msg)
+        assert "held out" in str(exc.value)
+        second.chat.completions.create(model="miscount", messages=msg)  # not for the other
+        for c in (client, second):
+            with pytest.raises(openai.InternalServerError) as exc:
+                c.chat.completions.create(model="miscount", messages=msg)
+            assert exc.value.status_code == 503 and "held out" in str(exc.value)
         assert client.chat.completions.create(
             model="fake-cheap", messages=[{"role": "user", "content": "hi"}]).choices
-        info = gw.settled(tid)
-        assert info["overrun_usd"] == 0 and 0 < info["spent_usd"] <= 5.0
+        for t in (tid, oid):
+            info = gw.settled(t)
+            assert info["overrun_usd"] == 0 and 0 < info["spent_usd"] <= 5.0
     finally:
         miscounting.count_tokens = saved
 

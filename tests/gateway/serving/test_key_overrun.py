@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from gateway.serving.bound_factors import BoundFactors
 from gateway.serving.budget_gate import BudgetGate
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway
@@ -29,6 +30,8 @@ def test_twenty_concurrent_overruns_of_a_key_without_a_team_stay_bounded(
         answers = _burst(gateway, key, 20, model="fake-strong", max_tokens=16)
     finally:
         upstream.count_tokens = saved
+        # what fake-strong's reports taught this session's gateway stays in this test
+        gateway.app.state.ctx.bound_factors = BoundFactors()
     served = sum(r.status_code == 200 for r in answers)
     # 503: the backend held out once a report passed 10x its bound (its overrun is the
     # operator's, gateway/serving/bound_factors.py), never a reason to refuse the key
