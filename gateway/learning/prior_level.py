@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from router_core.promise import LogitBelief
 
@@ -46,6 +45,8 @@ def level_corrected(belief: LogitBelief, Q: np.ndarray, good: np.ndarray, count:
         P = np.clip(P, 1e-12, 1 - 1e-12)
         nll = -np.sum(k * np.log(P) + (c - k) * np.log1p(-P))
         return float(nll + 0.5 * delta**2 / prior_var)
+
+    from scipy.optimize import minimize_scalar  # here: serving never imports scipy
 
     delta = float(minimize_scalar(objective, bounds=(-MAX_SHIFT, MAX_SHIFT),
                                   method="bounded").x)

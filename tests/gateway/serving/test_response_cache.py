@@ -246,21 +246,23 @@ def test_redis_down_serves_uncached(upstream: FakeUpstream, test_router: Router,
 
 def test_a_hit_counts_as_saving_on_the_dashboard(gw: Gateway, upstream: FakeUpstream) -> None:
     """The hit's row costs $0 at its answer's token counts, so the dashboard's saving against
-    the strongest backend counts its whole would-be cost."""
+    the strongest backend counts its whole would-be cost (a route's traffic: the saving is
+    measured on routed requests only)."""
     import httpx
 
     key, tid = gw.tenant(budget_usd=1.0)
     prompt = "dashboard " + uuid.uuid4().hex
-    ids = [_ask(gw, key, prompt).headers["x-tollgate-request-id"] for _ in range(2)]
-    for rid in ids:
-        gw.log_row(rid)
+    asked = [_ask(gw, key, prompt, model="auto") for _ in range(2)]
+    assert [a.headers["x-tollgate-cache"] for a in asked] == ["miss", "hit"]
+    for a in asked:
+        gw.log_row(a.headers["x-tollgate-request-id"])
     spent = gw.settled(tid)["spent_usd"]
     r = httpx.get(gw.base_url + "/dashboard/api/summary",
                   headers={"authorization": f"Bearer {key}"}, timeout=30)
     assert r.status_code == 200, r.text
     saving = r.json()["saving"]
     assert saving["compared"] == 2 and saving["actual_usd"] == pytest.approx(spent)
-    per_request = saving["strongest_usd"] / 2  # the same prompt and answer twice
+    per_request = saving["comparator_usd"] / 2  # the same prompt and answer twice
     assert saving["saving_usd"] == pytest.approx(2 * per_request - spent)
     assert saving["saving_usd"] > per_request  # the hit saved all of its would-be cost
 
