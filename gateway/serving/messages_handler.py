@@ -35,7 +35,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import litellm
 from fastapi import Request
 from fastapi.responses import Response
 
@@ -49,6 +48,7 @@ from gateway.serving.planning import Plan
 from gateway.serving.responses_handler import ForwardedAttempts, plan_responses
 from gateway.serving.unit_prices import map_entry
 from gateway.serving.upstream import Billed, OpenStream, classify, over_deployments
+from router_core.litellm_env import litellm  # sets the local cost map before litellm loads
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",
                          "ephemeral_1h_input_tokens")
