@@ -69,7 +69,7 @@ Text = Annotated[str, AfterValidator(_storable)]
 Policy = Annotated[dict[str, Any], AfterValidator(_storable)]
 
 
-def _policy(value: dict[str, Any] | None) -> TenantPolicy | None:
+def policy_from_body(value: dict[str, Any] | None) -> TenantPolicy | None:
     """The body's policy, validated (400 naming the bad key)."""
     if value is None:
         return None
@@ -123,7 +123,7 @@ def _host(request: Request) -> GatewayContext | None:
     return getattr(request.app.state, "ctx", None)
 
 
-def _store(request: Request) -> Store:
+def request_store(request: Request) -> Store:
     ctx = _host(request)
     store = ctx.store if ctx is not None else getattr(request.app.state, "store", None)
     if store is None:
@@ -189,52 +189,52 @@ def build_router() -> APIRouter:
 
     @r.post("/tenants", status_code=201)
     async def create_tenant(body: TenantCreate, request: Request) -> dict[str, Any]:
-        info, key = await _store(request).create_tenant(
+        info, key = await request_store(request).create_tenant(
             body.name, budget_usd=body.budget_usd, period=body.period,
-            policy=_policy(body.policy))
+            policy=policy_from_body(body.policy))
         return {"tenant": info.to_dict(), **_new_key(key)}
 
     @r.get("/tenants")
     async def list_tenants(request: Request, include_disabled: bool = False
                            ) -> dict[str, Any]:
-        rows = await _store(request).list_tenants(include_disabled)
+        rows = await request_store(request).list_tenants(include_disabled)
         return {"object": "list", "data": [t.to_dict() for t in rows]}
 
     @r.get("/tenants/{tenant}")
     async def get_tenant(tenant: str, request: Request) -> dict[str, Any]:
-        return (await _store(request).get_tenant(tenant)).to_dict()
+        return (await request_store(request).get_tenant(tenant)).to_dict()
 
     @r.patch("/tenants/{tenant}")
     async def update_tenant(tenant: str, body: TenantUpdate, request: Request
                             ) -> dict[str, Any]:
         changes = body.model_dump(include=body.model_fields_set)
         if "policy" in changes:
-            changes["policy"] = _policy(changes["policy"])
-        return (await _store(request).update_tenant(tenant, **changes)).to_dict()
+            changes["policy"] = policy_from_body(changes["policy"])
+        return (await request_store(request).update_tenant(tenant, **changes)).to_dict()
 
     @r.put("/tenants/{tenant}/budget")
     async def set_budget(tenant: str, body: BudgetSet, request: Request) -> dict[str, Any]:
-        info = await _store(request).update_tenant(
+        info = await request_store(request).update_tenant(
             tenant, budget_usd=body.budget_usd, period=body.period, reset=body.reset)
         return info.to_dict()
 
     @r.delete("/tenants/{tenant}")
     async def disable_tenant(tenant: str, request: Request) -> dict[str, Any]:
-        return (await _store(request).disable_tenant(tenant)).to_dict()
+        return (await request_store(request).disable_tenant(tenant)).to_dict()
 
     @r.post("/tenants/{tenant}/keys", status_code=201)
     async def create_key(tenant: str, request: Request, body: KeyCreate | None = None
                          ) -> dict[str, Any]:
-        return _new_key(await _store(request).create_key(tenant, body.name if body else None))
+        return _new_key(await request_store(request).create_key(tenant, body.name if body else None))
 
     @r.get("/keys")
     async def list_keys(request: Request, tenant: str | None = None) -> dict[str, Any]:
-        rows = await _store(request).list_keys(tenant)
+        rows = await request_store(request).list_keys(tenant)
         return {"object": "list", "data": [k.to_dict() for k in rows]}
 
     @r.delete("/keys/{key_id}")
     async def revoke_key(key_id: str, request: Request) -> dict[str, Any]:
-        return (await _store(request).revoke_key(key_id)).to_dict()
+        return (await request_store(request).revoke_key(key_id)).to_dict()
 
     return r
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from gateway.admin.api import MAX_BUDGET_USD, OpenAIErrorRoute, Text, _store, require_admin
+from gateway.admin.api import MAX_BUDGET_USD, OpenAIErrorRoute, Text, request_store, require_admin
 from gateway.auth import authenticate, bearer_key, is_admin_key, may_read_metrics
 from gateway.errors import GatewayError, invalid
 from gateway.store.durations import validate_duration
@@ -124,7 +124,7 @@ def key_object(d: KeyDetails) -> dict[str, Any]:
 
 
 def _keys(request: Request) -> KeyStore:
-    return _store(request).key_admin
+    return request_store(request).key_admin
 
 
 async def _find(request: Request, ident: str) -> str:

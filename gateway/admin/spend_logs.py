@@ -25,7 +25,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from gateway.admin.api import OpenAIErrorRoute, _store, require_admin
+from gateway.admin.api import OpenAIErrorRoute, request_store, require_admin
 from gateway.errors import invalid
 from gateway.store.spend_logs import CAP, SpendFilter
 
@@ -71,7 +71,7 @@ def build_router() -> APIRouter:
                          request_id: str | None = None, start_date: str | None = None,
                          end_date: str | None = None, summarize: bool = True
                          ) -> list[dict[str, Any]]:
-        admin = _store(request).litellm_admin
+        admin = request_store(request).litellm_admin
         start, end = _day(start_date, "start_date"), _day(end_date, "end_date")
         token = admin.key_hash(api_key) if api_key and api_key.startswith("sk-") else api_key
         rows = await admin.spend_rows(SpendFilter(

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field, field_validator
 
-from gateway.admin.api import OpenAIErrorRoute, Text, _policy, _store, require_admin
+from gateway.admin.api import OpenAIErrorRoute, Text, policy_from_body, request_store, require_admin
 from gateway.admin.litellm_fields import (
     SHORT,
     Budget,
@@ -107,7 +107,7 @@ def team_object(t: Team) -> dict[str, Any]:
 
 
 def _admin(request: Request) -> LiteLLMAdmin:
-    return _store(request).litellm_admin
+    return request_store(request).litellm_admin
 
 
 async def _team_id(request: Request, team: str) -> str:
@@ -127,7 +127,7 @@ def build_router() -> APIRouter:
 
     @r.post("/new", dependencies=admin)
     async def new_team(body: NewTeam, request: Request) -> dict[str, Any]:
-        policy = _policy(body.policy({}))
+        policy = policy_from_body(body.policy({}))
         try:
             team = await _admin(request).new_team(
                 team_id=body.team_id, alias=body.team_alias, budget_usd=body.max_budget,
@@ -148,7 +148,7 @@ def build_router() -> APIRouter:
         if "budget_duration" in sent:
             ledger["period"] = period_of(body.budget_duration)
         changed = body.policy(current.info.policy.to_dict())
-        policy = _policy(changed) if changed != current.info.policy.to_dict() else None
+        policy = policy_from_body(changed) if changed != current.info.policy.to_dict() else None
         try:
             team = await _admin(request).update_team(
                 tid, ledger, policy, body.team_alias if "team_alias" in sent else None,
@@ -167,7 +167,7 @@ def build_router() -> APIRouter:
     async def team_info(request: Request, team_id: str | None = None) -> dict[str, Any]:
         tid = await _team_id(request, required(team_id, "team_id"))
         team = await _admin(request).team(tid)
-        keys, _ = await _store(request).key_admin.list(team=tid, size=MAX_TEAM_KEYS)
+        keys, _ = await request_store(request).key_admin.list(team=tid, size=MAX_TEAM_KEYS)
         return {"team_id": tid, "team_info": team_object(team),
                 "keys": [key_object(k) for k in keys], "team_memberships": []}
 

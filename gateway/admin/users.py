@@ -21,7 +21,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gateway.admin.api import OpenAIErrorRoute, Text, _store, require_admin
+from gateway.admin.api import OpenAIErrorRoute, Text, request_store, require_admin
 from gateway.admin.litellm_fields import SHORT, LiteLLMBody, Models, iso, not_found, required
 from gateway.admin.litellm_keys import Duration, key_object
 from gateway.admin.teams import team_object
@@ -86,7 +86,7 @@ def user_object(u: User) -> dict[str, Any]:
 
 
 def _admin(request: Request) -> LiteLLMAdmin:
-    return _store(request).litellm_admin
+    return request_store(request).litellm_admin
 
 
 async def _fields(request: Request, body: UserBody) -> dict[str, Any]:
@@ -129,7 +129,7 @@ def build_router() -> APIRouter:
             key_fields = KeyFields(user_id=user.user_id, **{
                 n: getattr(body, n) for n in ("key_alias", "duration", "models")
                 if getattr(body, n) is not None})
-            key, d = await _store(request).key_admin.generate(key_fields, body.team_id)
+            key, d = await request_store(request).key_admin.generate(key_fields, body.team_id)
             out = {**key_object(d), "key": key, "token_id": d.token}
         return {**out, **user_object(user)}
 
@@ -137,7 +137,7 @@ def build_router() -> APIRouter:
     async def user_info(request: Request, user_id: str | None = None) -> dict[str, Any]:
         uid = await _user_id(request, required(user_id, "user_id"))
         user = await _admin(request).user(uid)
-        keys, _ = await _store(request).key_admin.list(user_id=uid, size=MAX_USER_KEYS)
+        keys, _ = await request_store(request).key_admin.list(user_id=uid, size=MAX_USER_KEYS)
         teams = await _admin(request).teams(user.teams) if user.teams else []
         return {"user_id": uid, "user_info": user_object(user),
                 "keys": [key_object(k) for k in keys], "teams": [team_object(t) for t in teams]}

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from typing import Any, Self
 
-from gateway.sandbox.upstream_handler import StreamEnd, _make_handler
+from gateway.sandbox.upstream_handler import StreamEnd, make_upstream_handler
 from gateway.sandbox.upstream_wire import count_prompt_tokens, send_json
 
 __all__ = [
@@ -127,7 +127,7 @@ class FakeUpstream:
         self.streams: list[StreamEnd] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._server = ThreadingHTTPServer((host, port), _make_handler(self))
+        self._server = ThreadingHTTPServer((host, port), make_upstream_handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 

@@ -66,8 +66,8 @@ def _tool_call(body: dict, b: FakeBackend) -> dict | None:
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """The routes of a ``FakeUpstream`` (``up``, set by ``_make_handler``)."""
+class UpstreamHandler(BaseHTTPRequestHandler):
+    """The routes of a ``FakeUpstream`` (``up``, set by ``make_upstream_handler``)."""
 
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # no 40 ms delayed-ACK stall on keep-alive replies
@@ -294,5 +294,5 @@ class _Handler(BaseHTTPRequestHandler):
         return "done"
 
 
-def _make_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:
-    return type("Handler", (_Handler,), {"up": up})
+def make_upstream_handler(up: FakeUpstream) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (UpstreamHandler,), {"up": up})

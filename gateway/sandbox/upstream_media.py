@@ -21,12 +21,12 @@ from gateway.sandbox.upstream_wire import send_json
 
 if TYPE_CHECKING:
     from gateway.sandbox.local_upstream import FakeBackend
-    from gateway.sandbox.upstream_handler import _Handler
+    from gateway.sandbox.upstream_handler import UpstreamHandler
 
 FAKE_PNG = b"\x89PNG fake image"
 
 
-def _ok(h: _Handler, b: FakeBackend) -> bool:
+def _ok(h: UpstreamHandler, b: FakeBackend) -> bool:
     """Act out the backend's failure mode; True when the request is to be answered."""
     mode = h.up._take_mode(b.name)
     if b.delay_s:
@@ -34,7 +34,7 @@ def _ok(h: _Handler, b: FakeBackend) -> bool:
     return not h._fail(mode, b, False)
 
 
-def answer_images(h: _Handler, raw: bytes) -> None:
+def answer_images(h: UpstreamHandler, raw: bytes) -> None:
     req = h._request(raw)
     if req is None or not _ok(h, req[1]):
         return
@@ -46,7 +46,7 @@ def answer_images(h: _Handler, raw: bytes) -> None:
     send_json(h, 200, {"created": int(time.time()), "data": data})
 
 
-def answer_speech(h: _Handler, raw: bytes) -> None:
+def answer_speech(h: UpstreamHandler, raw: bytes) -> None:
     req = h._request(raw)
     if req is None or not _ok(h, req[1]):
         return
@@ -58,7 +58,7 @@ def answer_speech(h: _Handler, raw: bytes) -> None:
     h.wfile.write(audio)
 
 
-def answer_transcription(h: _Handler, raw: bytes) -> None:
+def answer_transcription(h: UpstreamHandler, raw: bytes) -> None:
     """Multipart form: ``model`` and ``file`` (and OpenAI's other fields)."""
     head = f"content-type: {h.headers.get('content-type')}\r\n\r\n".encode()
     form = email.parser.BytesParser().parsebytes(head + raw)
@@ -78,7 +78,7 @@ def answer_transcription(h: _Handler, raw: bytes) -> None:
     send_json(h, 200, {"text": b.text_for({"messages": []})})
 
 
-def answer_moderations(h: _Handler, raw: bytes) -> None:
+def answer_moderations(h: UpstreamHandler, raw: bytes) -> None:
     req = h._request(raw)
     if req is None or not _ok(h, req[1]):
         return
@@ -93,7 +93,7 @@ def answer_moderations(h: _Handler, raw: bytes) -> None:
                        "results": results})
 
 
-def answer_rerank(h: _Handler, raw: bytes) -> None:
+def answer_rerank(h: UpstreamHandler, raw: bytes) -> None:
     req = h._request(raw)
     if req is None or not _ok(h, req[1]):
         return

@@ -24,7 +24,7 @@ from gateway.sandbox.upstream_wire import (
 )
 
 if TYPE_CHECKING:
-    from gateway.sandbox.upstream_handler import _Handler
+    from gateway.sandbox.upstream_handler import UpstreamHandler
 
 
 def _text_of(content: Any) -> str:
@@ -53,7 +53,7 @@ def _cached_system_tokens(body: dict) -> int:
         if isinstance(system, list) else 0
 
 
-def answer_messages(h: _Handler, raw: bytes) -> None:
+def answer_messages(h: UpstreamHandler, raw: bytes) -> None:
     """POST /v1/messages: a message (or its event stream) with usage."""
     req = h._request(raw)
     if req is None:
@@ -88,7 +88,7 @@ def answer_messages(h: _Handler, raw: bytes) -> None:
         send_json(h, 200, message)
 
 
-def _stream_message(h: _Handler, message: dict, words: list[str]) -> None:
+def _stream_message(h: UpstreamHandler, message: dict, words: list[str]) -> None:
     open_event_stream(h)
     delay = h.up.backends[message["model"]].chunk_delay_s
 

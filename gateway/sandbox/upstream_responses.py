@@ -23,7 +23,7 @@ from gateway.sandbox.upstream_wire import (
 )
 
 if TYPE_CHECKING:
-    from gateway.sandbox.upstream_handler import _Handler
+    from gateway.sandbox.upstream_handler import UpstreamHandler
 
 
 def _text_of(content: Any) -> str:
@@ -51,7 +51,7 @@ def chat_view(body: dict) -> dict:
     return {**body, "messages": messages}
 
 
-def answer_responses(h: _Handler, raw: bytes) -> None:
+def answer_responses(h: UpstreamHandler, raw: bytes) -> None:
     """POST /v1/responses: a completed response (or its event stream) with usage."""
     req = h._request(raw)
     if req is None:
@@ -95,7 +95,7 @@ def answer_responses(h: _Handler, raw: bytes) -> None:
     _stream_response(h, response, item, words)
 
 
-def _stream_response(h: _Handler, response: dict, item: dict, words: list[str]) -> None:
+def _stream_response(h: UpstreamHandler, response: dict, item: dict, words: list[str]) -> None:
     open_event_stream(h)
     seq = [0]
 
@@ -128,7 +128,7 @@ def _stream_response(h: _Handler, response: dict, item: dict, words: list[str]) 
         return
 
 
-def answer_completions(h: _Handler, raw: bytes) -> None:
+def answer_completions(h: UpstreamHandler, raw: bytes) -> None:
     """POST /v1/completions: OpenAI's legacy text completion (or its stream), usage in words."""
     req = h._request(raw)
     if req is None:
@@ -164,7 +164,7 @@ def answer_completions(h: _Handler, raw: bytes) -> None:
         send_json(h, 200, answer)
 
 
-def _stream_completion(h: _Handler, answer: dict, body: dict) -> None:
+def _stream_completion(h: UpstreamHandler, answer: dict, body: dict) -> None:
     """A text completion as OpenAI streams it: per choice a chunk per word, then a chunk with
     its finish_reason; with ``stream_options.include_usage`` a last chunk with no choices and
     the usage; then ``data: [DONE]``."""

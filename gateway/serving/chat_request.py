@@ -259,7 +259,7 @@ def check_drop_params(body: dict[str, Any]) -> None:
         raise invalid("'drop_params' must be a boolean", param="drop_params")
 
 
-def _check_params(params: dict[str, Any]) -> None:
+def check_params(params: dict[str, Any]) -> None:
     """Types and OpenAI's ranges of the forwarded parameters (what litellm would fail on)."""
     for name, (lo, hi) in NUMBER_RANGES.items():
         if name in params:
@@ -291,7 +291,7 @@ def _check_params(params: dict[str, Any]) -> None:
         raise invalid("'modalities' must be an array of strings", param="modalities")
 
 
-def _stream_flags(body: dict) -> tuple[bool, bool]:
+def stream_flags(body: dict) -> tuple[bool, bool]:
     """(``stream``, ``stream_options.include_usage``) of a body that may stream (400 if bad)."""
     stream = body.get("stream", False)
     if stream is None:
@@ -313,13 +313,13 @@ def parse_chat_request(body: Any) -> ChatRequest:
     model = body_model(body)
     messages = _messages(body.get("messages"))
     only_known(body, PASSTHROUGH_PARAMS | GATEWAY_KEYS | LITELLM_KEYS)
-    stream, include_usage = _stream_flags(body)
+    stream, include_usage = stream_flags(body)
     params = {k: v for k, v in body.items() if k in PASSTHROUGH_PARAMS and v is not None}
     check_drop_params(body)
     if body.get("drop_params") is not None:
         params["drop_params"] = body["drop_params"]
     refuse_fee_params(params)  # fees outside token prices (gateway/serving/fee_params.py)
-    _check_params(params)
+    check_params(params)
     caps = [params[f] for f in ("max_completion_tokens", "max_tokens") if f in params]
     max_tokens = min(caps) if caps else None
     return ChatRequest(

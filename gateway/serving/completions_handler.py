@@ -27,15 +27,15 @@ from gateway.errors import invalid
 from gateway.serving.chat_request import (
     LITELLM_KEYS,
     ChatRequest,
-    _check_params,
-    _stream_flags,
     body_fallbacks,
     body_model,
     check_drop_params,
+    check_params,
     check_types,
     int_param,
     json_object,
     only_known,
+    stream_flags,
     tollgate_options,
 )
 from gateway.serving.completions_stream import UPSTREAM_STREAM_OPTIONS, TextCompletionStream
@@ -86,10 +86,10 @@ def parse_completions_request(body: Any) -> CompletionsRequest:
     body = json_object(body)
     only_known(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS)
     model = body_model(body)
-    stream, include_usage = _stream_flags(body)
+    stream, include_usage = stream_flags(body)
     texts = _prompts(body.get("prompt"))
     params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
-    _check_params({k: v for k, v in params.items() if k not in ("logprobs", "best_of")})
+    check_params({k: v for k, v in params.items() if k not in ("logprobs", "best_of")})
     if "logprobs" in params:
         int_param(params["logprobs"], "logprobs", 0, 5)
     if "best_of" in params:

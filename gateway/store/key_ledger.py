@@ -32,7 +32,7 @@ from sqlalchemy import Engine, and_, bindparam, case, or_, select, update
 
 from gateway.store.durations import after
 from gateway.store.errors import BudgetExceeded, NotFound
-from gateway.store.ledger import BOOKING, RECORDING, RESERVATION_KEYS, _param, _starts
+from gateway.store.ledger import BOOKING, RECORDING, RESERVATION_KEYS, period_param, period_starts
 from gateway.store.models import api_keys
 from gateway.store.records import Reservation, Tenant
 
@@ -58,18 +58,18 @@ class KeyBudgetExceeded(BudgetExceeded):
 def _rolled() -> object:
     """SQL: the key's reset time has come (its spend starts again)."""
     return and_(api_keys.c.budget_reset_at_s.is_not(None),
-                api_keys.c.budget_reset_at_s <= _param("now"))
+                api_keys.c.budget_reset_at_s <= period_param("now"))
 
 
 def _key_booking():
-    amount = _param("amount")
+    amount = period_param("amount")
     spent_now = case((_rolled(), 0), else_=api_keys.c.spent_nusd)
     fits = or_(api_keys.c.budget_nusd.is_(None),
                spent_now + api_keys.c.reserved_nusd + amount <= api_keys.c.budget_nusd)
     return (update(api_keys)
             .where(api_keys.c.id == bindparam("p_key"), api_keys.c.revoked_at.is_(None), fits)
             .values(reserved_nusd=api_keys.c.reserved_nusd + amount, spent_nusd=spent_now,
-                    budget_reset_at_s=case((_rolled(), _param("next_reset")),
+                    budget_reset_at_s=case((_rolled(), period_param("next_reset")),
                                            else_=api_keys.c.budget_reset_at_s)))
 
 
@@ -87,7 +87,7 @@ class _Refused(Exception):
 def reserve_keyed(engine: Engine, res: Reservation, key: KeyBooking, now: datetime) -> bool:
     """Book ``res`` on its tenant's row and its key's in one transaction (module docstring).
     False when the tenant refused; `KeyBudgetExceeded` when the key did."""
-    tenant_params = {**_starts(now), "p_tenant": res.tenant_id, "p_amount": res.amount_nusd}
+    tenant_params = {**period_starts(now), "p_tenant": res.tenant_id, "p_amount": res.amount_nusd}
     now_s = int(now.timestamp())
     key_params = {"p_key": key.key_id, "p_amount": res.amount_nusd, "p_now": now_s,
                   "p_next_reset": key.next_reset_s if key.next_reset_s is not None else now_s}

@@ -87,8 +87,8 @@ log = logging.getLogger(__name__)
 
 # The request path's statements are built once, with bound parameters: building one per call
 # (and SQLAlchemy's cache key over its tree) cost more CPU than the database's work on SQLite.
-# The period starts are parameters too: ``_starts(now)`` gives their values.
-def _param(name: str) -> BindParameter[int]:
+# The period starts are parameters too: ``period_starts(now)`` gives their values.
+def period_param(name: str) -> BindParameter[int]:
     """An explicit BIGINT parameter: epoch seconds pass 2**31 in 2038 and nano-dollars far
     sooner; SQLAlchemy would infer the width from each value, this keeps it fixed. Names start
     with ``p_``, never a column's (an UPDATE would take a column's name for a SET value)."""
@@ -96,11 +96,11 @@ def _param(name: str) -> BindParameter[int]:
 
 
 def _big(value: int) -> ColumnElement[int]:
-    """A BIGINT literal (as ``_param``) for statements built per call."""
+    """A BIGINT literal (as ``period_param``) for statements built per call."""
     return literal(value, type_=BigInteger)
 
 
-def _starts(now: datetime) -> dict[str, int]:
+def period_starts(now: datetime) -> dict[str, int]:
     """The values of ``_current_start``'s parameters at ``now``."""
     return {f"p_{p}": period_start_s(p, now) for p in ("daily", "weekly", "monthly")}
 
@@ -109,9 +109,9 @@ def _current_start() -> ColumnElement[int]:
     """SQL: the start of the current period for the row's own `period` (epoch seconds)."""
     c = tenants.c.period
     return case(
-        (c == "daily", _param("daily")),
-        (c == "weekly", _param("weekly")),
-        (c == "monthly", _param("monthly")),
+        (c == "daily", period_param("daily")),
+        (c == "weekly", period_param("weekly")),
+        (c == "monthly", period_param("monthly")),
         else_=_big(0),
     )
 
@@ -144,7 +144,7 @@ def effective_spent(spent: int, period: str, stored_start_s: int, now: datetime)
 
 def _booking() -> Update:
     """UPDATE tenants SET reserved += p_amount, <rollover> WHERE id = p_tenant AND it fits."""
-    amount = _param("amount")
+    amount = period_param("amount")
     spent_now = case((tenants.c.period_start_s < _current_start(), _big(0)),
                      else_=tenants.c.spent_nusd)
     fits = or_(tenants.c.budget_nusd.is_(None),
@@ -187,20 +187,20 @@ RELEASING = (delete(reservations).where(reservations.c.id == bindparam("p_reserv
 # The key's side of a settlement (key_ledger.py): its whole cost to the key's spend, what the
 # reservation held of the key's budget released.
 KEY_SETTLING = (update(api_keys).where(api_keys.c.id == bindparam("p_key"))
-                .values(reserved_nusd=api_keys.c.reserved_nusd - _param("key_held"),
-                        spent_nusd=api_keys.c.spent_nusd + _param("actual")))
+                .values(reserved_nusd=api_keys.c.reserved_nusd - period_param("key_held"),
+                        spent_nusd=api_keys.c.spent_nusd + period_param("actual")))
 # SQLite: the tenant's side of a settlement, after RELEASING returned the reservation's row.
 SETTLING = (
     update(tenants).where(tenants.c.id == bindparam("p_tenant"))
-    .values(reserved_nusd=tenants.c.reserved_nusd - _param("held"),
-            **_rollover_values(_spent_plus(_charged(_param("actual"), _param("held")))))
+    .values(reserved_nusd=tenants.c.reserved_nusd - period_param("held"),
+            **_rollover_values(_spent_plus(_charged(period_param("actual"), period_param("held")))))
 )
 
 
 def _settling_pg() -> Update:
     """PostgreSQL, one statement: WITH d AS (DELETE ... RETURNING) UPDATE ... FROM d."""
     gone = RELEASING.cte("released")
-    held, actual = gone.c.amount_nusd, _param("actual")
+    held, actual = gone.c.amount_nusd, period_param("actual")
     keyed = (update(api_keys).where(api_keys.c.id == gone.c.key_id)
              .values(reserved_nusd=api_keys.c.reserved_nusd - gone.c.key_held_nusd,
                      spent_nusd=api_keys.c.spent_nusd + _charged(actual, held))
@@ -229,7 +229,7 @@ def reserve(engine: Engine, tenant_id: str, amount_nusd: int, request_id: str | 
     if book_keyed is not None:
         if book_keyed(res):
             return res
-    elif _book(engine, res, {**_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
+    elif _book(engine, res, {**period_starts(now), "p_tenant": tenant_id, "p_amount": amount_nusd}):
         return res
     if key_id is not None:
         _key_live(engine, key_id)
@@ -295,7 +295,7 @@ def settle(engine: Engine, reservation_id: str, reserved_nusd: int, actual_nusd:
     # clamped before the database sees it: no BIGINT overflow, whatever was reported; the
     # row's own amount (SQL ``_charged``) clamps again should the caller's differ
     charged = min(actual_nusd, reserved_nusd)
-    params = {**_starts(now), "p_reservation": reservation_id, "p_actual": charged}
+    params = {**period_starts(now), "p_reservation": reservation_id, "p_actual": charged}
     if engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT")
@@ -339,7 +339,7 @@ def charge_once(engine: Engine, charge_id: str, tenant_id: str, amount_nusd: int
                 id=charge_id, tenant_id=tenant_id, amount_nusd=amount_nusd,
                 charged_at_s=int(now.timestamp())))
             conn.execute(update(tenants).where(tenants.c.id == tenant_id)
-                         .values(**_rollover_values(spent_after)), _starts(now))
+                         .values(**_rollover_values(spent_after)), period_starts(now))
             if key_id is not None:
                 conn.execute(update(api_keys).where(api_keys.c.id == key_id)
                              .values(spent_nusd=api_keys.c.spent_nusd + _big(amount_nusd)))
@@ -376,5 +376,5 @@ def set_budget(engine: Engine, tenant_id: str, budget_nusd: int | None, period: 
         values.update(spent_nusd=0, period_start_s=_current_start())
     with engine.begin() as conn:
         if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
-                        .values(**values), _starts(now)).rowcount != 1:
+                        .values(**values), period_starts(now)).rowcount != 1:
             raise NotFound(f"tenant {tenant_id} does not exist")
