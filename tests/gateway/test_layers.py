@@ -69,3 +69,19 @@ def test_the_check_sees_an_upward_import(tmp_path):
     bad = tmp_path / "m.py"
     bad.write_text("def f():\n    from gateway.cli import main\n")
     assert "gateway.cli" in _imports(bad)
+
+
+def test_no_module_imports_another_modules_private_names():
+    """What modules share is public: ``from gateway.x import _name`` couples a module to
+    another's internals (issue 38)."""
+    found = []
+    for top in ("gateway", "router_core"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if (isinstance(node, ast.ImportFrom) and node.module
+                        and node.module.split(".")[0] in ("gateway", "router_core")):
+                    private = [a.name for a in node.names
+                               if a.name.startswith("_") and not a.name.startswith("__")]
+                    if private:
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno} {private}")
+    assert found == []
