@@ -33,14 +33,19 @@ from gateway.serving.chat_request import (
     LITELLM_KEYS,
     MAX_OUTPUT_CAP,
     ChatRequest,
-    body_fallbacks,
     body_model,
     check_drop_params,
     check_types,
     int_param,
     json_object,
     number_param,
-    tollgate_options,
+)
+from gateway.serving.chat_view import (
+    chat_message,
+    chat_view,
+    forwarded_params,
+    stream_flag,
+    with_drop_params,
 )
 
 FORWARDED = frozenset({
@@ -121,18 +126,8 @@ def _part(block: Any, where: str) -> list[dict]:
 def _chat_message(m: Any, where: str) -> dict:
     if not isinstance(m, dict):
         raise invalid(f"'{where}' must be an object", param=where)
-    role = m.get("role")
-    if role not in ROLES:
-        raise invalid(f"'{where}.role' must be 'user' or 'assistant', got {role!r}",
-                      param=f"{where}.role")
-    content = m.get("content")
-    if isinstance(content, str):
-        return {"role": role, "content": content}
-    if not isinstance(content, list):
-        raise invalid(f"'{where}.content' must be a string or an array of content blocks",
-                      param=f"{where}.content")
-    return {"role": role, "content": [p for j, b in enumerate(content)
-                                      for p in _part(b, f"{where}.content[{j}]")]}
+    return chat_message(m, where, ROLES, _part, roles_named="'user' or 'assistant'",
+                        parts_named="content blocks")
 
 
 def _system(system: Any) -> list[dict]:
@@ -204,20 +199,12 @@ def parse_messages_request(body: Any) -> MessagesRequest:
     if "max_tokens" not in body:
         raise invalid("max_tokens: Field required", param="max_tokens")
     max_tokens = int_param(body["max_tokens"], "max_tokens", 1, MAX_OUTPUT_CAP)
-    stream = body.get("stream") or False
-    if not isinstance(stream, bool):
-        raise invalid("'stream' must be a boolean", param="stream")
-    params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
+    stream = stream_flag(body)
+    params = forwarded_params(body, FORWARDED)
     _check(params)
     check_drop_params(body)
     messages = chat_messages(params.get("system"), body.get("messages"))
-    view = {k: v for k, v in params.items() if k not in ("system", "tools")}
-    if "tools" in params:
-        view["tools"] = _chat_tools(params["tools"])
-    chat = ChatRequest(model=model, messages=messages, stream=stream, include_usage=True,
-                       params=view, max_tokens=max_tokens,
-                       options=tollgate_options(body.get("tollgate")),
-                       fallbacks=body_fallbacks(body.get("fallbacks")))
-    if body.get("drop_params"):
-        params["drop_params"] = True
-    return MessagesRequest(model, body["messages"], stream, params, chat)
+    tools = _chat_tools(params["tools"]) if "tools" in params else None
+    chat = chat_view(body, model, stream, params, messages=messages, system="system",
+                     tools=tools, max_tokens=max_tokens)
+    return MessagesRequest(model, body["messages"], stream, with_drop_params(body, params), chat)

@@ -30,7 +30,6 @@ from gateway.serving.chat_request import (
     LITELLM_KEYS,
     MAX_OUTPUT_CAP,
     ChatRequest,
-    body_fallbacks,
     body_model,
     check_drop_params,
     check_types,
@@ -38,7 +37,13 @@ from gateway.serving.chat_request import (
     json_object,
     number_param,
     only_known,
-    tollgate_options,
+)
+from gateway.serving.chat_view import (
+    chat_message,
+    chat_view,
+    forwarded_params,
+    stream_flag,
+    with_drop_params,
 )
 
 FORWARDED = frozenset({
@@ -77,23 +82,23 @@ def _text(part: dict) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _chat_part(part: Any, where: str) -> dict:
+def _chat_parts(part: Any, where: str) -> list[dict]:
     if not isinstance(part, dict) or not isinstance(part.get("type"), str):
         raise invalid(f"'{where}' must be an object with a 'type'", param=where)
     kind = part["type"]
     if kind in TEXT_PARTS:
         if not isinstance(part.get("text", part.get("refusal")), str):
             raise invalid(f"'{where}.text' must be a string", param=f"{where}.text")
-        return {"type": "text", "text": _text(part)}
+        return [{"type": "text", "text": _text(part)}]
     if kind == "input_image":
         url = part.get("image_url") or part.get("file_id")
         if not isinstance(url, str) or not url:
             raise invalid(f"'{where}' needs an 'image_url' or a 'file_id'", param=where)
-        return {"type": "image_url", "image_url": {"url": url}}
+        return [{"type": "image_url", "image_url": {"url": url}}]
     if kind == "input_file":  # read by id or URL, or decoded: bounded only by max_file_tokens
-        return {"type": "file", "file": {k: v for k, v in part.items() if k != "type"}}
+        return [{"type": "file", "file": {k: v for k, v in part.items() if k != "type"}}]
     # anything else: its JSON bounds what the provider reads of it
-    return {"type": "text", "text": json.dumps(part)}
+    return [{"type": "text", "text": json.dumps(part)}]
 
 
 def _chat_message(item: Any, where: str) -> dict:
@@ -108,18 +113,8 @@ def _chat_message(item: Any, where: str) -> dict:
             raise invalid(f"'{where}' must be a message (with 'role') or an item with a 'type'",
                           param=where)
         return {"role": "assistant", "content": json.dumps(item)}
-    role = item.get("role")
-    if role not in ROLES:
-        raise invalid(f"'{where}.role' must be one of {sorted(ROLES)}, got {role!r}",
-                      param=f"{where}.role")
-    content = item.get("content")
-    if isinstance(content, str):
-        return {"role": role, "content": content}
-    if not isinstance(content, list):
-        raise invalid(f"'{where}.content' must be a string or an array of parts",
-                      param=f"{where}.content")
-    return {"role": role, "content": [_chat_part(p, f"{where}.content[{j}]")
-                                      for j, p in enumerate(content)]}
+    return chat_message(item, where, ROLES, _chat_parts, roles_named=f"one of {sorted(ROLES)}",
+                        parts_named="parts")
 
 
 def chat_messages(instructions: str | None, raw: Any) -> list[dict]:
@@ -184,20 +179,12 @@ def parse_responses_request(body: Any) -> ResponsesRequest:
                           code="unsupported_parameter")
     only_known(body, FORWARDED | GATEWAY_KEYS | LITELLM_KEYS | set(UNBOUNDED))
     model = body_model(body)
-    stream = body.get("stream") or False
-    if not isinstance(stream, bool):
-        raise invalid("'stream' must be a boolean", param="stream")
-    params = {k: v for k, v in body.items() if k in FORWARDED and v is not None}
+    stream = stream_flag(body)
+    params = forwarded_params(body, FORWARDED)
     _check(params)
     check_drop_params(body)
     messages = chat_messages(params.get("instructions"), body.get("input"))
-    view_params = {k: v for k, v in params.items() if k not in ("instructions", "tools")}
-    if "tools" in params:
-        view_params["tools"] = _chat_tools(params["tools"])
-    chat = ChatRequest(model=model, messages=messages, stream=stream, include_usage=True,
-                       params=view_params, max_tokens=params.get("max_output_tokens"),
-                       options=tollgate_options(body.get("tollgate")),
-                       fallbacks=body_fallbacks(body.get("fallbacks")))
-    if body.get("drop_params"):
-        params["drop_params"] = True
-    return ResponsesRequest(model, body["input"], stream, params, chat)
+    tools = _chat_tools(params["tools"]) if "tools" in params else None
+    chat = chat_view(body, model, stream, params, messages=messages, system="instructions",
+                     tools=tools, max_tokens=params.get("max_output_tokens"))
+    return ResponsesRequest(model, body["input"], stream, with_drop_params(body, params), chat)
