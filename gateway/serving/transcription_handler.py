@@ -1,6 +1,6 @@
 """POST /v1/audio/transcriptions: a multipart upload passed through ``litellm.atranscription``
 to the named backend, reserved at the audio's duration × the per-second price, settled at it
-and logged (gateway/serving/unit_call.py).
+and logged (gateway/serving/passthrough.py).
 
 The upload is bounded before it is read: the gateway's request-size limit (``BodyLimit``,
 ``reliability.max_body_bytes``) answers 413 as soon as the bytes passed it, and the form takes
@@ -25,7 +25,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 
 from gateway.errors import invalid
-from gateway.serving.unit_call import UnitCall, serve_unit
+from gateway.serving.passthrough import Passthrough, serve_passthrough
 from gateway.serving.unit_prices import TRANSCRIPTION, unit_price
 from router_core.litellm_env import litellm
 
@@ -73,7 +73,7 @@ async def _form(request: Request) -> FormData:
         raise invalid(f"the multipart form was refused: {e.detail}", param="file") from e
 
 
-async def _transcribe(call: UnitCall, request: Request) -> Response:
+async def _transcribe(call: Passthrough, request: Request) -> Response:
     form = await _form(request)
     try:
         backend = call.named(form.get("model"), TRANSCRIPTION)
@@ -104,4 +104,4 @@ async def _transcribe(call: UnitCall, request: Request) -> Response:
 
 async def transcriptions_endpoint(request: Request) -> Response:
     """OpenAI's audio transcriptions (``client.audio.transcriptions.create``)."""
-    return await serve_unit(request, "transcriptions", _transcribe)
+    return await serve_passthrough(request, "transcriptions", _transcribe)

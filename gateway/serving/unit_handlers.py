@@ -1,7 +1,7 @@
 """POST /v1/images/generations, /v1/audio/speech, /v1/moderations and /v1/rerank: passthroughs
 to the named backend through litellm (``aimage_generation``, ``aspeech``, ``amoderation``,
 ``arerank``), each reserved at a bound on what it can cost, settled and logged
-(gateway/serving/unit_call.py; the prices: gateway/serving/unit_prices.py).
+(gateway/serving/passthrough.py; the prices: gateway/serving/unit_prices.py).
 
 The bounds, each known before the call:
 - images: n × the price of one image of the size and quality asked (litellm's calculator);
@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.errors import invalid
 from gateway.pricing import json_bytes
 from gateway.serving.chat_request import int_param, json_object, number_param, only_known
-from gateway.serving.unit_call import UnitCall, serve_unit
+from gateway.serving.passthrough import Passthrough, serve_passthrough
 from gateway.serving.unit_prices import (
     IMAGE,
     MODERATION,
@@ -75,7 +75,7 @@ def _dump(reply: Any) -> dict:
     return reply if isinstance(reply, dict) else reply.model_dump(exclude_none=True)
 
 
-async def _images(call: UnitCall, request: Request) -> Response:
+async def _images(call: Passthrough, request: Request) -> Response:
     body = _body(await json_body(request), IMAGE_KEYS)
     backend = call.named(body.get("model"), IMAGE)
     _text(body, "prompt")
@@ -94,7 +94,7 @@ async def _images(call: UnitCall, request: Request) -> Response:
     return JSONResponse(reply, headers=headers)
 
 
-async def _speech(call: UnitCall, request: Request) -> Response:
+async def _speech(call: Passthrough, request: Request) -> Response:
     body = _body(await json_body(request), SPEECH_KEYS)
     backend = call.named(body.get("model"), SPEECH)
     text = _text(body, "input", MAX_SPEECH_CHARS)
@@ -130,7 +130,7 @@ def _moderation_input(raw: Any) -> tuple[int, int]:
                   "text and image_url parts", param="input")
 
 
-async def _moderations(call: UnitCall, request: Request) -> Response:
+async def _moderations(call: Passthrough, request: Request) -> Response:
     body = _body(await json_body(request), MODERATION_KEYS)
     model = body.get("model")
     if model is None:  # OpenAI's default model: the one moderation backend, if one
@@ -159,7 +159,7 @@ def search_units(query: str, documents: list) -> int:
     return math.ceil(chunks / DOCS_PER_UNIT)
 
 
-async def _rerank(call: UnitCall, request: Request) -> Response:
+async def _rerank(call: Passthrough, request: Request) -> Response:
     body = _body(await json_body(request), RERANK_KEYS)
     backend = call.named(body.get("model"), RERANK)
     query = _text(body, "query")
@@ -183,19 +183,19 @@ async def _rerank(call: UnitCall, request: Request) -> Response:
 
 async def images_endpoint(request: Request) -> Response:
     """OpenAI's image generation (``client.images.generate``)."""
-    return await serve_unit(request, "images", _images)
+    return await serve_passthrough(request, "images", _images)
 
 
 async def speech_endpoint(request: Request) -> Response:
     """OpenAI's text to speech (``client.audio.speech.create``)."""
-    return await serve_unit(request, "speech", _speech)
+    return await serve_passthrough(request, "speech", _speech)
 
 
 async def moderations_endpoint(request: Request) -> Response:
     """OpenAI's moderations (``client.moderations.create``)."""
-    return await serve_unit(request, "moderations", _moderations)
+    return await serve_passthrough(request, "moderations", _moderations)
 
 
 async def rerank_endpoint(request: Request) -> Response:
     """Rerank as LiteLLM's proxy serves it (Cohere's request shape)."""
-    return await serve_unit(request, "rerank", _rerank)
+    return await serve_passthrough(request, "rerank", _rerank)

@@ -203,3 +203,17 @@ def test_a_malformed_upload_is_a_400_logged_as_one(gw: Gateway) -> None:
     assert "files" in r.json()["error"]["message"]
     row = gw.log_row(r.headers["x-tollgate-request-id"])
     assert row["status"] == 400 and row["reason"] == "transcriptions"
+
+
+def test_a_unit_row_names_the_calling_key_as_a_chat_row_does(gw: Gateway) -> None:
+    """Spend by key and by user is summed from the log's ``key_id`` (gateway/store/users.py):
+    a unit-billed request counts for its key as chat and embeddings do."""
+    key, _ = gw.tenant(budget_usd=1.0)
+    chat = gw.client(key).chat.completions.with_raw_response.create(
+        model="fake-cheap", messages=[{"role": "user", "content": "hi"}])
+    speech = gw.client(key).audio.speech.with_raw_response.create(
+        model="tts-1", voice="alloy", input="for the key")
+    chat_row = gw.log_row(chat.headers["x-tollgate-request-id"])
+    row = gw.log_row(speech.headers["x-tollgate-request-id"])
+    assert chat_row["key_id"] is not None
+    assert row["key_id"] == chat_row["key_id"]
