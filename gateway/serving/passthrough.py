@@ -49,6 +49,13 @@ def upstream_error(f: UpstreamFailure) -> GatewayError:
                                                                                  "bad_gateway"))
 
 
+def reply_json(reply: Any) -> dict:
+    """litellm's reply as the JSON object sent to the client (without its hidden params)."""
+    out = reply if isinstance(reply, dict) else reply.model_dump(exclude_none=True)
+    out.pop("_hidden_params", None)
+    return out
+
+
 class Passthrough:
     """One passthrough's record, from authentication to its log row; ``route`` is the label
     of its metrics and the row's reason (``embeddings``, ``images`` ...). ``by_tokens``: its

@@ -25,7 +25,7 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 
 from gateway.errors import invalid
-from gateway.serving.passthrough import Passthrough, serve_passthrough
+from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
 from gateway.serving.unit_prices import TRANSCRIPTION, unit_price
 from router_core.litellm_env import litellm
 
@@ -97,9 +97,7 @@ async def _transcribe(call: Passthrough, request: Request) -> Response:
     if params.get("response_format") in TEXT_FORMATS:
         text = reply if isinstance(reply, str) else getattr(reply, "text", "")
         return PlainTextResponse(str(text), headers=headers)
-    out = reply if isinstance(reply, dict) else reply.model_dump(exclude_none=True)
-    out.pop("_hidden_params", None)
-    return JSONResponse(out, headers=headers)
+    return JSONResponse(reply_json(reply), headers=headers)
 
 
 async def transcriptions_endpoint(request: Request) -> Response:

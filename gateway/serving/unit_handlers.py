@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.errors import invalid
 from gateway.pricing import json_bytes
 from gateway.serving.chat_request import int_param, json_object, number_param, only_known
-from gateway.serving.passthrough import Passthrough, serve_passthrough
+from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
 from gateway.serving.unit_prices import (
     IMAGE,
     MODERATION,
@@ -65,39 +65,42 @@ def _text(body: dict, key: str, limit: int | None = None) -> str:
     return value
 
 
-def _body(raw: Any, keys: frozenset[str]) -> dict:
-    body = json_object(raw)
+async def _body(request: Request, keys: frozenset[str]) -> dict:
+    """The JSON body, every key among ``keys`` (400 otherwise), its nulls left out."""
+    body = json_object(await json_body(request))
     only_known(body, keys)
     return {k: v for k, v in body.items() if v is not None}
 
 
-def _dump(reply: Any) -> dict:
-    return reply if isinstance(reply, dict) else reply.model_dump(exclude_none=True)
+def _params(body: dict) -> dict:
+    """What is passed to litellm: the body but its ``model`` (the backend's own is used)."""
+    return {k: v for k, v in body.items() if k != "model"}
 
 
-async def _images(call: Passthrough, request: Request) -> Response:
-    body = _body(await json_body(request), IMAGE_KEYS)
-    backend = call.named(body.get("model"), IMAGE)
+def _image_count(body: dict) -> int:
+    """The images asked (``n``), once the body's fields are checked (400 naming one)."""
     _text(body, "prompt")
     n = int_param(body.get("n", 1), "n", 1, MAX_IMAGES)
     for key in ("size", "quality", "response_format", "style", "user", "background",
                 "output_format", "moderation"):
         if key in body and not isinstance(body[key], str):
             raise invalid(f"'{key}' must be a string", param=key)
-    size, quality = body.get("size"), body.get("quality")
-    bound = image_cost(backend, n, size, quality)
-    params = {k: v for k, v in body.items() if k != "model"}
-    reply = _dump(await call.call(backend, bound, litellm.aimage_generation, params))
+    return n
+
+
+async def _images(call: Passthrough, request: Request) -> Response:
+    body = await _body(request, IMAGE_KEYS)
+    backend = call.named(body.get("model"), IMAGE)
+    n = _image_count(body)
+    bound = image_cost(backend, n, body.get("size"), body.get("quality"))
+    reply = reply_json(await call.call(backend, bound, litellm.aimage_generation,
+                                       _params(body)))
     answered = len(reply.get("data") or []) or n
-    headers = await call.settle(bound * min(answered, n) / n)
-    reply.pop("_hidden_params", None)
-    return JSONResponse(reply, headers=headers)
+    return JSONResponse(reply, headers=await call.settle(bound * min(answered, n) / n))
 
 
-async def _speech(call: Passthrough, request: Request) -> Response:
-    body = _body(await json_body(request), SPEECH_KEYS)
-    backend = call.named(body.get("model"), SPEECH)
-    text = _text(body, "input", MAX_SPEECH_CHARS)
+def _speech_format(body: dict) -> str:
+    """The audio format asked, once the body's fields are checked (400 naming one)."""
     if not isinstance(body.get("voice"), (str, dict)):
         raise invalid("'voice' is required (a voice name)", param="voice")
     if "speed" in body:
@@ -108,9 +111,16 @@ async def _speech(call: Passthrough, request: Request) -> Response:
     if fmt not in AUDIO_TYPES:
         raise invalid(f"'response_format' must be one of {sorted(AUDIO_TYPES)}",
                       param="response_format")
+    return fmt
+
+
+async def _speech(call: Passthrough, request: Request) -> Response:
+    body = await _body(request, SPEECH_KEYS)
+    backend = call.named(body.get("model"), SPEECH)
+    text = _text(body, "input", MAX_SPEECH_CHARS)
+    fmt = _speech_format(body)
     bound = len(text) * unit_price(backend, SPEECH)
-    params = {k: v for k, v in body.items() if k != "model"}
-    reply = await call.call(backend, bound, litellm.aspeech, params)
+    reply = await call.call(backend, bound, litellm.aspeech, _params(body))
     audio = reply.content if hasattr(reply, "content") else bytes(reply)
     headers = await call.settle(bound)  # billed by the characters sent: known exactly
     return Response(audio, media_type=AUDIO_TYPES[fmt], headers=headers)
@@ -130,24 +140,25 @@ def _moderation_input(raw: Any) -> tuple[int, int]:
                   "text and image_url parts", param="input")
 
 
+def _moderation_model(call: Passthrough, body: dict) -> Any:
+    """The body's ``model``; none: OpenAI's default, the one moderation backend, if one."""
+    if body.get("model") is not None:
+        return body["model"]
+    named = [n for n, m in call.ctx.pool.current.modes.items() if m == MODERATION]
+    if len(named) != 1:
+        raise invalid("'model' is required: name a moderation backend", param="model")
+    return named[0]
+
+
 async def _moderations(call: Passthrough, request: Request) -> Response:
-    body = _body(await json_body(request), MODERATION_KEYS)
-    model = body.get("model")
-    if model is None:  # OpenAI's default model: the one moderation backend, if one
-        pool = call.ctx.pool.current
-        named = [n for n, m in pool.modes.items() if m == MODERATION]
-        if len(named) != 1:
-            raise invalid("'model' is required: name a moderation backend", param="model")
-        model = named[0]
-    backend = call.named(model, MODERATION)
+    body = await _body(request, MODERATION_KEYS)
+    backend = call.named(_moderation_model(call, body), MODERATION)
     text_bytes, images = await anyio.to_thread.run_sync(_moderation_input, body.get("input"))
     call.prompt_tokens = text_bytes + images * backend.model_info.max_image_tokens
     bound = call.prompt_tokens * unit_price(backend, MODERATION)
     reply = await call.call(backend, bound, litellm.amoderation, {"input": body["input"]})
     headers = await call.settle(bound)
-    out = _dump(reply)
-    out.pop("_hidden_params", None)
-    out["model"] = backend.model_name
+    out = {**reply_json(reply), "model": backend.model_name}
     return JSONResponse(out, headers=headers)
 
 
@@ -159,10 +170,8 @@ def search_units(query: str, documents: list) -> int:
     return math.ceil(chunks / DOCS_PER_UNIT)
 
 
-async def _rerank(call: Passthrough, request: Request) -> Response:
-    body = _body(await json_body(request), RERANK_KEYS)
-    backend = call.named(body.get("model"), RERANK)
-    query = _text(body, "query")
+def _documents(body: dict) -> list:
+    """The documents to rank, once they and ``top_n`` are checked (400 naming the field)."""
     docs = body.get("documents")
     if not isinstance(docs, list) or not docs or not all(isinstance(d, (str, dict))
                                                          for d in docs):
@@ -170,15 +179,19 @@ async def _rerank(call: Passthrough, request: Request) -> Response:
                       param="documents")
     if "top_n" in body:
         int_param(body["top_n"], "top_n", 1, len(docs))
+    return docs
+
+
+async def _rerank(call: Passthrough, request: Request) -> Response:
+    body = await _body(request, RERANK_KEYS)
+    backend = call.named(body.get("model"), RERANK)
+    query, docs = _text(body, "query"), _documents(body)
     price = unit_price(backend, RERANK)
     units = await anyio.to_thread.run_sync(search_units, query, docs)  # O(body) walk
-    params = {k: v for k, v in body.items() if k != "model"}
-    out = _dump(await call.call(backend, units * price, litellm.arerank, params))
+    out = reply_json(await call.call(backend, units * price, litellm.arerank, _params(body)))
     billed = ((out.get("meta") or {}).get("billed_units") or {}).get("search_units")
     used = billed if isinstance(billed, (int, float)) and billed >= 0 else units
-    headers = await call.settle(used * price)
-    out.pop("_hidden_params", None)
-    return JSONResponse(out, headers=headers)
+    return JSONResponse(out, headers=await call.settle(used * price))
 
 
 async def images_endpoint(request: Request) -> Response:
