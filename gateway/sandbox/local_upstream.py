@@ -126,7 +126,7 @@ class FakeUpstream:
         self.headers: list[dict] = []
         self.streams: list[StreamEnd] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self.stopping = threading.Event()
         self._server = ThreadingHTTPServer((host, port), make_upstream_handler(self))
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -137,7 +137,7 @@ class FakeUpstream:
         return self
 
     def stop(self) -> None:
-        self._stop.set()
+        self.stopping.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -192,7 +192,7 @@ class FakeUpstream:
             "model_info": info,
         }
 
-    def _take_mode(self, name: str) -> str:
+    def take_mode(self, name: str) -> str:
         with self._lock:
             b = self.backends[name]
             b.calls += 1
@@ -203,12 +203,12 @@ class FakeUpstream:
                     b.mode, b.times = "ok", None
             return mode
 
-    def _record(self, body: dict, headers: dict) -> None:
+    def record(self, body: dict, headers: dict) -> None:
         with self._lock:
             self.requests.append(body)
             self.headers.append(headers)
 
-    def _stream_ended(self, end: StreamEnd) -> None:
+    def stream_ended(self, end: StreamEnd) -> None:
         with self._lock:
             self.streams.append(end)
 

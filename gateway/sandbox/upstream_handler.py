@@ -47,6 +47,18 @@ class StreamEnd:
     how: str
 
 
+@dataclass(frozen=True)
+class Answerable:
+    """A request the fake upstream answers (``UpstreamHandler.answerable``): its JSON body,
+    the backend it names, the failure mode it took (a stream's act out mid-answer) and
+    whether it streams."""
+
+    body: dict
+    backend: FakeBackend
+    mode: str
+    stream: bool
+
+
 def _completion_id() -> str:
     return "chatcmpl-fake-" + uuid.uuid4().hex[:16]
 
@@ -77,17 +89,17 @@ class UpstreamHandler(BaseHTTPRequestHandler):
         pass
 
     # helpers -------------------------------------------------------------------------------
-    def _error(self, status: int, message: str, type_: str) -> None:
+    def answer_error(self, status: int, message: str, type_: str) -> None:
         send_json(self, status, {"error": {"message": message, "type": type_, "code": None}})
 
-    def _wait(self, seconds: float) -> None:
-        self.up._stop.wait(seconds)
+    def wait(self, seconds: float) -> None:
+        self.up.stopping.wait(seconds)
 
-    def _wait_watching(self, seconds: float) -> bool:
+    def wait_watching(self, seconds: float) -> bool:
         """Wait ``seconds`` (or until the server stops); True as soon as the peer closes the
         connection (readable with nothing to read, or reset)."""
         deadline = time.monotonic() + seconds
-        while not self.up._stop.is_set():
+        while not self.up.stopping.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
@@ -98,24 +110,44 @@ class UpstreamHandler(BaseHTTPRequestHandler):
                         return True
                 except OSError:
                     return True
-                self._wait(left)  # bytes from the caller: not a close; just wait
+                self.wait(left)  # bytes from the caller: not a close; just wait
                 return False
         return False
 
-    def _request(self, raw: bytes) -> tuple[dict, FakeBackend] | None:
+    def read_request(self, raw: bytes) -> tuple[dict, FakeBackend] | None:
         """The JSON body (recorded with its headers) and the backend it names; None once an
         error has been answered (a body that is not JSON, an unknown model)."""
         try:
             body = json.loads(raw)
         except ValueError:
-            self._error(400, "body is not JSON", "invalid_request_error")
+            self.answer_error(400, "body is not JSON", "invalid_request_error")
             return None
-        self.up._record(body, {k.lower(): v for k, v in self.headers.items()})
+        self.up.record(body, {k.lower(): v for k, v in self.headers.items()})
         b = self.up.backends.get(body.get("model"))
         if b is None:
-            self._error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
+            self.answer_error(404, f"model {body.get('model')!r} not found", "invalid_request_error")
             return None
         return body, b
+
+    def ready(self, b: FakeBackend, stream: bool) -> str | None:
+        """Take ``b``'s failure mode, wait its delay and act the mode out: None when that
+        answered the request, else the mode, for the answer to follow."""
+        mode = self.up.take_mode(b.name)
+        if b.delay_s:
+            self.wait(b.delay_s)
+        return None if self.act_failure(mode, b, stream) else mode
+
+    def answerable(self, raw: bytes, streams: bool = True) -> Answerable | None:
+        """The request to answer (``streams``: a route whose body may ask to stream); None
+        once it was answered otherwise: an error (``read_request``) or its backend's failure
+        mode (``ready``). The preamble every JSON route of the fake shares."""
+        req = self.read_request(raw)
+        if req is None:
+            return None
+        body, b = req
+        stream = streams and bool(body.get("stream"))
+        mode = self.ready(b, stream)
+        return None if mode is None else Answerable(body, b, mode, stream)
 
     def _reset(self) -> None:
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -128,7 +160,7 @@ class UpstreamHandler(BaseHTTPRequestHandler):
             data = [{"id": n, "object": "model", "owned_by": "fake"} for n in self.up.backends]
             send_json(self, 200, {"object": "list", "data": data})
         else:
-            self._error(404, f"no route {self.path}", "invalid_request_error")
+            self.answer_error(404, f"no route {self.path}", "invalid_request_error")
 
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length") or 0)
@@ -147,29 +179,22 @@ class UpstreamHandler(BaseHTTPRequestHandler):
         elif path in MEDIA_ROUTES:
             MEDIA_ROUTES[path](self, raw)
         else:
-            self._error(404, f"no route {self.path}", "invalid_request_error")
+            self.answer_error(404, f"no route {self.path}", "invalid_request_error")
 
     def _chat(self, raw: bytes) -> None:
-        req = self._request(raw)
-        if req is None:
-            return
-        body, b = req
-        mode = self.up._take_mode(b.name)
-        if b.delay_s:
-            self._wait(b.delay_s)
-        stream = bool(body.get("stream"))
-        if not self._fail(mode, b, stream):
-            self._stream(body, b, mode) if stream else self._complete(body, b)
+        call = self.answerable(raw)
+        if call is not None and call.stream:
+            self._stream(call.body, call.backend, call.mode)
+        elif call is not None:
+            self._complete(call.body, call.backend)
 
     def _embeddings(self, raw: bytes) -> None:
         """OpenAI's embeddings answer: a deterministic 8-dimensional vector per input, usage
         counted in words (token ids: one each), failure modes as for chat."""
-        req = self._request(raw)
-        if req is None:
+        call = self.answerable(raw, streams=False)
+        if call is None:
             return
-        body, b = req
-        if self._fail(self.up._take_mode(b.name), b, False):
-            return
+        body, b = call.body, call.backend
         items = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
         if items and all(isinstance(t, int) for t in items):
             items = [items]
@@ -185,16 +210,16 @@ class UpstreamHandler(BaseHTTPRequestHandler):
         send_json(self, 200, {"object": "list", "data": data, "model": b.name,
                               "usage": {"prompt_tokens": used, "total_tokens": used}})
 
-    def _fail(self, mode: str, b: FakeBackend, stream: bool) -> bool:
+    def act_failure(self, mode: str, b: FakeBackend, stream: bool) -> bool:
         """Answer as failure ``mode`` says; False when the request is to be answered."""
         if mode == "error_500":
-            self._error(500, "the fake upstream failed", "server_error")
+            self.answer_error(500, "the fake upstream failed", "server_error")
         elif mode == "error_429":
-            self._error(429, "rate limited by the fake upstream", "rate_limit_error")
+            self.answer_error(429, "rate limited by the fake upstream", "rate_limit_error")
         elif mode == "error_400":
-            self._error(400, "the fake upstream refuses this request", "invalid_request_error")
+            self.answer_error(400, "the fake upstream refuses this request", "invalid_request_error")
         elif mode == "hang" or (mode == "stall_mid_stream" and not stream):
-            self._wait(b.hang_s)
+            self.wait(b.hang_s)
             self.close_connection = True
         elif mode == "reset":
             self._reset()
@@ -261,7 +286,7 @@ class UpstreamHandler(BaseHTTPRequestHandler):
             else:
                 how = self._stream_words(b.text_for(body).split(), mode, b, chunk, sent)
                 if how != "done":
-                    self.up._stream_ended(StreamEnd(b.name, sent[0], how))
+                    self.up.stream_ended(StreamEnd(b.name, sent[0], how))
                     return
                 completion = (self.up.count_tokens or word_count)(b.text_for(body))
                 finish = "stop"
@@ -271,9 +296,9 @@ class UpstreamHandler(BaseHTTPRequestHandler):
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            self.up._stream_ended(StreamEnd(b.name, sent[0], "peer_closed"))
+            self.up.stream_ended(StreamEnd(b.name, sent[0], "peer_closed"))
             return
-        self.up._stream_ended(StreamEnd(b.name, sent[0], "done"))
+        self.up.stream_ended(StreamEnd(b.name, sent[0], "done"))
 
     def _stream_words(self, words: list[str], mode: str, b: FakeBackend,
                       chunk: Callable[[dict], None], sent: list[int]) -> str:
@@ -282,12 +307,12 @@ class UpstreamHandler(BaseHTTPRequestHandler):
         half = len(words) // 2
         for i, w in enumerate(words):
             if mode == "stall_mid_stream" and i == max(half, 1):
-                return "peer_closed" if self._wait_watching(b.hang_s) else "stalled"
+                return "peer_closed" if self.wait_watching(b.hang_s) else "stalled"
             if mode == "malformed_json" and i == max(half, 1):
                 self.wfile.write(b"data: {not json\n\n")
                 self.wfile.flush()
                 return "malformed"
-            if i and b.chunk_delay_s and self._wait_watching(b.chunk_delay_s):
+            if i and b.chunk_delay_s and self.wait_watching(b.chunk_delay_s):
                 return "peer_closed"
             chunk({"content": w if i == 0 else " " + w})
             sent[0] += 1

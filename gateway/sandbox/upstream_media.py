@@ -20,25 +20,16 @@ from typing import TYPE_CHECKING
 from gateway.sandbox.upstream_wire import send_json
 
 if TYPE_CHECKING:
-    from gateway.sandbox.local_upstream import FakeBackend
     from gateway.sandbox.upstream_handler import UpstreamHandler
 
 FAKE_PNG = b"\x89PNG fake image"
 
 
-def _ok(h: UpstreamHandler, b: FakeBackend) -> bool:
-    """Act out the backend's failure mode; True when the request is to be answered."""
-    mode = h.up._take_mode(b.name)
-    if b.delay_s:
-        h._wait(b.delay_s)
-    return not h._fail(mode, b, False)
-
-
 def answer_images(h: UpstreamHandler, raw: bytes) -> None:
-    req = h._request(raw)
-    if req is None or not _ok(h, req[1]):
+    call = h.answerable(raw, streams=False)
+    if call is None:
         return
-    body = req[0]
+    body = call.body
     b64 = body.get("response_format") == "b64_json"
     data = [{"b64_json": base64.b64encode(FAKE_PNG).decode()} if b64 else
              {"url": f"http://127.0.0.1/fake/{uuid.uuid4().hex}.png",
@@ -47,11 +38,11 @@ def answer_images(h: UpstreamHandler, raw: bytes) -> None:
 
 
 def answer_speech(h: UpstreamHandler, raw: bytes) -> None:
-    req = h._request(raw)
-    if req is None or not _ok(h, req[1]):
+    call = h.answerable(raw, streams=False)
+    if call is None:
         return
     h.send_response(200)
-    audio = b"FAKE-AUDIO:" + str(req[0].get("input")).encode()
+    audio = b"FAKE-AUDIO:" + str(call.body.get("input")).encode()
     h.send_header("content-type", "audio/mpeg")
     h.send_header("content-length", str(len(audio)))
     h.end_headers()
@@ -68,21 +59,21 @@ def answer_transcription(h: UpstreamHandler, raw: bytes) -> None:
         payload = part.get_payload(decode=True) or b""
         fields[name] = {"filename": part.get_filename(), "bytes": len(payload)} \
             if part.get_filename() else payload.decode()
-    h.up._record(fields, {k.lower(): v for k, v in h.headers.items()})
+    h.up.record(fields, {k.lower(): v for k, v in h.headers.items()})
     b = h.up.backends.get(fields.get("model"))
     if b is None:
-        h._error(404, f"model {fields.get('model')!r} not found", "invalid_request_error")
+        h.answer_error(404, f"model {fields.get('model')!r} not found", "invalid_request_error")
         return
-    if not _ok(h, b):
+    if h.ready(b, False) is None:
         return
     send_json(h, 200, {"text": b.text_for({"messages": []})})
 
 
 def answer_moderations(h: UpstreamHandler, raw: bytes) -> None:
-    req = h._request(raw)
-    if req is None or not _ok(h, req[1]):
+    call = h.answerable(raw, streams=False)
+    if call is None:
         return
-    body, b = req
+    body, b = call.body, call.backend
     items = body["input"] if isinstance(body.get("input"), list) else [body.get("input")]
     results = []
     for x in items:
@@ -94,10 +85,10 @@ def answer_moderations(h: UpstreamHandler, raw: bytes) -> None:
 
 
 def answer_rerank(h: UpstreamHandler, raw: bytes) -> None:
-    req = h._request(raw)
-    if req is None or not _ok(h, req[1]):
+    call = h.answerable(raw, streams=False)
+    if call is None:
         return
-    body = req[0]
+    body = call.body
     words = set(str(body.get("query", "")).lower().split())
     docs = body.get("documents") or []
     scores = [len(words & set(json.dumps(d).lower().replace('"', " ").split())) / (len(words) or 1)

@@ -17,9 +17,11 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from gateway.sandbox.upstream_wire import (
+    capped_words,
     count_prompt_tokens,
     open_event_stream,
     send_json,
+    text_of,
     word_count,
 )
 
@@ -27,20 +29,12 @@ if TYPE_CHECKING:
     from gateway.sandbox.upstream_handler import UpstreamHandler
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
-
-
 def chat_view(body: dict) -> dict:
     """The body as chat messages (system, then the messages' text): what a backend's reply
     function reads and what the prompt is counted on."""
-    messages = [{"role": "system", "content": _text_of(body["system"])}] \
+    messages = [{"role": "system", "content": text_of(body["system"])}] \
         if body.get("system") else []
-    messages += [{"role": m.get("role"), "content": _text_of(m.get("content"))}
+    messages += [{"role": m.get("role"), "content": text_of(m.get("content"))}
                  for m in body.get("messages") or [] if isinstance(m, dict)]
     return {**body, "messages": messages}
 
@@ -55,21 +49,12 @@ def _cached_system_tokens(body: dict) -> int:
 
 def answer_messages(h: UpstreamHandler, raw: bytes) -> None:
     """POST /v1/messages: a message (or its event stream) with usage."""
-    req = h._request(raw)
-    if req is None:
+    call = h.answerable(raw)
+    if call is None:
         return
-    body, b = req
-    stream = bool(body.get("stream"))
-    mode = h.up._take_mode(b.name)
-    if b.delay_s:
-        h._wait(b.delay_s)
-    if h._fail(mode, b, stream):
-        return
+    body, b = call.body, call.backend
     view = chat_view(body)
-    words = b.text_for(view).split()
-    cap = body.get("max_tokens")
-    cut = isinstance(cap, int) and cap < len(words)
-    words = words[:cap] if cut else words
+    words, cut = capped_words(b.text_for(view), body.get("max_tokens"))
     text = " ".join(words)
     usage = {"input_tokens": count_prompt_tokens(view, h.up.count_tokens),
              "output_tokens": (h.up.count_tokens or word_count)(text)}
@@ -82,7 +67,7 @@ def answer_messages(h: UpstreamHandler, raw: bytes) -> None:
                "content": [{"type": "text", "text": text}],
                "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
                "usage": usage}
-    if stream:
+    if call.stream:
         _stream_message(h, message, words)
     else:
         send_json(h, 200, message)
@@ -101,7 +86,7 @@ def _stream_message(h: UpstreamHandler, message: dict, words: list[str]) -> None
             h.wfile.write(piece)
             h.wfile.flush()
             if split:
-                h._wait(0.005)  # two reads on the caller's side, most likely
+                h.wait(0.005)  # two reads on the caller's side, most likely
 
     usage = message["usage"]
     try:
@@ -110,7 +95,7 @@ def _stream_message(h: UpstreamHandler, message: dict, words: list[str]) -> None
         event("content_block_start", index=0, content_block={"type": "text", "text": ""})
         event("ping")
         for i, w in enumerate(words):
-            if i and delay and h._wait_watching(delay):
+            if i and delay and h.wait_watching(delay):
                 return
             event("content_block_delta", index=0,
                   delta={"type": "text_delta", "text": w if i == 0 else " " + w})

@@ -16,22 +16,16 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from gateway.sandbox.upstream_wire import (
+    capped_words,
     count_prompt_tokens,
     open_event_stream,
     send_json,
+    text_of,
     word_count,
 )
 
 if TYPE_CHECKING:
     from gateway.sandbox.upstream_handler import UpstreamHandler
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
 
 
 def chat_view(body: dict) -> dict:
@@ -45,7 +39,7 @@ def chat_view(body: dict) -> dict:
         messages.append({"role": "user", "content": raw})
     for item in raw if isinstance(raw, list) else ():
         if isinstance(item, dict) and "role" in item:
-            messages.append({"role": item["role"], "content": _text_of(item.get("content"))})
+            messages.append({"role": item["role"], "content": text_of(item.get("content"))})
         elif isinstance(item, dict) and item.get("type") == "function_call_output":
             messages.append({"role": "tool", "content": str(item.get("output", ""))})
     return {**body, "messages": messages}
@@ -53,22 +47,13 @@ def chat_view(body: dict) -> dict:
 
 def answer_responses(h: UpstreamHandler, raw: bytes) -> None:
     """POST /v1/responses: a completed response (or its event stream) with usage."""
-    req = h._request(raw)
-    if req is None:
+    call = h.answerable(raw)
+    if call is None:
         return
-    body, b = req
-    stream = bool(body.get("stream"))
-    mode = h.up._take_mode(b.name)
-    if b.delay_s:
-        h._wait(b.delay_s)
-    if h._fail(mode, b, stream):
-        return
+    body, b = call.body, call.backend
     view = chat_view(body)
-    text = b.text_for(view)
     cap = body.get("max_output_tokens")
-    words = text.split()
-    if isinstance(cap, int) and cap < len(words):
-        words = words[:cap]
+    words, _ = capped_words(b.text_for(view), cap)
     text = " ".join(words)
     usage = {"input_tokens": count_prompt_tokens(view, h.up.count_tokens),
              "input_tokens_details": {"cached_tokens": 0},
@@ -89,7 +74,7 @@ def answer_responses(h: UpstreamHandler, raw: bytes) -> None:
         "top_p": body.get("top_p", 1.0), "truncation": "disabled", "usage": usage,
         "user": None, "metadata": body.get("metadata") or {},
     }
-    if not stream:
+    if not call.stream:
         send_json(h, 200, response)
         return
     _stream_response(h, response, item, words)
@@ -115,7 +100,7 @@ def _stream_response(h: UpstreamHandler, response: dict, item: dict, words: list
         event("response.content_part.added", **where,
               part={"type": "output_text", "text": "", "annotations": []})
         for i, w in enumerate(words):
-            if i and h.up.backends[response["model"]].chunk_delay_s and h._wait_watching(
+            if i and h.up.backends[response["model"]].chunk_delay_s and h.wait_watching(
                     h.up.backends[response["model"]].chunk_delay_s):
                 return
             event("response.output_text.delta", **where, delta=w if i == 0 else " " + w)
@@ -130,13 +115,10 @@ def _stream_response(h: UpstreamHandler, response: dict, item: dict, words: list
 
 def answer_completions(h: UpstreamHandler, raw: bytes) -> None:
     """POST /v1/completions: OpenAI's legacy text completion (or its stream), usage in words."""
-    req = h._request(raw)
-    if req is None:
+    call = h.answerable(raw)
+    if call is None:
         return
-    body, b = req
-    stream = bool(body.get("stream"))
-    if h._fail(h.up._take_mode(b.name), b, stream):
-        return
+    body, b = call.body, call.backend
     prompts = body.get("prompt")
     if isinstance(prompts, str) or (isinstance(prompts, list) and prompts
                                     and all(isinstance(t, int) for t in prompts)):
@@ -158,7 +140,7 @@ def answer_completions(h: UpstreamHandler, raw: bytes) -> None:
               "created": int(time.time()), "model": b.name, "choices": choices,
               "usage": {"prompt_tokens": max(used, 1), "completion_tokens": completion,
                         "total_tokens": max(used, 1) + completion}}
-    if stream:
+    if call.stream:
         _stream_completion(h, answer, body)
     else:
         send_json(h, 200, answer)
@@ -182,7 +164,7 @@ def _stream_completion(h: UpstreamHandler, answer: dict, body: dict) -> None:
     try:
         for c in answer["choices"]:
             for i, w in enumerate(c["text"].split()):
-                if i and delay and h._wait_watching(delay):
+                if i and delay and h.wait_watching(delay):
                     return
                 chunk([{"text": w if i == 0 else " " + w, "index": c["index"],
                         "logprobs": None, "finish_reason": None}])

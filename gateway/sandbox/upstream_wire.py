@@ -1,6 +1,7 @@
 """Wire helpers the fake upstream's handlers share (``upstream_handler.py`` for chat and
-embeddings, ``upstream_responses.py`` for Responses and text completions): JSON replies, the
-opening of an event stream, and the word-count token tally. Imports nothing of the sandbox,
+embeddings, ``upstream_responses.py`` for Responses and text completions,
+``upstream_messages.py`` for Anthropic's Messages): JSON replies, the opening of an event
+stream, a message's text, the reply cut to its cap, and the word-count token tally. Imports nothing of the sandbox,
 so both handler modules sit above it.
 """
 
@@ -15,6 +16,23 @@ from typing import Any
 def word_count(text: str) -> int:
     """The default token count: words."""
     return len(text.split())
+
+
+def text_of(content: Any) -> str:
+    """A message's text: its string, or its parts' (blocks') texts joined by spaces."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def capped_words(text: str, cap: Any) -> tuple[list[str], bool]:
+    """The reply's words, cut to the body's output cap when it is an integer, and whether
+    they were cut."""
+    words = text.split()
+    cut = isinstance(cap, int) and cap < len(words)
+    return (words[:cap] if cut else words), cut
 
 
 def count_prompt_tokens(body: dict, count: Callable[[str], int] | None = None) -> int:
