@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import yaml
 
-from bench.serving.servers import Server, _free_port, started
+from bench.serving.servers import Server, started
 
 LOCAL_KEY = "sk-local-upstream"
 
@@ -75,9 +75,11 @@ def local_config(path: Path, upstream_url: str, tmp: Path, admin_key: str) -> di
 @contextmanager
 def tollgate_serve(config: dict, tmp: Path, name: str = "tollgate") -> Iterator[Server]:
     """``tollgate serve`` on ``config`` (one worker), until the block ends."""
+    from gateway.sandbox.local_server import free_port
+
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    port = _free_port()
+    port = free_port()
     argv = [sys.executable, "-c", "from gateway.cli import main; main()", "serve", "--config",
             str(path), "--port", str(port), "--log-level", "warning", "--workers", "1"]
     with started(name, argv, f"http://127.0.0.1:{port}", "/ready", tmp / f"{name}.log",

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import socket
 import statistics
 import tempfile
 import threading
@@ -31,17 +30,12 @@ import uvicorn
 
 from gateway.app import create_app
 from gateway.config import DEFAULT_CONFIG_PATH, load_settings, settings_from_dict
+from gateway.sandbox.local_server import free_port
 from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
 PROMPT = [{"role": "user", "content": "Which is heavier, a kilo of feathers or a kilo of "
                                       "steel? Answer in one sentence."}]
 REPLY = "They weigh the same: one kilogram each."
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -71,7 +65,7 @@ def main() -> None:
         }
         settings = settings_from_dict(raw, source="bench")
         app = create_app(settings)
-        port = _free_port()
+        port = free_port()
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                                log_level="warning", lifespan="on"))
         thread = threading.Thread(target=server.run, daemon=True)

@@ -134,12 +134,6 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _free_port() -> int:
-    from gateway.sandbox.local_server import free_port
-
-    return free_port()
-
-
 @contextmanager
 def started(name: str, argv: list[str], url: str, probe: str, log: Path,
             env: dict | None = None) -> Iterator[Server]:
@@ -242,10 +236,11 @@ QUIET_LOGGING = {"version": 1, "disable_existing_loggers": False,
 def start_all(stack: ExitStack, a: argparse.Namespace, tmp: Path) -> list[Target]:
     """Upstream, LiteLLM proxy and Tollgate, each with the key wrk sends."""
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
+    from gateway.sandbox.local_server import free_port
 
     names = [b.model_name for b in load_settings(DEFAULT_CONFIG_PATH).model_list]
     py = sys.executable
-    up_port, ll_port, tg_port = _free_port(), _free_port(), _free_port()
+    up_port, ll_port, tg_port = free_port(), free_port(), free_port()
     up_url = f"http://127.0.0.1:{up_port}"
     upstream = stack.enter_context(started(
         "upstream", upstream_argv(up_port, names), up_url, "/v1/models", tmp / "upstream.log"))

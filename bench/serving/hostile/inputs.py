@@ -20,9 +20,6 @@ miscounts, embeddings' limits, and a request with 15,000 tools against the event
 
 from __future__ import annotations
 
-import statistics
-import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -147,7 +144,7 @@ def emb_rows_scenario(env: Env, rec: Recorder) -> dict[str, Any]:
 
 
 def tools_stall_scenario(env: Env, rec: Recorder, tools: int = 15_000) -> dict[str, Any]:
-    from bench.serving.hostile.stall import POLLER  # (common.py imports this module)
+    from bench.serving.hostile.stall import polled_while  # (common.py imports this module)
 
     base = env.replicas[0].base_url
     key, _ = env.tenant()
@@ -158,20 +155,7 @@ def tools_stall_scenario(env: Env, rec: Recorder, tools: int = 15_000) -> dict[s
            for i in range(tools)]
     body = {"model": "fake-cheap", "max_tokens": 8, "tools": fns,
             "messages": [{"role": "user", "content": "hi"}]}
-    poller = subprocess.Popen([sys.executable, "-c", POLLER, base + "/health", "60"],
-                              stdout=subprocess.PIPE, text=True)
-    time.sleep(3.0)
-    started = time.monotonic()
-    codes = [rec.post(base + "/v1/chat/completions", key, json=body).status_code
-             for _ in range(2)]
-    ended = time.monotonic()
-    time.sleep(0.3)
-    poller.terminate()
-    out, _ = poller.communicate()
-    latencies = [(float(t), float(ms)) for t, ms in (line.split() for line in out.splitlines())]
-    before = [ms for t, ms in latencies if t < started]
-    during = [ms for t, ms in latencies if started <= t <= ended]
-    baseline = statistics.median(before) if before else 0.0
-    return {"codes": codes, "in_flight_s": round(ended - started, 2), "polls": len(during),
-            "health_max_ms": round(max(during, default=0.0), 1),
-            "tools_loop_stall_ms": round(max(0.0, max(during, default=0.0) - baseline), 1)}
+    p = polled_while(base + "/health", 60, lambda: [
+        rec.post(base + "/v1/chat/completions", key, json=body).status_code for _ in range(2)])
+    return {"codes": p.codes, "in_flight_s": round(p.in_flight_s, 2), "polls": p.polls,
+            "health_max_ms": round(p.max_ms, 1), "tools_loop_stall_ms": p.stall_ms}
