@@ -1,9 +1,9 @@
 """What the bodies forwarded in another API's shape (Anthropic's Messages:
 gateway/serving/messages_request.py; OpenAI's Responses: responses_request.py) share on their
 way to a chat view: the ``stream`` flag, the parameters forwarded as they came, a message's
-translation, and the
-``ChatRequest`` that planning, the budget and the log work on (never sent). One place, so the
-two endpoints read their bodies alike and a fix to one is a fix to both.
+translation, and the ``ChatRequest`` that planning, the budget and the log work on (never
+sent). One place, so the two endpoints read their bodies alike and a fix to one is a fix to
+both.
 """
 
 from __future__ import annotations
