@@ -98,9 +98,8 @@ class EmbeddingsCall:
         pool = ctx.pool.current  # one pool for the whole request
         backend = embedding_backend(pool, self.tenant, req)
         self.backend, price = backend.model_name, pool.prices[backend.model_name]
-        factors = getattr(ctx, "bound_factors", None)
-        f = factors.factor(self.backend) if factors is not None else 1.0
-        if factors is not None and factors.held_out(self.backend, self.tenant.principal):
+        f = ctx.bound_factors.factor(self.backend)
+        if ctx.bound_factors.held_out(self.backend, self.tenant.principal):
             raise held_out_error(self.backend)
         bound = widened(req.token_bound(), f)
         self.tpm_grant = await ctx.reliability.reserve_tokens(self.tenant, bound, bound)
@@ -137,9 +136,8 @@ class EmbeddingsCall:
             return
         excess = min(reported, int(ABSURD_FACTOR * max(bound, 1))) - bound
         self.overrun_usd = price.cost(excess, 0)
-        factors = getattr(self.ctx, "bound_factors", None)
-        if factors is not None:
-            factors.reported(self.backend, reported / max(bound, 1), self.tenant.principal)
+        self.ctx.bound_factors.reported(self.backend, reported / max(bound, 1),
+                                        self.tenant.principal)
         m = self.ctx.metrics
         m.overruns.inc()
         m.overrun_usd.inc(self.overrun_usd)
