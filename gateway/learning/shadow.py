@@ -135,10 +135,11 @@ class Explorer:
 
     def _pick(self, pool: Pool, names: list[str], served: str, observed: set[str]
               ) -> list[str]:
-        """The backends of ``names`` to shadow: the least known first (``judged_outcomes``),
-        then those never observed on this prompt, ties at random. A backend known only by a
-        prior (a price, a published figure, a vendor's claim) is what routing can be wrong
-        about, and it learns only here once the rule stops sending it traffic."""
+        """The backends of ``names`` to shadow (those ``pool`` has: a request served before a
+        swap may name others): the least known first (``judged_outcomes``), then those never
+        observed on this prompt, ties at random. A backend known only by a prior (a price, a
+        published figure, a vendor's claim) is what routing can be wrong about, and it learns
+        only here once the rule stops sending it traffic."""
         outcomes = judged_outcomes(pool)
         others = [b for b in names if b != served and b in pool.backends]
         self.rng.shuffle(others)
