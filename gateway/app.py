@@ -48,6 +48,7 @@ from gateway.review import explain
 from gateway.review import metrics as observability
 from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
+from gateway.seams import LogSink, Store
 from gateway.serving import more_routes
 from gateway.serving.bound_factors import BoundFactors
 from gateway.serving.budget_gate import BudgetGate
@@ -70,7 +71,7 @@ from router_core.router import Router
 log = logging.getLogger(__name__)
 
 
-def build_store(settings: Settings) -> tuple[Any, Any]:
+def build_store(settings: Settings) -> tuple[Store, LogSink]:
     """The database side for ``settings.database_url``: (Store, LogWriter). Its identity is a
     slot in the spool directory (gateway/store/replica_slot.py), named after ``replica_id``
     when one is configured."""
@@ -85,8 +86,8 @@ def build_store(settings: Settings) -> tuple[Any, Any]:
 def create_app(
     settings: Settings,
     *,
-    store: Any = None,
-    log_writer: Any = None,
+    store: Store | None = None,
+    log_writer: LogSink | None = None,
     router: Router | None = None,
     encoder: Encoder | None = None,
     registry: CollectorRegistry | None = None,
@@ -114,8 +115,9 @@ def create_app(
     return app
 
 
-def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Router | None,
-                  encoder: Encoder | None, registry: CollectorRegistry | None) -> GatewayContext:
+def build_context(settings: Settings, *, store: Store | None, log_writer: LogSink | None,
+                  router: Router | None, encoder: Encoder | None,
+                  registry: CollectorRegistry | None) -> GatewayContext:
     """The gateway's state: every part given or built from ``settings``, wired together."""
     loaded = router is None
     router = router if router is not None else load_router(settings.router_path)
@@ -129,24 +131,27 @@ def build_context(settings: Settings, *, store: Any, log_writer: Any, router: Ro
         encoder = encoder_for_router(router.config, threads=settings.encoder_threads)
     prices = resolve_prices(settings, strict=False)  # unpriced: warned about, never used
     callbacks = litellm_callbacks.resolve(settings)  # an import that fails: a config error
+    pool = PoolHolder(build_pool(settings, prices, router,
+                                 reference_phi(settings, encoder) if loaded else None))
+    metrics = GatewayMetrics(registry)
+    reliability = Reliability.build(settings.reliability, metrics.registry)
     ctx = GatewayContext(
         settings=settings,
         store=store,
         log_writer=log_writer,
-        pool=PoolHolder(build_pool(settings, prices, router,
-                                   reference_phi(settings, encoder) if loaded else None)),
+        pool=pool,
         encoder=encoder,
-        metrics=GatewayMetrics(registry),
+        metrics=metrics,
         embedder=EmbeddingBatcher(encoder.encode, max_batch=settings.encoder_batch_size,
                                   max_wait_s=settings.encoder_batch_wait_ms / 1000),
         prior_share=PriorShare(),
         budget_gate=BudgetGate(),
+        reliability=reliability,
+        bound_factors=BoundFactors(),  # what providers' miscounts taught (this process)
+        failed_logins=FailedLogins(),
+        response_cache=build_response_cache(settings.cache, reliability.settings, metrics),
         litellm_callbacks=callbacks,
     )
-    ctx.bound_factors = BoundFactors()  # what providers' miscounts taught (this process)
-    ctx.reliability = Reliability.build(settings.reliability, ctx.metrics.registry)
-    ctx.response_cache = build_response_cache(settings.cache, ctx.reliability.settings, ctx.metrics)
-    ctx.failed_logins = FailedLogins()
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(
         ctx, store_owns_writer=ctx.log_writer is ctx.store.logs)

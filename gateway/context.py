@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from gateway.config import Settings
-from gateway.seams import LearningHooks, LogSink, Store
+from gateway.seams import LearningHooks, LogSink, Reliability, Store
 
 if TYPE_CHECKING:  # the rooms that fill these fields import this module, not the reverse
+    from gateway.auth import FailedLogins
     from gateway.pool import PoolHolder
     from gateway.pool.explore_share import PriorShare
     from gateway.review.metrics import GatewayMetrics
+    from gateway.serving.bound_factors import BoundFactors
     from gateway.serving.budget_gate import BudgetGate
     from gateway.serving.embedding import EmbeddingBatcher
+    from gateway.serving.response_cache import ResponseCache
     from router_core.encoders.minilm import Encoder
 
 
@@ -51,12 +54,11 @@ class GatewayContext:
     embedder: EmbeddingBatcher  # Φ(x) of concurrent requests, batched on the encoder thread
     prior_share: PriorShare  # cold-start traffic caps per route (this process's counts)
     budget_gate: BudgetGate  # tenants' lines for the budget, trusted backends (this process)
+    reliability: Reliability  # rate limits, parallel slots, circuit breakers (gateway/seams.py)
+    bound_factors: BoundFactors  # backends' learned reservation factors (this process)
+    failed_logins: FailedLogins  # wrong keys per client address (gateway/auth.py)
     ready: bool = False
     learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
-    # gateway.serving.bound_factors.BoundFactors: backends' learned reservation factors
-    bound_factors: Any = None
-    reliability: Any = None  # gateway.reliability.guards.Reliability: rate limits, circuit breakers
-    response_cache: Any = None  # gateway.serving.response_cache.ResponseCache, when configured
-    failed_logins: Any = None  # gateway.auth.FailedLogins: wrong keys per client address
+    response_cache: ResponseCache | None = None  # when configured (``cache:``)
     # litellm_settings callbacks, resolved (gateway/litellm_callbacks.py); installed on start
     litellm_callbacks: dict[str, list[Any]] = field(default_factory=dict)

@@ -1,7 +1,8 @@
 """The seams between the rooms, as protocols: what the gateway calls on the store, on the
-request-log sink and on the learning side. `GatewayContext` types its fields with them;
-`gateway.store.Store` (wrapped by `gateway.reliability.outage.GuardedStore`),
-`gateway.store.LogWriter` (tapped by `gateway.review.metrics.MetricsTap`) and
+request-log sink, on the reliability guards and on the learning side. `GatewayContext` types
+its fields with them; `gateway.store.Store` (wrapped by
+`gateway.reliability.outage.GuardedStore`), `gateway.store.LogWriter` (tapped by
+`gateway.review.metrics.MetricsTap`), `gateway.reliability.guards.Reliability` and
 `gateway.learning.loop.Learning` implement them. Names of other rooms appear only under
 ``TYPE_CHECKING``: this module imports no room.
 """
@@ -13,10 +14,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from gateway.config import ReliabilitySettings
+    from gateway.reliability.circuit import CircuitBreakers
+    from gateway.reliability.parallel import Slot
+    from gateway.reliability.ratelimit import TokenGrant
     from gateway.store.key_store import KeyStore
     from gateway.store.logwriter import LogStats
     from gateway.store.policy import TenantPolicy
     from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
+    from gateway.store.revocations import RevocationSignal
     from gateway.store.sessions import Session
 
 
@@ -50,6 +56,9 @@ class Store(Protocol):
     # the key of learning prompt hashes (gateway/store/prompt_keys.py), once the store is ready
     prompt_secret: bytes | None
     key_admin: KeyStore  # LiteLLM's key API (gateway/store/key_admin.py)
+    # the Redis revocation counter (gateway/store/revocations.py), set by guard_store when
+    # reliability.redis_url is set
+    revocations: RevocationSignal | None
 
     @property
     def ready(self) -> bool: ...
@@ -99,6 +108,35 @@ class Store(Protocol):
     async def find_session(self, cookie: str) -> Session | None: ...
 
     async def close_session(self, cookie: str) -> None: ...
+
+
+class Reliability(Protocol):
+    """What serving calls on ``ctx.reliability``: rate limits, parallel-request slots and the
+    backends' circuit breakers of one gateway."""
+
+    settings: ReliabilitySettings  # resolved (the environment's Redis URL and spool read)
+    circuits: CircuitBreakers
+
+    async def admit(self, tenant: Tenant) -> dict[str, str]:
+        """Count one request against its tenant's and key's limits: the ``x-ratelimit-*``
+        headers; raises a 429 GatewayError."""
+        ...
+
+    async def take_slot(self, tenant: Tenant, request_id: str) -> Slot | None: ...
+
+    async def free_slot(self, slot: Slot | None) -> None: ...
+
+    async def reserve_tokens(self, tenant: Tenant, least: int, most: int
+                             ) -> TokenGrant | None: ...
+
+    async def settle_tokens(self, tenant: Tenant, grant: TokenGrant | None, used: int
+                            ) -> None: ...
+
+    def upstream_result(self, backend: str, failure: Any | None, tenant: str | None) -> None:
+        """Feed an attempt's outcome to the backend's circuit breaker."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 class LearningHooks(Protocol):

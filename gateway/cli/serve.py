@@ -20,6 +20,7 @@ import click
 
 from gateway.cli import outage_log
 from gateway.reliability.parent_watch import MASTER_PID_ENV
+from gateway.seams import Store
 
 
 @click.command("serve")
@@ -204,12 +205,14 @@ def check_port_free(host: str, port: int) -> None:
             raise click.ClickException(f"cannot listen on {host}:{port}: {what}") from None
 
 
-def release_replica_slot(store: Any) -> None:
+def release_replica_slot(store: Store) -> None:
     """Let the replica slot (gateway/store/replica_slot.py) of a store that will never serve
-    go, so that a worker takes it."""
+    go, so that a worker takes it (the app's store is guarded: build_context wraps it)."""
+    from gateway.reliability.outage import GuardedStore
     from gateway.store.reclaim import release_slot
 
-    release_slot(getattr(getattr(store, "inner", store), "replica_slot", None))
+    if isinstance(store, GuardedStore):
+        release_slot(store.inner.replica_slot)
 
 
 def _build_app(settings: Any) -> Any:

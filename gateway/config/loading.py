@@ -66,13 +66,14 @@ def load_settings(
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping")
     raw.update(overrides or {})
-    settings = settings_from_dict(raw, source=str(path))
-    settings._config_dir = str(path.resolve().parent)  # custom callbacks are imported there
-    return settings
+    # custom callbacks are imported from the config's directory
+    return settings_from_dict(raw, source=str(path), config_dir=str(path.resolve().parent))
 
 
-def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
-    """Validate a config mapping and apply the environment overrides."""
+def settings_from_dict(raw: dict[str, Any], source: str = "config",
+                       config_dir: str | None = None) -> Settings:
+    """Validate a config mapping and apply the environment overrides: the frozen value, built
+    once (``config_dir``: the directory of the file it came from)."""
     try:
         translated = translate(raw)
     except ValueError as e:
@@ -88,11 +89,10 @@ def settings_from_dict(raw: dict[str, Any], source: str = "config") -> Settings:
     for key in ("database_url", "admin_key", "metrics_token"):
         raw[key] = _from_env(raw.get(key), key, translated.sources, source)
     try:
-        settings = Settings.model_validate(raw)
+        return Settings.model_validate(
+            raw, context={"ignored_keys": translated.ignored, "config_dir": config_dir})
     except ValidationError as e:
         raise ConfigError(f"{source}: {_one_line(e, translated.sources)}") from None
-    settings._ignored_keys = translated.ignored
-    return settings
 
 
 def data_home() -> Path:

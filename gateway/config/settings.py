@@ -167,9 +167,9 @@ class Retraining(BaseModel):
 
 
 class Settings(BaseModel):
-    """Everything the gateway reads from config.yaml and the environment."""
+    """Everything the gateway reads from config.yaml and the environment; frozen once built."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     model_list: list[Backend] = Field(default_factory=list)
     routes: dict[str, Route] = Field(default_factory=default_routes)
@@ -240,6 +240,12 @@ class Settings(BaseModel):
                             list[Any]] = Field(default_factory=dict)
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
     _config_dir: str | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        """Loading's validation context (the ignored keys, the config's directory)."""
+        if isinstance(context, dict):
+            self._ignored_keys = tuple(context.get("ignored_keys", ()))
+            self._config_dir = context.get("config_dir")
 
     @property
     def ignored_keys(self) -> tuple[str, ...]:

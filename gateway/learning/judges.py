@@ -4,6 +4,9 @@
 one answer's score, 0-10 (``parse_score``); ``compare`` asks it to grade two answers side by
 side, once in each order, and averages each answer's two grades, so a judge's preference for a
 position cancels out (the reference beside the served answer, gateway/learning/shadow.py).
+The judge names its backend and never keeps it: each judgement is given the pool of its
+exploration and takes the backend and its price from that pool, so no hot swap leaves the
+judge on a pool that is gone.
 ``ReferenceJudge`` is a free checker (exact match, unit tests, a recorded grade). Every paid
 call's worst case is known before it is made, so the exploration ledger can book it first.
 """
@@ -11,11 +14,12 @@ call's worst case is known before it is made, so the exploration ledger can book
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.config import Backend, ExplorationSettings, Settings
+from gateway.config import Backend, ExplorationSettings
+from gateway.pool import Pool
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.upstream import complete
 
@@ -37,13 +41,15 @@ PAIR_RUBRIC = (
 
 
 class Judge(Protocol):
-    """Scores one answer in [0, 1] (None = cannot judge); ``cost_usd`` is its own spend."""
+    """Scores one answer in [0, 1] (None = cannot judge); ``cost_usd`` is its own spend.
+    ``pool``: the pool of the exploration the judgement belongs to."""
 
     name: str
 
-    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]: ...
+    async def score(self, pool: Pool, prompt: str, model: str, answer: str
+                    ) -> tuple[float | None, float]: ...
 
-    def worst_case_usd(self, prompt: str, answer: str) -> float: ...
+    def worst_case_usd(self, pool: Pool, prompt: str, answer: str) -> float: ...
 
 
 @dataclass
@@ -57,38 +63,50 @@ class ReferenceJudge:
     check: Callable[[str, str, str], float | None]
     name: str = "reference"
 
-    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]:
+    async def score(self, pool: Pool, prompt: str, model: str, answer: str
+                    ) -> tuple[float | None, float]:
         return self.check(prompt, model, answer), 0.0
 
-    def worst_case_usd(self, prompt: str, answer: str) -> float:
+    def worst_case_usd(self, pool: Pool, prompt: str, answer: str) -> float:
         return 0.0
 
 
-@dataclass
+@dataclass(frozen=True)
 class LLMJudge:
-    """A litellm model grading with a rubric prompt; its calls count against the budget."""
+    """A backend grading with a rubric prompt; its calls count against the budget. ``model``
+    names the backend; each judgement takes it and its price from the pool it is given."""
 
-    backend: Backend
-    price: Price
+    model: str
     rubric: str = DEFAULT_RUBRIC
     max_tokens: int = 16
     name: str = "llm"
 
+    def on(self, pool: Pool) -> tuple[Backend, Price]:
+        """The judge's backend in ``pool`` and its price."""
+        backend, price = pool.backend(self.model), pool.prices.get(self.model)
+        if backend is None or price is None:
+            raise LookupError(f"exploration judge {self.model!r}: not a priced backend of "
+                              f"the pool {pool.version}")
+        return backend, price
+
     def _messages(self, prompt: str, answer: str) -> list[dict]:
         return [{"role": "user", "content": self.rubric.format(prompt=prompt, answer=answer)}]
 
-    def worst_case_usd(self, prompt: str, answer: str) -> float:
-        n = count_prompt_tokens(self.backend, self._messages(prompt, answer))
-        return self.price.cost(n, self.max_tokens)
+    def worst_case_usd(self, pool: Pool, prompt: str, answer: str) -> float:
+        backend, price = self.on(pool)
+        n = count_prompt_tokens(backend, self._messages(prompt, answer))
+        return price.cost(n, self.max_tokens)
 
-    async def score(self, prompt: str, model: str, answer: str) -> tuple[float | None, float]:
+    async def score(self, pool: Pool, prompt: str, model: str, answer: str
+                    ) -> tuple[float | None, float]:
+        backend, price = self.on(pool)
         resp = await complete(
-            self.backend,
+            backend,
             self._messages(prompt, answer),
             {"max_tokens": self.max_tokens, "temperature": 0},
         )
         usage = getattr(resp, "usage", None)
-        cost = self.price.cost(
+        cost = price.cost(
             int(getattr(usage, "prompt_tokens", 0) or 0),
             int(getattr(usage, "completion_tokens", 0) or 0),
         )
@@ -105,32 +123,34 @@ def parse_score(text: str) -> float | None:
     return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
 
 
-def build_judge(
-    settings: Settings, cfg: ExplorationSettings, prices: Mapping[str, Price]
-) -> Judge | None:
-    """The configured LLM judge (``judge.model`` names a backend of model_list), else None."""
+def build_judge(pool: Pool, cfg: ExplorationSettings) -> Judge | None:
+    """The configured LLM judge (``judge.model`` names a priced backend of model_list, checked
+    on ``pool``, the one at startup), else None."""
     j = cfg.judge or {}
     if j.get("kind", "llm") != "llm" or not j.get("model"):
         return None
-    backend = settings.backend(j["model"])
-    if backend is None:
+    if pool.backend(j["model"]) is None:
         raise ValueError(f"exploration judge: {j['model']!r} is not a backend in model_list")
-    return LLMJudge(backend, prices[backend.model_name], rubric=j.get("rubric", DEFAULT_RUBRIC))
+    if j["model"] not in pool.prices:
+        raise ValueError(f"exploration judge: {j['model']!r} has no price (model_info or "
+                         "litellm's cost map): its calls could not be booked")
+    return LLMJudge(j["model"], rubric=j.get("rubric", DEFAULT_RUBRIC))
 
 
-async def compare(judge: LLMJudge, prompt: str, a: str, b: str
+async def compare(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str
                   ) -> tuple[float | None, float | None, float]:
     """Answers ``a`` and ``b`` graded side by side, once in each order, averaged, so the
     judge's preference for a position cancels: (q_a, q_b, judge USD)."""
+    backend, price = judge.on(pool)
     scores: list[tuple[float | None, float | None]] = []
     spent = 0.0
     for first, second in ((a, b), (b, a)):
         text = PAIR_RUBRIC.format(prompt=prompt, first=first, second=second)
-        resp = await complete(judge.backend, [{"role": "user", "content": text}],
+        resp = await complete(backend, [{"role": "user", "content": text}],
                               {"max_tokens": 2 * judge.max_tokens, "temperature": 0})
         usage = getattr(resp, "usage", None)  # litellm's response object
-        spent += judge.price.cost(int(getattr(usage, "prompt_tokens", 0) or 0),
-                                  int(getattr(usage, "completion_tokens", 0) or 0))
+        spent += price.cost(int(getattr(usage, "prompt_tokens", 0) or 0),
+                            int(getattr(usage, "completion_tokens", 0) or 0))
         one, two = parse_pair(resp.choices[0].message.content or "")
         scores.append((one, two) if first is a else (two, one))
     qa = [s[0] for s in scores if s[0] is not None]
@@ -138,11 +158,12 @@ async def compare(judge: LLMJudge, prompt: str, a: str, b: str
     return (sum(qa) / len(qa) if qa else None, sum(qb) / len(qb) if qb else None, spent)
 
 
-def compare_worst_usd(judge: LLMJudge, prompt: str, a: str, b: str) -> float:
+def compare_worst_usd(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str) -> float:
     """The worst case of ``compare``: two calls on the longer order's prompt."""
+    backend, price = judge.on(pool)
     text = PAIR_RUBRIC.format(prompt=prompt, first=a, second=b)
-    n = count_prompt_tokens(judge.backend, [{"role": "user", "content": text}])
-    return 2 * judge.price.cost(n, 2 * judge.max_tokens)
+    n = count_prompt_tokens(backend, [{"role": "user", "content": text}])
+    return 2 * price.cost(n, 2 * judge.max_tokens)
 
 
 def parse_pair(text: str) -> tuple[float | None, float | None]:

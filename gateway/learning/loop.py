@@ -64,9 +64,8 @@ class Learning:
         )
         self.swapper = HotSwapper(ctx.store.engine, ctx.pool, self.poll_s)
         xcfg = ExplorationSettings.from_settings(ctx.settings)
-        pool = ctx.pool.current
         self.explorer = Explorer(ctx.store.engine, ctx.pool, xcfg,
-                                 build_judge(pool.settings, xcfg, pool.prices))
+                                 build_judge(ctx.pool.current, xcfg))
         self._tasks: set[asyncio.Task[Any]] = set()
         # requests this replica served lately: feedback that arrives before the row is
         # written (it is written after the response) still finds its request here
@@ -91,6 +90,8 @@ class Learning:
         if (served.status != 200 or not served.pool or served.backend is None
                 or served.phi is None):
             return
+        # the prompt-key text: cut once, here, with the server-wide encoder_max_chars (as
+        # routing embeds it); the shadow explorer keys and judges this same text
         text = embed_text(served.messages, self.ctx.settings.encoder_max_chars)
         # the deployment's prompt-key secret, for this call and the tasks it spawns (the
         # shadow explorer keys the same prompt): a keyed hash, never a plain one
@@ -123,11 +124,11 @@ class Learning:
             self._recording = True
             self._spawn(self._record())
         if self.explorer.wants(served.route):
-            self._spawn(self._explore(served))
+            self._spawn(self._explore(served, text))
 
-    async def _explore(self, served: Served) -> None:
+    async def _explore(self, served: Served, prompt: str) -> None:
         try:
-            await self.explorer.explore(served)
+            await self.explorer.explore(served, prompt)
         except Exception:  # exploration must never break serving
             log.exception("shadow exploration of %s failed", served.request_id)
 

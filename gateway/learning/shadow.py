@@ -48,7 +48,6 @@ from gateway.learning.judges import Judge, LLMJudge, compare, compare_worst_usd
 from gateway.pool import Pool, PoolHolder
 from gateway.pool.known import outcomes_of
 from gateway.pricing import count_prompt_tokens
-from gateway.serving.routing import embed_text
 from gateway.serving.served import Served
 from gateway.serving.upstream import UpstreamFailure, complete
 from gateway.store.periods import period_start_s, utcnow
@@ -77,8 +76,8 @@ class Explorer:
         rng: random.Random | None = None,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
-        # the pool is read when a call is made, never kept: a backend adopted by a hot swap
-        # is explored like any other
+        # the pool is taken once per exploration, never kept: a backend adopted by a hot swap
+        # is explored like any other, and one exploration never mixes two pools
         self.engine, self.pools, self.cfg = engine, pools, cfg
         self.judge = judge
         self.rng = rng or random.Random()
@@ -134,17 +133,18 @@ class Explorer:
                          "on the operator's exploration budget",
                          scope[len(exploration_ledger.REFERENCE):], min(actual, held), held)
 
-    def _pick(self, pool: list[str], served: str, observed: set[str]) -> list[str]:
-        """The backends to shadow: the least known first (``judged_outcomes``), then those
-        never observed on this prompt, ties at random. A backend known only by a prior
-        (a price, a published figure, a vendor's claim) is what routing can be wrong about,
-        and it learns only here once the rule stops sending it traffic."""
-        current = self.pools.current
-        outcomes = judged_outcomes(current)
-        others = [b for b in pool if b != served]
+    def _pick(self, pool: Pool, names: list[str], served: str, observed: set[str]
+              ) -> list[str]:
+        """The backends of ``names`` to shadow (those ``pool`` has: a request served before a
+        swap may name others): the least known first (``judged_outcomes``), then those never
+        observed on this prompt, ties at random. A backend known only by a prior (a price, a
+        published figure, a vendor's claim) is what routing can be wrong about, and it learns
+        only here once the rule stops sending it traffic."""
+        outcomes = judged_outcomes(pool)
+        others = [b for b in names if b != served and b in pool.backends]
         self.rng.shuffle(others)
-        others.sort(key=lambda b: (outcomes.get(current.expert_of(b) or "", math.inf),
-                                   current.backends[b].router_model in observed))
+        others.sort(key=lambda b: (outcomes.get(pool.expert_of(b) or "", math.inf),
+                                   pool.backends[b].router_model in observed))
         return others[: self.cfg.candidates]
 
     def _observed(self, key: str) -> set[str]:
@@ -154,16 +154,18 @@ class Explorer:
             ).all()
         return {r[0] for r in rows}
 
-    async def _judge(self, prompt: str, router_model: str, answer: str) -> float | None:
-        """Judge one answer; its worst-case cost is booked first (None if it does not fit)."""
+    async def _judge(self, pool: Pool, prompt: str, router_model: str, answer: str
+                     ) -> float | None:
+        """Judge one answer on ``pool``; its worst-case cost is booked first (None if it does
+        not fit)."""
         assert self.judge is not None
-        worst = self.judge.worst_case_usd(prompt, answer)
+        worst = self.judge.worst_case_usd(pool, prompt, answer)
         start = await self._book(worst) if worst > 0 else []
         if start is None:
             return None
         cost = 0.0
         try:
-            score, cost = await self.judge.score(prompt, router_model, answer)
+            score, cost = await self.judge.score(pool, prompt, router_model, answer)
         except UpstreamFailure as e:
             log.warning("judge call failed: %s", e)
             score = None
@@ -172,10 +174,14 @@ class Explorer:
                 await self._settle(start, worst, cost)
         return score
 
-    async def explore(self, served: Served) -> list[dict]:
-        """Judge the served answer and ``candidates`` shadow answers; returns what was stored."""
+    async def explore(self, served: Served, prompt: str) -> list[dict]:
+        """Judge the served answer and ``candidates`` shadow answers; returns what was stored.
+        ``prompt``: the request's prompt-key text, as the learning loop cut it for the
+        request's record (one cut, so both join on one key). The pool is taken once: every
+        backend, price and router model of this exploration, the judge's included, comes from
+        it, whatever is swapped in meanwhile."""
+        pool = self.pools.current
         messages = served.messages
-        prompt = embed_text(messages, self.pools.current.settings.encoder_max_chars)
         key = ldb.prompt_key(prompt)
         stored: list[dict] = []
 
@@ -197,55 +203,57 @@ class Explorer:
             stored.append({"backend": backend, "quality": quality, "cost_usd": cost,
                            "source": source})
 
-        paired = await self._beside_reference(served, prompt, store)
+        paired = await self._beside_reference(pool, served, prompt, store)
         if self.judge_served and paired is None:
-            q = await self._judge(prompt, served.router_model, served.answer_text)
+            q = await self._judge(pool, prompt, served.router_model, served.answer_text)
             if q is not None:
                 await store(served.backend, served.router_model, q,
                             float(served.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
         others = [b for b in served.pool if b != paired]
-        for name in self._pick(others, served.backend, observed):
-            booked, text, actual = await self._shadow_call(name, messages)
+        for name in self._pick(pool, others, served.backend, observed):
+            booked, text, actual = await self._shadow_call(pool, name, messages)
             if not booked:
                 break
             if text is None:
                 continue
-            router_model = self.pools.current.backends[name].router_model
-            q = await self._judge(prompt, router_model, text)
+            router_model = pool.backends[name].router_model
+            q = await self._judge(pool, prompt, router_model, text)
             if q is not None:
                 await store(name, router_model, q, actual, "shadow")
         log.info("explored request %s: %s", served.request_id, stored)
         return stored
 
-    async def _beside_reference(self, served: Served, prompt: str, store: Any) -> str | None:
+    async def _beside_reference(self, pool: Pool, served: Served, prompt: str, store: Any
+                                ) -> str | None:
         """On a route with a promise whose answer did not come from its reference: the
         reference answers too and the judge compares the two answers, both orders averaged
         (``compare``); both grades are stored (source ``paired``), the outcomes that refine
         the priors of the frontier (gateway/learning/refine_priors.py). Returns the
         reference when it was asked, else None (no promise, no LLM judge, or it served)."""
-        promise = self.pools.current.promises.get(served.route or "")
+        promise = pool.promises.get(served.route or "")
         ref = promise.reference if promise is not None else None
         if ref is None or ref == served.backend or not isinstance(self.judge, LLMJudge):
             return None
         route = served.route or ""  # the reference's answer and the judge's comparisons are
         # booked on the global budget and on the route's daily cap (reference_budget_usd)
-        booked, text, actual = await self._shadow_call(ref, served.messages, route=route)
+        booked, text, actual = await self._shadow_call(pool, ref, served.messages, route=route)
         if not booked or text is None:
             return ref if booked else None
-        worst = compare_worst_usd(self.judge, prompt, served.answer_text, text)
+        worst = compare_worst_usd(self.judge, pool, prompt, served.answer_text, text)
         start = await self._book(worst, route=route)
         if start is None:
             return ref
         q_served = q_ref = None
         cost = 0.0
         try:
-            q_served, q_ref, cost = await compare(self.judge, prompt, served.answer_text, text)
+            q_served, q_ref, cost = await compare(self.judge, pool, prompt, served.answer_text,
+                                                  text)
         except UpstreamFailure as e:
             log.warning("paired judge call failed: %s", e)
         finally:
             await self._settle(start, worst, cost)
-        ref_model = self.pools.current.backends[ref].router_model
+        ref_model = pool.backends[ref].router_model
         if q_served is not None:
             await store(served.backend, served.router_model, q_served,
                         float(served.cost_usd or 0.0), "paired")
@@ -253,12 +261,11 @@ class Explorer:
             await store(ref, ref_model, q_ref, actual, "paired")
         return ref
 
-    async def _shadow_call(self, name: str, messages: Any, route: str | None = None
+    async def _shadow_call(self, pool: Pool, name: str, messages: Any, route: str | None = None
                            ) -> tuple[bool, str | None, float]:
-        """One shadow call to backend ``name``, its worst case booked first (``route``: also
-        on that route's reference cap) and settled at its actual cost: (booked, the answer or
-        None if the call failed, actual USD)."""
-        pool = self.pools.current
+        """One shadow call to ``pool``'s backend ``name``, its worst case booked first
+        (``route``: also on that route's reference cap) and settled at its actual cost:
+        (booked, the answer or None if the call failed, actual USD)."""
         backend, price = pool.backends[name], pool.prices[name]
         n_prompt = count_prompt_tokens(backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)

@@ -65,11 +65,14 @@ class Pool:
     # ``prices`` holds the dearest, what its reservation takes
     deployment_prices: Mapping[str, tuple[Price, ...]] = field(repr=False, default_factory=dict)
     wildcards: tuple[str, ...] = ()  # wildcard backends (``openai/*``), model_list order
-    # model -> the pool with that wildcard-matched model in it (``concrete``), per pool
-    _concrete: dict[str, Pool] = field(repr=False, compare=False, default_factory=dict)
-    # expert set -> (its beliefs, their BeliefStack), for ``belief_stack``
-    _stacks: dict[tuple[str, ...], tuple[tuple, BeliefStack]] = field(
-        repr=False, compare=False, default_factory=dict)
+    # Caches of this one value, made empty by every construction (``init=False``: a copy
+    # made with ``replace`` has its own, never the original's entries).
+    # model -> the pool with that wildcard-matched model in it (``concrete``)
+    _concrete: dict[str, Pool] = field(
+        init=False, repr=False, compare=False, default_factory=dict)
+    # expert set -> their beliefs stacked (``belief_stack``)
+    _stacks: dict[tuple[str, ...], BeliefStack] = field(
+        init=False, repr=False, compare=False, default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -124,24 +127,21 @@ class Pool:
             self, settings=settings, prices=MappingProxyType(prices),
             backends=MappingProxyType({**self.backends, model: b}),
             known=MappingProxyType({**self.known, model: Known(model, None, WILDCARD_STATUS)}),
-            modes=MappingProxyType({**self.modes, model: backend_mode(b)}),
-            _concrete={})
+            modes=MappingProxyType({**self.modes, model: backend_mode(b)}))
         if len(self._concrete) < MAX_CONCRETE:
             self._concrete[model] = pool
         return pool
 
     def belief_stack(self, experts: tuple[str, ...]) -> BeliefStack:
         """The beliefs of ``experts`` stacked for one-pass estimates (router_core/promise/
-        belief_stack.py), built on a set's first request; rebuilt when a belief is not the
-        one it was built from (a pool copied with other qualities shares this cache)."""
-        beliefs = tuple(self.qualities[e].belief for e in experts)
+        belief_stack.py), built on a set's first request on this pool value."""
         cached = self._stacks.get(experts)
-        if cached is not None and all(a is b for a, b in zip(cached[0], beliefs, strict=True)):
-            return cached[1]
-        stack = BeliefStack(beliefs)
+        if cached is not None:
+            return cached
+        stack = BeliefStack(tuple(self.qualities[e].belief for e in experts))
         if len(self._stacks) >= MAX_STACKS:
             self._stacks.clear()
-        self._stacks[experts] = (beliefs, stack)
+        self._stacks[experts] = stack
         return stack
 
     def expert_of(self, backend: str) -> str | None:

@@ -217,10 +217,10 @@ def guard_store(store: Store | GuardedStore | None, settings: ReliabilitySetting
     if store is None or isinstance(store, GuardedStore):
         return store
     s = (settings or ReliabilitySettings()).resolved()
-    if s.redis_url and getattr(store, "revocations", False) is None:
+    if s.redis_url and store.revocations is None:
         from gateway.store.revocations import RevocationSignal
 
         # revocations counted in Redis: what a replica cut off from the database can check
-        store.revocations = RevocationSignal(s.redis_url, s.redis_prefix)  # type: ignore[union-attr]
+        store.revocations = RevocationSignal(s.redis_url, s.redis_prefix)
     return GuardedStore(store, policy=s.outage.budget, allowance_usd=s.outage.allowance_usd,
                         spool_dir=s.spool_dir, flush_timeout_s=s.log_flush_timeout_s)

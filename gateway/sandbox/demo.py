@@ -28,7 +28,7 @@ import httpx
 import numpy as np
 import yaml
 
-from gateway.config import load_settings, settings_from_dict
+from gateway.config import Route, load_settings, settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
 
@@ -169,9 +169,9 @@ def run_demo(
     return summary
 
 
-def _promise(route: Any) -> str:
+def _promise(route: Route) -> str:
     """What a route promises, as the demo prints it."""
-    if getattr(route, "max_drop", None) is not None:
+    if route.max_drop is not None:
         return f"within {route.max_drop:g} of its reference"
     return f"λ={route.cost_weight}"
 

@@ -72,7 +72,7 @@ class BudgetHold:
         return self._ctx.budget_gate
 
     def _wait_s(self) -> float:
-        return float(getattr(self._ctx.settings, "budget_wait_s", 0.0) or 0.0)
+        return self._ctx.settings.budget_wait_s
 
     @property
     def _line_id(self) -> LineId:
@@ -81,7 +81,7 @@ class BudgetHold:
     def _accounts(self) -> list[tuple[str, float | None]]:
         """The exposure accounts this request counts in, with their limits: its tenant's,
         and its key's own when the key has a budget (budget_gate.py)."""
-        share = getattr(self._ctx.settings, "budget_overrun_exposure", None)
+        share = self._ctx.settings.budget_overrun_exposure
         t = self._tenant
 
         def limit(budget: float | None) -> float | None:

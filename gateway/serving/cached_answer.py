@@ -31,6 +31,7 @@ import anyio
 from fastapi.responses import JSONResponse, Response
 from starlette.background import BackgroundTask
 
+from gateway.context import GatewayContext
 from gateway.errors import invalid
 from gateway.serving.answer import DONE, SettlingStream, sse
 from gateway.serving.response_cache import ResponseCache
@@ -99,10 +100,10 @@ class RequestCache:
         self.chunks: list[dict[str, Any]] = []  # a streamed answer's events, to store
 
     @classmethod
-    async def for_request(cls, ctx: Any, tenant_id: str, messages: list[dict],
+    async def for_request(cls, ctx: GatewayContext, tenant_id: str, messages: list[dict],
                           params: dict[str, Any], control: CacheControl) -> RequestCache | None:
         """None when caching is off or the deployment secret is not loaded yet."""
-        cache: ResponseCache | None = getattr(ctx, "response_cache", None)
+        cache = ctx.response_cache
         secret = None if cache is None else ctx.store.prompt_secret
         if cache is None or secret is None:
             return None

@@ -64,9 +64,8 @@ async def embed_story(call: Passthrough, request: Request) -> Response:
     pool = ctx.pool.current  # one pool for the whole request
     backend = embedding_backend(pool, tenant, req)
     call.backend, price = backend.model_name, pool.prices[backend.model_name]
-    factors = ctx.bound_factors
-    f = factors.factor(call.backend) if factors is not None else 1.0
-    if factors is not None and factors.held_out(call.backend, tenant.principal):
+    f = ctx.bound_factors.factor(call.backend)
+    if ctx.bound_factors.held_out(call.backend, tenant.principal):
         raise held_out_error(call.backend)
     bound = widened(req.token_bound(), f)
     call.tpm_grant = await ctx.reliability.reserve_tokens(tenant, bound, bound)
@@ -91,9 +90,8 @@ def take_usage(call: Passthrough, reported: int | None, bound: int, price: Price
         return cost
     excess = min(reported, int(ABSURD_FACTOR * max(bound, 1))) - bound
     overrun_usd = price.cost(excess, 0)
-    if call.ctx.bound_factors is not None:
-        call.ctx.bound_factors.reported(call.backend, reported / max(bound, 1),
-                                        call.tenant.principal)
+    call.ctx.bound_factors.reported(call.backend, reported / max(bound, 1),
+                                    call.tenant.principal)
     m = call.ctx.metrics
     m.overruns.inc()
     m.overrun_usd.inc(overrun_usd)

@@ -192,7 +192,7 @@ async def json_body(request: Request) -> Any:
     raw = await request.body()
     limits = request.app.state.ctx.reliability.settings
     counts = (limits.max_messages, limits.max_content_parts,  # checked before any walk
-              getattr(limits, "max_tool_values", None))
+              limits.max_tool_values)
     if len(raw) <= INLINE_JSON_BYTES:
         return load_json(raw, *counts)
     return await anyio.to_thread.run_sync(load_json, raw, *counts)

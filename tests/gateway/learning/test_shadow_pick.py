@@ -49,9 +49,9 @@ def test_backends_on_a_prior_are_shadowed_before_trained_ones() -> None:
     names = list(pool.backends)
     for seed in range(40):
         ex = _explorer(pool, 2, seed)
-        assert set(ex._pick(names, "fake-mid", set())) == set(NEW)
+        assert set(ex._pick(pool, names, "fake-mid", set())) == set(NEW)
         # served by one of them, the other goes first, then a trained one
-        picked = ex._pick(names, NEW[0], set())
+        picked = ex._pick(pool, names, NEW[0], set())
         assert picked[0] == NEW[1] and picked[1] in PRICES
 
 
@@ -59,8 +59,9 @@ def test_fewest_judged_outcomes_first_then_prompts_not_yet_observed() -> None:
     pool = _pool({NEW[0]: 150, NEW[1]: 20})
     names = list(pool.backends)
     for seed in range(40):
-        assert _explorer(pool, 3, seed)._pick(names, "fake-strong", set())[:2] == list(NEW[::-1])
+        picked = _explorer(pool, 3, seed)._pick(pool, names, "fake-strong", set())
+        assert picked[:2] == list(NEW[::-1])
         # among trained experts (none counted), one not yet observed on this prompt first
         trained = [n for n in PRICES if n != "fake-strong"]
-        got = _explorer(pool, 3, seed)._pick(trained, "fake-strong", {"fake-mid"})
+        got = _explorer(pool, 3, seed)._pick(pool, trained, "fake-strong", {"fake-mid"})
         assert got == ["fake-cheap", "fake-mid"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
@@ -50,12 +50,17 @@ def slow_mid(upstream: FakeUpstream) -> Iterator[None]:
 
 
 @pytest.fixture
-def settings(gateway: Gateway) -> Iterator[Any]:
-    """The app's settings, restored after the test (the app reads them per request)."""
-    s = gateway.settings
-    saved = (s.budget_wait_s, s.budget_overrun_exposure)
-    yield s
-    s.budget_wait_s, s.budget_overrun_exposure = saved
+def configure(gateway: Gateway) -> Iterator[Callable[..., None]]:
+    """``configure(**changes)``: the app's settings with ``changes`` (a frozen value, so a
+    changed copy; the app reads ``ctx.settings`` per request), restored after the test."""
+    ctx = gateway.app.state.ctx
+    saved = ctx.settings
+
+    def change(**changes: Any) -> None:
+        ctx.settings = ctx.settings.model_copy(update=changes)
+
+    yield change
+    ctx.settings = saved
 
 
 def _burst(gateway: Gateway, key: str, n: int, **body: Any) -> list[httpx.Response]:
@@ -64,7 +69,7 @@ def _burst(gateway: Gateway, key: str, n: int, **body: Any) -> list[httpx.Respon
 
 
 def test_a_burst_waits_for_in_flight_reservations_instead_of_being_refused(
-        gateway: Gateway, slow_mid: None, settings: Any) -> None:
+        gateway: Gateway, slow_mid: None) -> None:
     """The budget holds 2 reservations at once but its settled spend pays for all 8: all
     8 are answered (before: 6 refused with budget_exceeded, x-should-retry: false)."""
     budget = 2.5 * _reservation(gateway)
@@ -76,8 +81,8 @@ def test_a_burst_waits_for_in_flight_reservations_instead_of_being_refused(
 
 
 def test_a_refusal_that_could_succeed_later_is_retryable(
-        gateway: Gateway, slow_mid: None, settings: Any) -> None:
-    settings.budget_wait_s = 0.0  # refuse at once: how it is refused is the point
+        gateway: Gateway, slow_mid: None, configure: Callable[..., None]) -> None:
+    configure(budget_wait_s=0.0)  # refuse at once: how it is refused is the point
     budget = 2.5 * _reservation(gateway)
     key, tid = gateway.tenant(budget_usd=budget)
     answers = _burst(gateway, key, 6)
@@ -99,10 +104,10 @@ def test_a_refusal_that_could_succeed_later_is_retryable(
 
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_next_request_is_not_refused_by_the_previous_ones_hold(
-        gateway: Gateway, settings: Any, stream: bool) -> None:
+        gateway: Gateway, configure: Callable[..., None], stream: bool) -> None:
     """One reservation at a time fits; each request is sent as soon as the previous answer
     is complete: none is refused (before: the hold was settled after the response)."""
-    settings.budget_wait_s = 0.0  # no waiting may hide a late settlement
+    configure(budget_wait_s=0.0)  # no waiting may hide a late settlement
     one = _reservation(gateway)
     key, tid = gateway.tenant(budget_usd=1.5 * one + 20 * 0.00002)
     for i in range(20):
@@ -136,7 +141,7 @@ def test_negative_usage_is_clamped_and_logged(gateway: Gateway, upstream: FakeUp
 
 
 def test_twenty_concurrent_overruns_stay_bounded(
-        gateway: Gateway, upstream: FakeUpstream, settings: Any) -> None:
+        gateway: Gateway, upstream: FakeUpstream) -> None:
     """fake-strong ignores max_tokens=16 and bills 1000 prompt + 1000 output tokens ($0.04)
     per request, ~25x its reservation. 20 concurrent requests on a $0.05 budget: what the
     provider bills stays within budget × (1 + budget_overrun_exposure) plus one request
@@ -159,7 +164,8 @@ def test_twenty_concurrent_overruns_stay_bounded(
         assert r.status_code in (200, 429, 503)
     info = gateway.settled(tid)
     billed = served * bill  # what the provider bills: the tenant's part and the operator's
-    assert billed <= budget * (1 + settings.budget_overrun_exposure) + bill
+    exposure = gateway.app.state.ctx.settings.budget_overrun_exposure
+    assert billed <= budget * (1 + exposure) + bill
     assert info["spent_usd"] <= budget and info["overrun_usd"] == 0
 
 

@@ -54,13 +54,14 @@ def test_attempts_stop_at_max_attempts(
 ) -> None:
     for name in PRICES:
         upstream.set_mode(name, "error_500")
-    limits = gateway.settings.max_attempts
-    gateway.settings.max_attempts = 2  # the app reads its settings object per request
+    ctx = gateway.app.state.ctx
+    saved = ctx.settings  # frozen: the app reads ctx.settings per request, so swap a copy in
+    ctx.settings = saved.model_copy(update={"max_attempts": 2})
     try:
         with pytest.raises(openai.APIStatusError) as exc:
             client.chat.completions.create(model="auto", messages=MSG)
     finally:
-        gateway.settings.max_attempts = limits
+        ctx.settings = saved
     row = gateway.log_row(exc.value.response.headers["x-tollgate-request-id"])
     assert [a["model"] for a in row["attempts"]] == ["fake-mid", "fake-cheap"]
     assert len(upstream.requests) == 2
