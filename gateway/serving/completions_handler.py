@@ -15,7 +15,7 @@ costs what a streamed chat attempt costs, its prompt's input).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -47,12 +47,10 @@ from gateway.serving.outcome import answered_name
 from gateway.serving.planning import (
     Plan,
     admissible,
-    measure,
-    priced,
+    named_backend,
+    named_plan,
     record_routing,
-    with_plan_fallbacks,
 )
-from gateway.serving.responses_handler import named_backend
 from gateway.serving.upstream import text_completion
 
 MODES = frozenset({"completion", "chat"})  # what litellm's text completion serves
@@ -127,10 +125,7 @@ async def plan_completion(ctx: GatewayContext, plan: Plan) -> Plan:
     if mode not in MODES:
         raise invalid(f"{model!r} is a model of mode {mode!r}, not a text completion model",
                       param="model", code="model_not_supported")
-    backend = priced(plan, backend)
-    n_prompt, size = await measure(plan.request, backend)
-    return with_plan_fallbacks(replace(plan, candidates=(backend.model_name,),
-                                       prompt_tokens=n_prompt, prompt_size=size))
+    return await named_plan(plan, backend)
 
 
 async def forward_completion(req: CompletionsRequest, call: Call) -> Any:

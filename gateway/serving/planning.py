@@ -209,9 +209,10 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> P
     return replace(plan, routed=routed, candidates=routed.backends)
 
 
-def passthrough_backend(plan: Plan) -> Backend:
+def named_backend(plan: Plan) -> Backend:
     """The backend ``model`` names, if the tenant policy allows it (404 otherwise): by its
-    name, or for a model a wildcard backend matched, by that name or the wildcard's."""
+    name, or for a model a wildcard backend matched, by that name or the wildcard's; of any
+    mode (the caller checks it)."""
     model = plan.request.model
     backend = plan.pool.backend(model)
     policy_allowed = plan.policy.allowed_models
@@ -219,12 +220,27 @@ def passthrough_backend(plan: Plan) -> Backend:
             policy_allowed is not None and model not in policy_allowed
             and (backend.wildcard is None or backend.wildcard not in policy_allowed)):
         raise model_not_found(model)
+    return backend
+
+
+def passthrough_backend(plan: Plan) -> Backend:
+    """The named backend (``named_backend``) of a chat request: of chat's mode (400)."""
+    backend, model = named_backend(plan), plan.request.model
     mode = plan.pool.modes.get(model, CHAT)
     if mode != CHAT:
         raise invalid(f"{model!r} is a model of mode {mode!r}, not a chat model (an "
                       "embedding model answers /v1/embeddings)", param="model",
                       code="model_not_supported")
     return backend
+
+
+async def named_plan(plan: Plan, backend: Backend) -> Plan:
+    """A passthrough to ``backend`` (priced: 503), measured, with the request's or the
+    config's fallbacks: the plan of an endpoint that names its backend."""
+    backend = priced(plan, backend)
+    n_prompt, size = await measure(plan.request, backend)
+    return with_plan_fallbacks(replace(plan, candidates=(backend.model_name,),
+                                       prompt_tokens=n_prompt, prompt_size=size))
 
 
 def priced(plan: Plan, backend: Backend) -> Backend:

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.errors import model_not_found
 from gateway.serving.answer import Answer
 from gateway.serving.attempts import Call
 from gateway.serving.delivery import SETTLE, Event, Failed, Text, Usage, send_body, send_stream
@@ -34,11 +32,10 @@ from gateway.serving.outcome import answered_name
 from gateway.serving.planning import (
     Plan,
     admissible,
-    measure,
+    named_backend,
+    named_plan,
     plan_request,
-    priced,
     record_routing,
-    with_plan_fallbacks,
 )
 from gateway.serving.responses_request import ResponsesRequest, parse_responses_request
 from gateway.serving.upstream import OpenStream, responses
@@ -131,28 +128,12 @@ class ResponsesRelay:
                                "param": None, "sequence_number": self.seq + 1})
 
 
-def named_backend(plan: Plan) -> Backend:
-    """The backend ``model`` names, if the tenant policy allows it (404 otherwise), by its
-    name or (a model a wildcard backend matched) the wildcard's, as chat's passthrough, whatever
-    its mode (the caller checks that)."""
-    model, allowed = plan.request.model, plan.policy.allowed_models
-    backend = plan.pool.backend(model)
-    if backend is None or backend.is_wildcard or (
-            allowed is not None and model not in allowed
-            and (backend.wildcard is None or backend.wildcard not in allowed)):
-        raise model_not_found(model)
-    return backend
-
-
 async def plan_responses(ctx: GatewayContext, plan: Plan) -> Plan:
     """Chat's planning, except that a backend of litellm's ``responses`` mode (served by the
     Responses API only) may be named as a passthrough too."""
     if plan.route is not None or plan.pool.modes.get(plan.request.model) != RESPONSES_MODE:
         return await plan_request(ctx, plan)
-    backend = priced(plan, named_backend(plan))
-    n_prompt, size = await measure(plan.request, backend)
-    return with_plan_fallbacks(replace(plan, candidates=(backend.model_name,),
-                                       prompt_tokens=n_prompt, prompt_size=size))
+    return await named_plan(plan, named_backend(plan))
 
 
 async def responses_endpoint(request: Request) -> Response:
