@@ -134,8 +134,8 @@ class Frame:
     async def authenticate(self) -> Outcome:
         """The tenant (401), and the request's record from here on."""
         tenant = await authenticate(self.ctx, self.request)
-        self.out = Outcome(self.ctx, tenant, self.rid, self.t0, self.trace)
-        self.out.hold.client_gone = self.request.is_disconnected  # ends a wait for the budget
+        self.out = Outcome(self.ctx, tenant, self.rid, self.t0, self.trace,
+                           client_gone=self.request.is_disconnected)
         return self.out
 
     async def admit(self, out: Outcome) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -59,12 +60,14 @@ class Outcome:
     """One request's record: its plan, attempts, answer, usage and cost."""
 
     def __init__(self, ctx: GatewayContext, tenant: Tenant, request_id: str, t0: float,
-                 trace: RequestTrace = NO_TRACE) -> None:
+                 trace: RequestTrace = NO_TRACE,
+                 client_gone: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.ctx, self.tenant, self.rid, self.t0 = ctx, tenant, request_id, t0
         self.trace = trace  # its OpenTelemetry spans (gateway/serving/tracing.py)
         self.created_at = datetime.now(UTC)
         self.plan: Plan | None = None  # set by the frame as planning proceeds (endpoint.py)
         self.hold = BudgetHold(ctx, tenant, request_id)
+        self.hold.client_gone = client_gone  # ends a wait for the budget
         self.attempts: list[dict] = []
         self.answered: Backend | None = None
         self.deployment: int | None = None  # which of the answering group's deployments
