@@ -2,13 +2,14 @@
 
 Both carry the backend's config name as ``model`` and drop litellm's
 ``provider_specific_fields``; each also yields the usage and the answer's text, which the
-outcome settles from and hands to the learning loop.
+outcome settles from and hands to the learning loop (a complete one as a frozen ``Answer``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -22,15 +23,24 @@ def sse(data: Any) -> bytes:
     return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
 
 
-def completion_body(resp: Any, model: str) -> tuple[dict, dict, str]:
-    """(the client's body, its usage, the first choice's text) of a non-streamed answer."""
+@dataclass(frozen=True)
+class Answer:
+    """A complete answer as the client receives it, with what it is settled from."""
+
+    body: dict  # the client's body
+    usage: dict  # as the upstream reported it (unclamped)
+    text: str  # what the learning loop reads, and what is counted without usage
+
+
+def completion_body(resp: Any, model: str) -> Answer:
+    """A non-streamed chat answer: its text is the first choice's."""
     body = resp.model_dump(exclude_none=True)
     body["model"] = model
     choices = body.get("choices") or [{}]
     text = str((choices[0].get("message") or {}).get("content") or "")
     for ch in body.get("choices", []):
         (ch.get("message") or {}).pop("provider_specific_fields", None)
-    return body, body.get("usage") or {}, text
+    return Answer(body, body.get("usage") or {}, text)
 
 
 def stream_chunk(chunk: Any, model: str, include_usage: bool) -> tuple[str | None, dict, str]:

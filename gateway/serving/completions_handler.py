@@ -15,15 +15,17 @@ costs what a streamed chat attempt costs, its prompt's input).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import invalid
+from gateway.serving.answer import Answer
+from gateway.serving.attempts import Call
 from gateway.serving.chat_request import (
     LITELLM_KEYS,
     ChatRequest,
@@ -38,17 +40,18 @@ from gateway.serving.chat_request import (
     stream_flags,
     tollgate_options,
 )
-from gateway.serving.completions_stream import UPSTREAM_STREAM_OPTIONS, TextCompletionStream
-from gateway.serving.endpoint import planned, serve
-from gateway.serving.outcome import Outcome
+from gateway.serving.completions_stream import UPSTREAM_STREAM_OPTIONS, TextRelay
+from gateway.serving.delivery import send_body, send_stream
+from gateway.serving.endpoint import Frame
+from gateway.serving.outcome import answered_name
 from gateway.serving.planning import (
     Plan,
-    measure,
-    priced,
-    with_plan_fallbacks,
+    admissible,
+    named_backend,
+    named_plan,
+    record_routing,
 )
-from gateway.serving.responses_handler import ForwardedAttempts, named_backend
-from gateway.serving.upstream import Billed, text_completion
+from gateway.serving.upstream import text_completion
 
 MODES = frozenset({"completion", "chat"})  # what litellm's text completion serves
 FORWARDED = frozenset({
@@ -122,43 +125,38 @@ async def plan_completion(ctx: GatewayContext, plan: Plan) -> Plan:
     if mode not in MODES:
         raise invalid(f"{model!r} is a model of mode {mode!r}, not a text completion model",
                       param="model", code="model_not_supported")
-    backend = priced(plan, backend)
-    n_prompt, size = await measure(plan.request, backend)
-    return with_plan_fallbacks(replace(plan, candidates=(backend.model_name,),
-                                       prompt_tokens=n_prompt, prompt_size=size))
+    return await named_plan(plan, backend)
 
 
-class CompletionAttempts(ForwardedAttempts):
-    """The attempts of a text completion request, each a ``litellm.atext_completion`` call."""
-
-    def __init__(self, outcome: Outcome, plan: Plan, req: CompletionsRequest) -> None:
-        super().__init__(outcome, plan)
-        self.req = req
-
-    async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
-        call = {**self.req.params, "prompt": self.req.prompt, "max_tokens": cap}
-        if self.req.chat.stream:
-            call.update(stream=True, stream_options=UPSTREAM_STREAM_OPTIONS)
-        return await text_completion(b, call, billed=billed, answered=self._answered)
-
-    async def _answer(self, b: Backend, resp: Any) -> Response:
-        if self.req.chat.stream:  # chat's relay (gateway/serving/attempts.py) sends it
-            return self._stream(b, TextCompletionStream(resp, self.out))
-        body = resp.model_dump(exclude_none=True)
-        body["model"] = b.model_name
-        choices = body.get("choices") or [{}]
-        self.out.answer_text = str(choices[0].get("text") or "")
-        self.out.take_usage(body.get("usage") or {})
-        return await self._send(body)
+async def forward_completion(req: CompletionsRequest, call: Call) -> Any:
+    """One text completion attempt, with the attempt's output cap as ``max_tokens``."""
+    params = {**req.params, "prompt": req.prompt, "max_tokens": call.cap}
+    if req.chat.stream:
+        params.update(stream=True, stream_options=UPSTREAM_STREAM_OPTIONS)
+    return await text_completion(call.backend, params, billed=call.billed,
+                                 answered=call.answered)
 
 
-async def answer_completion(out: Outcome, body: Any) -> Response:
-    """A text completion body, planned on its chat view and attempted as a text completion."""
-    req = parse_completions_request(body)
-    plan = await planned(out, req.chat, plan_completion)
-    return await CompletionAttempts(out, plan, req).respond()
+def completion_answer(reply: Any, model: str) -> Answer:
+    """A text completion with ``model`` the backend's name; its text the first choice's."""
+    body = reply.model_dump(exclude_none=True)
+    body["model"] = model
+    choices = body.get("choices") or [{}]
+    return Answer(body, body.get("usage") or {}, str(choices[0].get("text") or ""))
 
 
 async def completions(request: Request) -> Response:
-    """OpenAI's legacy text completions (``client.completions.create``)."""
-    return await serve(request, answer_completion)
+    """OpenAI's legacy text completions (``client.completions.create``), top to bottom."""
+    async with Frame(request) as frame:  # tracing, timing, errors in OpenAI's shape
+        out = await frame.authenticate()  # the tenant; the request's record from here on
+        req = parse_completions_request(await frame.admit(out))  # rate limit, slot, body
+        plan = await frame.plan(out, req.chat, plan_completion)  # on its chat view: pure
+        record_routing(out.ctx, plan)  # (a passthrough: nothing routed to count)
+        plan = out.planned(admissible(plan))  # the candidates that can take it (400: none)
+        plan = await out.reserve_tokens(plan)  # the tenant's tokens per minute
+        tried = await out.attempt(plan, partial(forward_completion, req))  # budget per attempt
+        model = answered_name(out)
+        if req.chat.stream:  # settled before ``data: [DONE]``, logged when it ends
+            return send_stream(out, tried, TextRelay(model, req.chat.include_usage))
+        return await send_body(out, completion_answer(tried.reply, model))  # settle, send, log
+    return frame.response()  # a refusal, settled and logged

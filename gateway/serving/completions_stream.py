@@ -1,13 +1,12 @@
 """A streamed text completion (``/v1/completions`` with ``stream: true``) as OpenAI streams it.
 
 The upstream is always asked for its usage (``stream_options.include_usage``: the answer is
-settled from it) and its chunks, litellm's ``TextCompletionStreamWrapper`` items, are relayed
-by chat's stream relay (``Attempts._relay``, gateway/serving/attempts.py): each chunk one
-``data:`` event with the backend's name as ``model``, the usage-only chunk sent only when the
-client asked for it, settled before ``data: [DONE]``, closed, counted and logged however the
-stream ends. What that relay reads of a chat chunk (a delta's content) a text chunk does not
-have, so ``TextCompletionStream`` adds each chunk's text to the answer itself (what is counted
-when no usage comes, and what the learning loop reads) and gives every choice OpenAI's fields
+settled from it). Its chunks, litellm's ``TextCompletionStreamWrapper`` items, are relayed as
+chat's are (gateway/serving/handler.py ``ChatRelay``; sent, settled, closed and logged by
+gateway/serving/delivery.py): each chunk one ``data:`` event with the backend's name as
+``model``, the usage-only chunk sent only when the client asked for it, settled before
+``data: [DONE]``. A text chunk carries its text in ``choices[].text`` (what is counted when no
+usage comes, and what the learning loop reads), and every choice gets OpenAI's fields
 (``text``, ``index``, ``logprobs``, ``finish_reason``; litellm leaves out the ``None`` ones).
 """
 
@@ -17,7 +16,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.serving.outcome import Outcome
+from gateway.errors import error_body
+from gateway.serving.answer import DONE, sse, stream_chunk
+from gateway.serving.delivery import SETTLE, Event, Text, Usage
 from gateway.serving.upstream import OpenStream
 
 UPSTREAM_STREAM_OPTIONS = {"include_usage": True}  # we settle from the usage chunk
@@ -32,7 +33,7 @@ def text_choice(choice: dict) -> dict:
 
 @dataclass(frozen=True)
 class TextChunk:
-    """A text completion chunk as chat's relay reads one (``model_dump``)."""
+    """A text completion chunk as chat's chunk reader reads one (``model_dump``)."""
 
     body: dict
 
@@ -49,18 +50,26 @@ def text_chunk(chunk: Any) -> TextChunk:
     return TextChunk(body)
 
 
-@dataclass
-class TextCompletionStream:
-    """An opened text completion stream read as chat's relay reads an ``OpenStream``."""
+@dataclass(frozen=True)
+class TextRelay:
+    """A text completion stream's server-sent events (module docstring)."""
 
-    opened: OpenStream
-    out: Outcome
+    model: str
+    include_usage: bool
 
-    async def chunks(self) -> AsyncIterator[TextChunk]:
-        async for chunk in self.opened.chunks():
+    async def events(self, opened: OpenStream) -> AsyncIterator[Event]:
+        async for chunk in opened.chunks():
             converted = text_chunk(chunk)
-            self.out.answer_text += "".join(c["text"] for c in converted.body["choices"])
-            yield converted
+            text = "".join(c["text"] for c in converted.body["choices"])
+            if text:
+                yield Text(text)
+            data, usage, _ = stream_chunk(converted, self.model, self.include_usage)
+            if usage:
+                yield Usage(usage)
+            if data is not None:
+                yield sse(data)
+        yield SETTLE
+        yield DONE
 
-    async def close(self) -> None:
-        await self.opened.close()
+    def broken(self, status: int, error: str) -> bytes:
+        return sse(error_body(error, "upstream_error", code="stream_interrupted"))

@@ -1,18 +1,23 @@
-"""The frame every endpoint handler shares: authenticate → record → answer → finish once.
+"""The frame every endpoint's story runs in: ``async with Frame(request) as frame``.
 
-Chat completions, Responses and text completions differ only in how a body is parsed, planned
-and attempted; what surrounds that (the request id, authentication, the ``Outcome`` created
-right after it, the rate limit, and settling and logging exactly once whatever way the request
-ends) is here, so a fix to it reaches every endpoint. Embeddings keep their own record
-(gateway/serving/embeddings_handler.py) but end through the same ``finished``.
+Chat completions, Responses, text completions and Messages differ only in how a body is
+parsed, planned, forwarded and relayed; what surrounds that is here, so a fix to it reaches
+every endpoint: the request id, its trace (current while the story runs, so litellm's spans
+nest under it), its timing, authentication and the ``Outcome`` created right after it, the
+rate limit, and the error mapping: whatever ends the story early (a refusal in the endpoint's
+error shape, the client gone, a cancellation or a bug) settles and logs the request exactly
+once. Embeddings keep their own record (gateway/serving/embeddings_handler.py) but end through
+the same ``finished``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 
 import anyio
 from fastapi import Request
@@ -25,12 +30,11 @@ from gateway.errors import CLIENT_GONE, GatewayError
 from gateway.serving.access_log import log_access
 from gateway.serving.chat_request import ChatRequest
 from gateway.serving.outcome import Outcome
-from gateway.serving.planning import Plan, admissible, start_plan
+from gateway.serving.planning import Plan, start_plan
 from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.tracing import start_request_trace
 from gateway.serving.validation import json_body
 
-Answer = Callable[[Outcome, Any], Awaitable[Response]]  # (outcome, JSON body) → response
 # a refusal's response in the endpoint's error shape (OpenAI's unless the endpoint says)
 Render = Callable[[GatewayError, dict[str, str]], Response]
 Planner = Callable[[GatewayContext, Plan], Awaitable[Plan]]
@@ -53,67 +57,101 @@ def openai_error(e: GatewayError, headers: dict[str, str]) -> Response:
     return e.response(headers)
 
 
-async def finished(record: Record, work: Callable[[], Awaitable[Response]],
-                   render: Render = openai_error) -> Response:
-    """``work``'s response; a refusal is finished and answered with its error, and a
-    cancellation (client gone, shutdown past its grace) or a bug still releases the held money
-    and logs the request before it propagates. A client that hung up before its body was read
-    (Starlette's ``ClientDisconnect``) is a 499 like one gone mid-answer, not a server error:
-    nothing is raised, so no traceback is logged for what any client can do at will."""
-    try:
-        return await work()
-    except GatewayError as e:
+async def refused(record: Record, e: BaseException, render: Render) -> Response | None:
+    """``record`` finished for what ended it early: a refusal is answered with its error; a
+    client that hung up before its body was read (Starlette's ``ClientDisconnect``) is a 499
+    like one gone mid-answer (nothing is raised, so no traceback is logged for what any
+    client can do at will). A cancellation (client gone, shutdown past its grace) or a bug
+    still releases the held money and logs the request, and has no response (None): it
+    propagates."""
+    if isinstance(e, GatewayError):
         await record.finish(e.status, e.message)
         return render(e, record.headers())
-    except ClientDisconnect:
+    if isinstance(e, ClientDisconnect):
         await record.finish(499, CLIENT_GONE)
         return Response(status_code=499)  # nobody reads it: uvicorn drops it with the socket
-    except BaseException as e:
-        with anyio.CancelScope(shield=True):
-            cancelled = isinstance(e, anyio.get_cancelled_exc_class())
-            await record.finish(499 if cancelled else 500,
-                                "cancelled" if cancelled else f"internal error: {type(e).__name__}")
-        raise
+    with anyio.CancelScope(shield=True):
+        cancelled = isinstance(e, anyio.get_cancelled_exc_class())
+        await record.finish(499 if cancelled else 500,
+                            "cancelled" if cancelled else f"internal error: {type(e).__name__}")
+    return None
 
 
-async def serve(request: Request, answer: Answer, render: Render = openai_error) -> Response:
-    """One request to an endpoint answered by ``answer(outcome, body)``. The ``Outcome``
-    exists from authentication on, so every later refusal (rate limit, bad body, planning,
-    budget, upstream) and every cancellation settles and logs once; refusals are answered
-    by ``render`` (Anthropic's error shape on /v1/messages)."""
-    ctx: GatewayContext = request.app.state.ctx
-    t0 = time.perf_counter()
-    rid = new_request_id()
-    trace = start_request_trace(request.method, request.url.path, request.headers, rid)
+async def finished(record: Record, work: Callable[[], Awaitable[Response]],
+                   render: Render = openai_error) -> Response:
+    """``work``'s response, or ``refused``'s when it ends early."""
     try:
-        tenant = await authenticate(ctx, request)
-    except GatewayError as e:  # no tenant: nothing held, only counted and the access line
-        ctx.metrics.requests.labels("unknown", "none", str(e.status), "unknown").inc()
-        log_access({"id": rid, "status": e.status,
-                    "latency_ms": (time.perf_counter() - t0) * 1000}, None)
-        trace.end(e.status, e.message)
-        return render(e, {"x-tollgate-request-id": rid})
-    out = Outcome(ctx, tenant, rid, t0, trace)
-    out.hold.client_gone = request.is_disconnected  # ends a wait for the budget
-
-    async def work() -> Response:
-        # 429 + Retry-After over the rate limit; the x-ratelimit-* headers of the response
-        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
-        # a slot of max_parallel_requests, given back when the request is finished
-        out.parallel_slot = await ctx.reliability.take_slot(tenant, rid)
-        return await answer(out, await json_body(request))
-
-    with trace.current():  # litellm's spans nest under the request's
-        return await finished(out, work, render)
+        return await work()
+    except BaseException as e:
+        response = await refused(record, e, render)
+        if response is None:
+            raise
+        return response
 
 
-async def planned(out: Outcome, chat: ChatRequest, plan: Planner) -> Plan:
-    """The admissible plan of a request's chat view, kept on ``out`` at each step so a refusal
-    is logged with as much of the plan as was made."""
-    ctx = out.ctx
-    out.plan = start_plan(ctx.pool.current, out.tenant, chat)  # one pool, whatever hot-swaps
-    started_ns = time.time_ns()
-    out.plan = await plan(ctx, out.plan)
-    out.trace.routed(out.plan, started_ns, ctx.encoder.kind)
-    out.plan = admissible(out.plan)
-    return out.plan
+class Frame:
+    """Tracing, timing and error mapping around one request's story; refusals are answered by
+    ``render`` (Anthropic's error shape on /v1/messages) as ``response``."""
+
+    def __init__(self, request: Request, render: Render = openai_error) -> None:
+        self.request, self.render = request, render
+        self.ctx: GatewayContext = request.app.state.ctx
+        self.t0 = time.perf_counter()
+        self.rid = new_request_id()
+        self.trace = start_request_trace(request.method, request.url.path, request.headers,
+                                         self.rid)
+        self.out: Outcome | None = None  # from authentication on
+        self.refusal: Response | None = None
+        self._current = contextlib.ExitStack()
+
+    async def __aenter__(self) -> Self:
+        self._current.enter_context(self.trace.current())  # litellm's spans nest under it
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> bool:
+        try:
+            if e is None:
+                return False
+            if self.out is not None:
+                self.refusal = await refused(self.out, e, self.render)
+            elif isinstance(e, GatewayError):  # no tenant: nothing held, only counted and logged
+                self.ctx.metrics.requests.labels("unknown", "none", str(e.status),
+                                                 "unknown").inc()
+                log_access({"id": self.rid, "status": e.status,
+                            "latency_ms": (time.perf_counter() - self.t0) * 1000}, None)
+                self.trace.end(e.status, e.message)
+                self.refusal = self.render(e, {"x-tollgate-request-id": self.rid})
+            return self.refusal is not None
+        finally:
+            self._current.close()
+
+    def response(self) -> Response:
+        """The refusal's response, after a story that ended early."""
+        assert self.refusal is not None
+        return self.refusal
+
+    async def authenticate(self) -> Outcome:
+        """The tenant (401), and the request's record from here on."""
+        tenant = await authenticate(self.ctx, self.request)
+        self.out = Outcome(self.ctx, tenant, self.rid, self.t0, self.trace,
+                           client_gone=self.request.is_disconnected)
+        return self.out
+
+    async def admit(self, out: Outcome) -> Any:
+        """The JSON body, once the tenant is admitted: 429 + Retry-After over the rate limit
+        (the x-ratelimit-* headers of the response), and a slot of max_parallel_requests,
+        given back when the request is settled."""
+        setattr(self.request.state, RATELIMIT_STATE, await self.ctx.reliability.admit(out.tenant))
+        out.admitted(await self.ctx.reliability.take_slot(out.tenant, self.rid))
+        return await json_body(self.request)
+
+    async def plan(self, out: Outcome, chat: ChatRequest, planner: Planner) -> Plan:
+        """The plan of a request's chat view over one pool (whatever hot-swaps), kept on
+        ``out`` at each step so a refusal is logged with as much of it as was made; its
+        routing span."""
+        plan = out.planned(start_plan(self.ctx.pool.current, out.tenant, chat))
+        started_ns = time.time_ns()
+        plan = out.planned(await planner(self.ctx, plan))
+        self.trace.routed(plan, started_ns, self.ctx.encoder.kind)
+        return plan

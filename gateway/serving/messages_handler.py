@@ -1,7 +1,6 @@
-"""POST /v1/messages (Anthropic's Messages API): authenticate → admit → parse → plan →
-attempts → response, the chat completions flow (the frame of gateway/serving/endpoint.py) on
-the request's chat view (gateway/serving/messages_request.py), answered and refused in
-Anthropic's shapes (gateway/serving/anthropic_errors.py).
+"""POST /v1/messages (Anthropic's Messages API): the story of one request, as chat's
+(gateway/serving/handler.py) on the request's chat view (gateway/serving/messages_request.py),
+answered and refused in Anthropic's shapes (gateway/serving/anthropic_errors.py).
 
 A backend name is a passthrough; a route name (``auto`` ...) is routed from the same
 system/user text as chat. The plan, the reservation (N_prompt of everything sent plus
@@ -32,22 +31,24 @@ import codecs
 import json
 import math
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-import anyio
 from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.config import Backend
-from gateway.errors import CLIENT_GONE
+from gateway.serving.answer import Answer
 from gateway.serving.anthropic_errors import anthropic_error, anthropic_error_event
-from gateway.serving.endpoint import planned, serve
+from gateway.serving.attempts import Call
+from gateway.serving.delivery import SETTLE, Event, Failed, Text, Usage, send_body, send_stream
+from gateway.serving.endpoint import Frame
 from gateway.serving.messages_request import MessagesRequest, parse_messages_request
-from gateway.serving.outcome import Outcome
-from gateway.serving.planning import Plan
-from gateway.serving.responses_handler import ForwardedAttempts, plan_responses
+from gateway.serving.planning import admissible, record_routing
+from gateway.serving.responses_handler import plan_responses
 from gateway.serving.unit_prices import map_entry
-from gateway.serving.upstream import Billed, OpenStream, classify, over_deployments
+from gateway.serving.upstream import OpenStream, over_deployments
 from router_core.litellm_env import litellm  # sets the local cost map before litellm loads
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",
@@ -63,10 +64,10 @@ def cache_ratios(backend: Backend) -> dict[str, float]:
     mapped = map_entry(backend.model_info, backend.litellm_params)
     pairs = ((own, own_in), (mapped, mapped.get("input_cost_per_token")))
     ratios = {}
-    for count, field in CACHE_PRICES.items():
-        ratios[count] = next((float(table[field]) / float(p_in) for table, p_in in pairs
-                              if isinstance(table.get(field), (int, float))
-                              and table[field] >= 0
+    for count, price in CACHE_PRICES.items():
+        ratios[count] = next((float(table[price]) / float(p_in) for table, p_in in pairs
+                              if isinstance(table.get(price), (int, float))
+                              and table[price] >= 0
                               and isinstance(p_in, (int, float)) and p_in > 0), 1.0)
     return ratios
 
@@ -152,101 +153,89 @@ def frame(kind: str, data: dict) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-class MessagesAttempts(ForwardedAttempts):
-    """The attempts of a Messages request, each a ``litellm.anthropic_messages`` call."""
+async def forward_messages(req: MessagesRequest, call: Call) -> Any:
+    """One Messages attempt, with the attempt's output cap as ``max_tokens``: Anthropic's own
+    API for an Anthropic-wire provider, else litellm's bridge to the Responses API or chat."""
+    params = {**req.params, "messages": req.messages, "max_tokens": call.cap}
+    if req.stream:
+        params["stream"] = True
+    return await over_deployments(call.backend, litellm.anthropic_messages, params,
+                                  call.billed, call.answered)
 
-    def __init__(self, outcome: Outcome, plan: Plan, req: MessagesRequest) -> None:
-        super().__init__(outcome, plan)
-        self.req = req
-        self.usage: dict[str, int] = {}
 
-    async def _call(self, b: Backend, cap: int, billed: Billed) -> Any:
-        call = {**self.req.params, "messages": self.req.messages, "max_tokens": cap}
-        if self.req.stream:
-            call["stream"] = True
-        # litellm.anthropic_messages: Anthropic's own API for an Anthropic-wire provider,
-        # else litellm's bridge to the Responses API or to chat
-        return await over_deployments(b, litellm.anthropic_messages, call, billed,
-                                      self._answered)
+def messages_answer(reply: Any, b: Backend) -> Answer:
+    """The message with ``model`` the backend's name, its usage as module docstring says."""
+    body = dict(reply) if isinstance(reply, dict) else reply.model_dump(mode="json")
+    body["model"] = b.model_name
+    return Answer(body, usage_counts(body.get("usage"), cache_ratios(b)),
+                  content_text(body.get("content")))
 
-    async def _answer(self, b: Backend, reply: Any) -> Response:
-        if self.req.stream:
-            return self._stream(b, reply)
-        body = dict(reply) if isinstance(reply, dict) else reply.model_dump(mode="json")
-        body["model"] = b.model_name
-        self.out.answer_text = content_text(body.get("content"))
-        self.out.take_usage(usage_counts(body.get("usage"), cache_ratios(b)))
-        return await self._send(body)
 
-    def _take(self, usage: Any) -> None:
-        """A streamed usage: each count the largest seen (message_start, message_delta)."""
+@dataclass
+class MessagesRelay:
+    """Anthropic's events with ``model`` the backend's name; settled before ``message_stop``."""
+
+    backend: Backend
+    usage: dict[str, Any] = field(default_factory=dict)  # each count the largest seen
+
+    async def events(self, opened: OpenStream) -> AsyncIterator[Event]:
+        async for kind, data in frames(opened):
+            if kind == "message_start" and isinstance(data.get("message"), dict):
+                data["message"]["model"] = self.backend.model_name
+                if self.took(data["message"].get("usage")):
+                    yield self.counts()
+            elif kind == "content_block_delta":
+                yield Text(delta_text(data.get("delta")))
+            elif kind == "message_delta":
+                if self.took(data.get("usage")):
+                    yield self.counts()
+            elif kind == "message_stop":
+                yield SETTLE
+            elif kind == "error":
+                yield Failed(502, f"upstream error event: {data.get('error')}")
+            yield frame(kind, data)
+        yield SETTLE
+
+    def took(self, usage: Any) -> bool:
+        """A streamed usage (message_start, message_delta) taken: each count the largest
+        seen; whether there is any."""
         for k, v in (usage or {}).items() if isinstance(usage, dict) else ():
             if isinstance(v, int) and not isinstance(v, bool):
                 self.usage[k] = max(v, self.usage.get(k, 0))
             elif k == "cache_creation" and isinstance(v, dict):
                 self.usage[k] = v
+        return bool(self.usage)
 
-    async def _settle_stream(self, b: Backend) -> None:
-        if self.usage:
-            self.out.take_usage(usage_counts(self.usage, cache_ratios(b)))
-        await self._count_streamed(b)
-        await self.out.settle()
+    def counts(self) -> Usage:
+        return Usage(usage_counts(self.usage, cache_ratios(self.backend)))
 
-    async def _relay(self, b: Backend, opened: OpenStream) -> AsyncIterator[bytes]:
-        """Anthropic's events to the client; settled before ``message_stop`` is sent, and
-        settled and logged whatever way the stream ends."""
-        status, error, sse = 200, None, SSEFrames()
-
-        async def events() -> AsyncIterator[tuple[str, dict]]:
-            async for chunk in opened.chunks():
-                for f in sse.feed(chunk):
-                    yield f
-            for f in sse.end():
-                yield f
-
-        try:
-            async for kind, data in events():
-                if kind == "message_start" and isinstance(data.get("message"), dict):
-                    data["message"]["model"] = b.model_name
-                    self._take(data["message"].get("usage"))
-                elif kind == "content_block_delta":
-                    self.out.answer_text += delta_text(data.get("delta"))
-                elif kind == "message_delta":
-                    self._take(data.get("usage"))
-                elif kind == "message_stop":
-                    with anyio.CancelScope(shield=True):  # settled before the client has it
-                        await self._settle_stream(b)
-                elif kind == "error":
-                    status, error = 502, f"upstream error event: {data.get('error')}"
-                yield frame(kind, data)
-            with anyio.CancelScope(shield=True):
-                await self._settle_stream(b)
-        except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
-            f = classify(e)
-            self.ctx.reliability.upstream_result(b.model_name, f, self.out.tenant.id)
-            status = 504 if f.kind == "timeout" else 502
-            error = f"stream broken after first byte: {f}"
-            self.out.attempts[-1]["error"] = error
-            yield anthropic_error_event(status, error)
-        except BaseException:  # client went away (cancellation): settle what was streamed
-            status, error = 499, CLIENT_GONE
-            raise
-        finally:
-            with anyio.CancelScope(shield=True):
-                await opened.close()
-                if self.usage and not self.out.hold.settled:
-                    self.out.take_usage(usage_counts(self.usage, cache_ratios(b)))
-                await self._count_streamed(b)
-                await self.out.finish(status, error)
+    def broken(self, status: int, error: str) -> bytes:
+        return anthropic_error_event(status, error)
 
 
-async def answer_messages(out: Outcome, body: Any) -> Response:
-    """A Messages body, planned on its chat view and attempted through litellm's Messages."""
-    req = parse_messages_request(body)
-    plan = await planned(out, req.chat, plan_responses)
-    return await MessagesAttempts(out, plan, req).respond()
+async def frames(opened: OpenStream) -> AsyncIterator[tuple[str, dict]]:
+    """The stream's (event, data) frames (``SSEFrames``)."""
+    sse = SSEFrames()
+    async for chunk in opened.chunks():
+        for f in sse.feed(chunk):
+            yield f
+    for f in sse.end():
+        yield f
 
 
 async def messages_endpoint(request: Request) -> Response:
-    """Anthropic's Messages API (``anthropic.Anthropic(base_url=...).messages.create``)."""
-    return await serve(request, answer_messages, anthropic_error)
+    """Anthropic's Messages API (``anthropic.Anthropic(base_url=...).messages.create``), top to
+    bottom; refusals in Anthropic's error shape."""
+    async with Frame(request, anthropic_error) as frame:  # tracing, timing, errors
+        out = await frame.authenticate()  # the tenant; the request's record from here on
+        req = parse_messages_request(await frame.admit(out))  # rate limit, slot, body
+        plan = await frame.plan(out, req.chat, plan_responses)  # on its chat view: pure
+        record_routing(out.ctx, plan)  # what routing decided, counted
+        plan = out.planned(admissible(plan))  # the candidates that can take it (400: none)
+        plan = await out.reserve_tokens(plan)  # the tenant's tokens per minute
+        tried = await out.attempt(plan, partial(forward_messages, req))  # budget per attempt
+        assert tried.answered is not None
+        if req.stream:  # settled before ``message_stop``, logged when it ends
+            return send_stream(out, tried, MessagesRelay(tried.answered))
+        return await send_body(out, messages_answer(tried.reply, tried.answered))
+    return frame.response()  # a refusal, settled and logged

@@ -2,15 +2,18 @@
 
 It exists as soon as the tenant is known, before anything can be refused, so every request,
 refused or answered or cancelled, settles its held money and logs exactly once (``finish``).
-The plan is filled in as planning proceeds (None until the body is parsed); the attempt loop
-(gateway/serving/attempts.py) records into it. The log row and the learning record are both
-read from it (gateway/serving/log_row.py).
+The plan is filled in as planning proceeds (None until the body is parsed); the attempts
+(gateway/serving/attempts.py) are taken whole from their frozen result, the answer's text and
+usage as they reach the client. Only this module writes it. The log row and the learning record
+are both read from it (gateway/serving/log_row.py).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +25,13 @@ from gateway.pricing import count_text_tokens
 from gateway.reliability.parallel import Slot
 from gateway.reliability.ratelimit import TokenGrant
 from gateway.serving.access_log import log_access
+from gateway.serving.attempts import Attempted, Attempts, Forward
 from gateway.serving.bound_factors import ABSURD_FACTOR, report_ratio
 from gateway.serving.budget_hold import BudgetHold
 from gateway.serving.log_row import log_row, served
-from gateway.serving.planning import PASSTHROUGH_VERSION, Plan
+from gateway.serving.planning import PASSTHROUGH_VERSION, Plan, token_bounds
 from gateway.serving.tracing import NO_TRACE, RequestTrace
+from gateway.serving.upstream import UpstreamFailure
 from gateway.store.records import Tenant
 
 if TYPE_CHECKING:
@@ -45,16 +50,24 @@ def reported_tokens(value: Any) -> int | None:
     return n if n >= 0 else None
 
 
+def answered_name(out: Outcome) -> str:
+    """The answering backend's name: the ``model`` the client is told."""
+    assert out.answered is not None, "asked before a backend answered"
+    return out.answered.model_name
+
+
 class Outcome:
     """One request's record: its plan, attempts, answer, usage and cost."""
 
     def __init__(self, ctx: GatewayContext, tenant: Tenant, request_id: str, t0: float,
-                 trace: RequestTrace = NO_TRACE) -> None:
+                 trace: RequestTrace = NO_TRACE,
+                 client_gone: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.ctx, self.tenant, self.rid, self.t0 = ctx, tenant, request_id, t0
         self.trace = trace  # its OpenTelemetry spans (gateway/serving/tracing.py)
         self.created_at = datetime.now(UTC)
-        self.plan: Plan | None = None  # set by the handler as planning proceeds
+        self.plan: Plan | None = None  # set by the frame as planning proceeds (endpoint.py)
         self.hold = BudgetHold(ctx, tenant, request_id)
+        self.hold.client_gone = client_gone  # ends a wait for the budget
         self.attempts: list[dict] = []
         self.answered: Backend | None = None
         self.deployment: int | None = None  # which of the answering group's deployments
@@ -70,14 +83,80 @@ class Outcome:
         self.reported: tuple[int | None, int | None] = (None, None)  # as reported, unclamped
         self.overrun_usd = 0.0  # what the provider reported past the hold: the operator's
         self.settle_error: str | None = None
-        self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM (attempts.py)
+        self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM
         self.parallel_slot: Slot | None = None  # of max_parallel_requests (endpoint.py)
-        self.cache: RequestCache | None = None  # the response cache, when on (attempts.py)
+        self.cache: RequestCache | None = None  # the response cache, when on (delivery.py)
         self.finished = False
 
     @property
     def cache_hit(self) -> bool:
         return self.cache is not None and self.cache.state == "hit"
+
+    def planned(self, plan: Plan) -> Plan:
+        """The plan as far as it was made: a refusal is logged with it."""
+        self.plan = plan
+        return plan
+
+    def admitted(self, slot: Slot | None) -> None:
+        """The request's slot of max_parallel_requests, given back when it is settled."""
+        self.parallel_slot = slot
+
+    def caching(self, cache: RequestCache | None) -> None:
+        """The request's response cache (gateway/serving/cached_answer.py), when it has one."""
+        self.cache = cache
+
+    async def reserve_tokens(self, plan: Plan) -> Plan:
+        """Reserve the request's token bound against the tenant's TPM (429 when it does not
+        fit; gateway/reliability/ratelimit.py): the plan, its output cap lowered to what was
+        granted (``Plan.tpm_tokens``)."""
+        least, most = token_bounds(plan, self.ctx.settings.min_output_tokens)
+        self.tpm_grant = await self.ctx.reliability.reserve_tokens(self.tenant, least, most)
+        if self.tpm_grant is not None and self.tpm_grant.tokens < most:
+            return replace(plan, tpm_tokens=self.tpm_grant.tokens)
+        return plan
+
+    async def attempt(self, plan: Plan, forward: Forward) -> Attempted:
+        """The plan's attempts (gateway/serving/attempts.py), taken whole; their refusal is
+        raised when none answered. A cancelled loop still leaves the attempts it made."""
+        attempts = Attempts(self.ctx, self.tenant, self.hold, self.trace, self.t0)
+        try:
+            tried = await attempts.run(plan, forward)
+        except BaseException:
+            self._took(attempts.so_far())
+            raise
+        self._took(tried)
+        if tried.refusal is not None:
+            raise tried.refusal
+        return tried
+
+    def _took(self, tried: Attempted) -> None:
+        self.attempts = list(tried.tried)  # the records themselves: annotated when settled
+        self.answered, self.deployment = tried.answered, tried.deployment
+        self.timeout_charges = list(tried.charges)
+        self.bounds = dict(tried.bounds)
+
+    def streaming(self) -> None:
+        """The first chunk is on its way to the client: time to first token."""
+        self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
+
+    def add_text(self, text: str) -> None:
+        """What a stream sent the client adds to the answer (what the loop learns from)."""
+        self.answer_text += text
+
+    def take_answer(self, text: str, usage: dict) -> None:
+        """A complete answer's text and usage."""
+        self.answer_text = text
+        self.take_usage(usage)
+
+    def stream_broke(self, failure: UpstreamFailure) -> tuple[int, str]:
+        """The answering stream failed after its first byte: (status, error) of the request,
+        told to the backend's circuit breaker and written on the answering attempt."""
+        name = self.answered.model_name if self.answered else ""
+        self.ctx.reliability.upstream_result(name, failure, self.tenant.principal)
+        error = f"stream broken after first byte: {failure}"
+        if self.attempts:
+            self.attempts[-1]["error"] = error
+        return (504 if failure.kind == "timeout" else 502), error
 
     def replayed(self, b: Backend, body: dict[str, Any]) -> None:
         """A cached answer of ``b``: answered, its usage as the log's token counts (what the
@@ -180,7 +259,7 @@ class Outcome:
         bound_factors.py): its factor widened, or held out when absurd (returned)."""
         b = self.answered
         bound = self.bounds.get(b.model_name) if b is not None else None
-        factors = getattr(self.ctx, "bound_factors", None)
+        factors = self.ctx.bound_factors
         if b is None or bound is None or factors is None:
             return False
         return factors.reported(b.model_name, report_ratio(self.reported, bound),

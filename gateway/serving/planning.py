@@ -68,6 +68,7 @@ class Plan:
     # (gateway/reliability/ratelimit.py): the output cap is lowered to fit them
     tpm_tokens: int | None = None
     key_models: tuple[str, ...] | None = None  # the calling key's (serving/key_models.py)
+    routing_s: float | None = None  # how long a routed request's Φ(x) and ranking took
 
     def prompt_bound(self, backend: Backend) -> int:
         """N_prompt on ``backend``: prompt tokens no tokenizer exceeds (gateway/pricing.py)."""
@@ -208,9 +209,10 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> P
     return replace(plan, routed=routed, candidates=routed.backends)
 
 
-def passthrough_backend(plan: Plan) -> Backend:
+def named_backend(plan: Plan) -> Backend:
     """The backend ``model`` names, if the tenant policy allows it (404 otherwise): by its
-    name, or for a model a wildcard backend matched, by that name or the wildcard's."""
+    name, or for a model a wildcard backend matched, by that name or the wildcard's; of any
+    mode (the caller checks it)."""
     model = plan.request.model
     backend = plan.pool.backend(model)
     policy_allowed = plan.policy.allowed_models
@@ -218,12 +220,27 @@ def passthrough_backend(plan: Plan) -> Backend:
             policy_allowed is not None and model not in policy_allowed
             and (backend.wildcard is None or backend.wildcard not in policy_allowed)):
         raise model_not_found(model)
+    return backend
+
+
+def passthrough_backend(plan: Plan) -> Backend:
+    """The named backend (``named_backend``) of a chat request: of chat's mode (400)."""
+    backend, model = named_backend(plan), plan.request.model
     mode = plan.pool.modes.get(model, CHAT)
     if mode != CHAT:
         raise invalid(f"{model!r} is a model of mode {mode!r}, not a chat model (an "
                       "embedding model answers /v1/embeddings)", param="model",
                       code="model_not_supported")
     return backend
+
+
+async def named_plan(plan: Plan, backend: Backend) -> Plan:
+    """A passthrough to ``backend`` (priced: 503), measured, with the request's or the
+    config's fallbacks: the plan of an endpoint that names its backend."""
+    backend = priced(plan, backend)
+    n_prompt, size = await measure(plan.request, backend)
+    return with_plan_fallbacks(replace(plan, candidates=(backend.model_name,),
+                                       prompt_tokens=n_prompt, prompt_size=size))
 
 
 def priced(plan: Plan, backend: Backend) -> Backend:
@@ -306,9 +323,10 @@ async def measure(req: ChatRequest, backend: Backend, pool: Pool | None = None
 
 
 async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
-    """Complete a started plan: Φ(x) and prompt measurements off the loop, the rest pure.
-    The candidates are not yet checked against the request (``admissible``), so a refusal
-    there still logs what was planned."""
+    """Complete a started plan: Φ(x) and prompt measurements off the loop, the rest pure
+    (what it decided is counted by the caller: ``record_routing``). The candidates are not yet
+    checked against the request (``admissible``), so a refusal there still logs what was
+    planned."""
     req = plan.request
     tier = billable_tier(req.params)
     if tier is not None:  # priced at that tier (gateway/serving/fee_params.py)
@@ -327,12 +345,34 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     text = embed_text(req.messages, ctx.settings.encoder_max_chars)
     plan = await cascaded(plan.pool.router, text, ctx.embedder.embed,
                           lambda phi: ranked(sized, by_rm, phi, n_prompt))
-    ctx.metrics.routing.observe(time.perf_counter() - started)
-    ctx.metrics.decisions.labels(encoder=plan.routed.decision.encoder or ctx.encoder.kind).inc()
-    if not by_promise(plan):  # the λ rule's cold-start shares count its own decisions
-        chosen = plan.routed.decision.chosen
-        ctx.prior_share.record(plan.route, by_rm.get(chosen), chosen in plan.pool.priors)
+    plan = replace(plan, routing_s=time.perf_counter() - started)
     return with_plan_fallbacks(plan)
+
+
+def record_routing(ctx: GatewayContext, plan: Plan) -> None:
+    """A routed plan's decision, counted: its time and encoder, and under the λ rule the
+    cold-start shares (``PriorShare``), which count the rule's own decisions."""
+    routed = plan.routed
+    if routed is None or plan.routing_s is None:
+        return
+    ctx.metrics.routing.observe(plan.routing_s)
+    ctx.metrics.decisions.labels(encoder=routed.decision.encoder or ctx.encoder.kind).inc()
+    if not by_promise(plan):
+        chosen = routed.decision.chosen
+        ctx.prior_share.record(plan.route, routed.by_router_model.get(chosen),
+                               chosen in plan.pool.priors)
+
+
+def token_bounds(plan: Plan, min_output_tokens: int) -> tuple[int, int]:
+    """(least, most) tokens to reserve against the tenant's TPM: most is R = max_h
+    N_prompt(h) + n·max_h m_h; least the same when the client set max_tokens, else as
+    little as N_prompt + n·min_output_tokens (the output cap is then lowered to fit)."""
+    backends = [plan.pool.backends[name] for name in plan.candidates]
+    prompt = max(plan.prompt_bound(b) for b in backends)
+    out = plan.n * max(plan.output_cap(b) for b in backends)
+    least = prompt + (out if plan.request.max_tokens is not None
+                      else min(out, plan.n * min_output_tokens))
+    return least, prompt + out
 
 
 def admissible(plan: Plan) -> Plan:

@@ -241,42 +241,55 @@ def deployment_index(backend: Backend, deployment: dict[str, Any]) -> int:
     return next((i for i, d in enumerate(backend.deployment_params()) if d is deployment), 0)
 
 
+async def each_deployment(backend: Backend, one: Callable[[dict[str, Any]], Awaitable[Any]],
+                          billed: Billed | None = None,
+                          answered: Callable[[int], None] | None = None) -> Any:
+    """``one(deployment)`` over the backend's deployments in ``deployment_order`` until one
+    answers, the one loop of every upstream call: a retryable failure moves on to the next
+    deployment (a billable one reported to ``billed`` first), any other, or the last, is
+    raised as an UpstreamFailure. ``answered`` is told the index of the deployment that
+    answered (``deployment_index``)."""
+    order = deployment_order(backend)
+    for i, deployment in enumerate(order):
+        try:
+            reply = await one(deployment)
+        except UpstreamFailure as f:
+            failure, cause = f, f.__cause__
+        except Exception as e:  # noqa: BLE001 - every provider error is classified, none raw
+            failure, cause = classify(e), e
+        else:
+            if answered is not None:
+                answered(deployment_index(backend, deployment))
+            return reply
+        if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
+            raise failure from cause
+    raise AssertionError("a backend has at least one deployment")
+
+
 async def complete(backend: Backend, messages: list[dict], params: dict[str, Any],
                    billed: Billed | None = None,
                    answered: Callable[[int], None] | None = None) -> Any:
-    """A non-streaming call; raises UpstreamFailure. ``answered`` is told the index of the
-    deployment that answered (``deployment_index``)."""
-    order = deployment_order(backend)
-    for i, deployment in enumerate(order):
-        try:
-            call = _kwargs(backend, deployment, messages, params)
-            # litellm's setup on the loop where it cannot block; its logging where unread
-            with inline_setup(call), unlogged():
-                resp = await litellm.acompletion(**call)
-            if answered is not None:
-                answered(deployment_index(backend, deployment))
-            return resp
-        except Exception as e:  # every provider error is classified, none escapes raw
-            failure = classify(e)
-            if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
-                raise failure from e
-    raise AssertionError("a backend has at least one deployment")
+    """A non-streaming chat call; raises UpstreamFailure."""
+
+    async def one(deployment: dict[str, Any]) -> Any:
+        call = _kwargs(backend, deployment, messages, params)
+        # litellm's setup on the loop where it cannot block; its logging where unread
+        with inline_setup(call), unlogged():
+            return await litellm.acompletion(**call)
+
+    return await each_deployment(backend, one, billed, answered)
 
 
 async def embed(backend: Backend, inputs: str | list, params: dict[str, Any]) -> Any:
-    """One embeddings call (``litellm.aembedding``) over the backend's deployments, in the
-    same order and with the same failure rules as ``complete``; raises UpstreamFailure."""
-    order = deployment_order(backend)
-    for i, deployment in enumerate(order):
-        call = {**backend.call_params(deployment), **params, "input": inputs,
-                "timeout": attempt_timeout(backend, deployment)}
-        try:
-            return await litellm.aembedding(**call)
-        except Exception as e:  # every provider error is classified, none escapes raw
-            failure = classify(e)
-            if not await _may_go_on(backend, failure, len(order) - i - 1, None):
-                raise failure from e
-    raise AssertionError("a backend has at least one deployment")
+    """One embeddings call (``litellm.aembedding``) over the backend's deployments, with the
+    same failure rules as ``complete``; raises UpstreamFailure."""
+
+    async def one(deployment: dict[str, Any]) -> Any:
+        return await litellm.aembedding(**{**backend.call_params(deployment), **params,
+                                           "input": inputs,
+                                           "timeout": attempt_timeout(backend, deployment)})
+
+    return await each_deployment(backend, one)
 
 
 @dataclass
@@ -310,19 +323,10 @@ class OpenStream:
 async def open_stream(backend: Backend, messages: list[dict], params: dict[str, Any],
                       billed: Billed | None = None,
                       answered: Callable[[int], None] | None = None) -> OpenStream:
-    """Start a stream and wait for its first chunk; raises UpstreamFailure before that.
-    ``answered`` as for ``complete``."""
-    order = deployment_order(backend)
-    for i, deployment in enumerate(order):
-        try:
-            stream = await _open_one(backend, deployment, messages, params)
-            if answered is not None:
-                answered(deployment_index(backend, deployment))
-            return stream
-        except UpstreamFailure as failure:
-            if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
-                raise
-    raise AssertionError("a backend has at least one deployment")
+    """Start a chat stream and wait for its first chunk; raises UpstreamFailure before that."""
+    return await each_deployment(
+        backend, lambda deployment: _open_one(backend, deployment, messages, params),
+        billed, answered)
 
 
 async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list[dict],
@@ -358,31 +362,19 @@ async def _first_event(started: Awaitable[Any], timeout: float) -> OpenStream:
 async def over_deployments(backend: Backend, call: Callable[..., Awaitable[Any]],
                            params: dict[str, Any], billed: Billed | None,
                            answered: Callable[[int], None] | None) -> Any:
-    """``call`` (a litellm function) over the backend's deployments as ``complete`` does; with
-    ``params["stream"]`` an OpenStream once the first item came, as ``open_stream``.
-    ``answered`` is told the index (in ``deployment_params()``) of the deployment that
-    answered."""
-    order = deployment_order(backend)
-    for i, deployment in enumerate(order):
+    """``call`` (a litellm function) over the backend's deployments (``each_deployment``);
+    with ``params["stream"]`` an OpenStream once the first item came, as ``open_stream``."""
+    stream = bool(params.get("stream"))
+
+    async def one(deployment: dict[str, Any]) -> Any:
         kwargs = {**backend.call_params(deployment), **params,
-                  "timeout": attempt_timeout(backend, deployment, bool(params.get("stream"))),
+                  "timeout": attempt_timeout(backend, deployment, stream),
                   "num_retries": 0, "max_retries": 0}
-        try:
-            if params.get("stream"):
-                reply = await _first_event(call(**kwargs), kwargs["timeout"])
-            else:
-                reply = await call(**kwargs)
-            if answered is not None:
-                answered(next((j for j, d in enumerate(backend.deployment_params())
-                               if d is deployment), 0))
-            return reply
-        except UpstreamFailure as f:
-            failure, cause = f, f.__cause__
-        except Exception as e:  # noqa: BLE001 - every provider error is classified
-            failure, cause = classify(e), e
-        if not await _may_go_on(backend, failure, len(order) - i - 1, billed):
-            raise failure from cause
-    raise AssertionError("a backend has at least one deployment")
+        if stream:
+            return await _first_event(call(**kwargs), kwargs["timeout"])
+        return await call(**kwargs)
+
+    return await each_deployment(backend, one, billed, answered)
 
 
 async def responses(backend: Backend, params: dict[str, Any], billed: Billed | None = None,
