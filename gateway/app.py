@@ -43,6 +43,7 @@ from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
 from gateway.pricing import resolve_prices
 from gateway.reliability.guards import Reliability, guard_store
+from gateway.reliability.heap_freeze import freeze_startup_heap
 from gateway.reliability.loop_watch import LoopWatch
 from gateway.review import explain
 from gateway.review import metrics as observability
@@ -91,12 +92,16 @@ def create_app(
     router: Router | None = None,
     encoder: Encoder | None = None,
     registry: CollectorRegistry | None = None,
+    freeze_heap: bool = False,
 ) -> FastAPI:
     """Build a gateway. Parts not given are built from ``settings`` (the store from
-    ``database_url``, the router from ``router_path`` or the packaged artifact)."""
+    ``database_url``, the router from ``router_path`` or the packaged artifact). With
+    ``freeze_heap`` (a serving process's own gateway) the startup heap is frozen once started
+    (gateway/reliability/heap_freeze.py)."""
     ctx = build_context(settings, store=store, log_writer=log_writer, router=router,
                         encoder=encoder, registry=registry)
-    app = FastAPI(title="Tollgate", version=__version__, lifespan=_lifespan(ctx))
+    app = FastAPI(title="Tollgate", version=__version__,
+                  lifespan=_lifespan(ctx, freeze_heap))
     app.state.ctx = ctx
     _install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
@@ -198,7 +203,7 @@ def check_encoder(settings: Settings, router: Router) -> None:
         "leave it out: the router's encoder is used)")
 
 
-def _lifespan(ctx: GatewayContext) -> Any:
+def _lifespan(ctx: GatewayContext, freeze_heap: bool = False) -> Any:
     """Start the store, the log writer, the warm encoder and the learning loop; stop them
     in the reverse order."""
 
@@ -218,6 +223,8 @@ def _lifespan(ctx: GatewayContext) -> Any:
             await ctx.learning.start()
         print(table_text(list(ctx.pool.current.known.values())),
               file=sys.stderr, flush=True)  # how each backend is known, once per start
+        if freeze_heap:  # last: the startup heap, out of every later full collection
+            freeze_startup_heap()
         watch = LoopWatch(ctx.metrics.loop_stalls)
         watch.start()
         ctx.ready = True

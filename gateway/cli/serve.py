@@ -216,12 +216,14 @@ def release_replica_slot(store: Store) -> None:
 
 
 def _build_app(settings: Any) -> Any:
-    """The app of ``settings``, and then the heap's free memory (its build's transient part:
-    the reference prompts' activations) handed back (gateway/cli/malloc_arenas.py)."""
+    """The app of ``settings``, its startup heap frozen once started
+    (gateway/reliability/heap_freeze.py), and then the heap's free memory (its build's
+    transient part: the reference prompts' activations) handed back
+    (gateway/cli/malloc_arenas.py)."""
     from gateway.app import create_app
     from gateway.cli.malloc_arenas import trim_free_memory
 
-    app = create_app(settings)
+    app = create_app(settings, freeze_heap=True)
     trim_free_memory()
     return app
 
