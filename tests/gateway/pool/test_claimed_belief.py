@@ -65,7 +65,7 @@ ROUTE_RULE = {"z": 0.75, "tolerance": 0.5}  # the artifact's τ, as if measured 
 def _route_pool(claimed: bool):
     """A pool with a promising route over every backend, reference prompts and a rule (z, τ)
     in the artifact; NEW on its price prior, or on the claim that it matches STRONG."""
-    pool, Q = _pool(0)
+    pool, _ = _pool(0)
     router = pool.router
     rules = {"0.06": ROUTE_RULE}
     config = {**dict(router.config or {}),
