@@ -36,6 +36,12 @@ from router_core.promise.refine import judged_counts
 from router_core.router import Router
 
 MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/routing/cold_start.py)
+# a refit of a prior's shape is served only when its held-out gain is clear of noise (≈95%
+# one-sided, router_core.promise.refine.validated_refine's min_z): at any gain > 0, a few hundred
+# 80%-right verdicts kept shapes that put the live loop's cheap backend at p̂ 0.89 where it was
+# right 70% of the time, and auto-cheap sent it 18-33% of its requests (bench/routing/
+# live_promise.py); a shape not kept still has its level corrected (prior_level.py)
+CONFIRM_Z = 1.64
 
 
 def observed(engine: Any, router: Router, expert: str) -> tuple[np.ndarray, np.ndarray]:
@@ -87,7 +93,8 @@ def promise_belief(engine: Any, router: Router, expert: str,
                    prior: LogitBelief) -> LogitBelief | None:
     """``prior`` refined by every outcome recorded for ``expert`` (router_core.promise:
     repeated judgements of one prompt aggregated DARS-style, a judge right 80% of the time,
-    kept only as far as held-out verdicts confirm it; where they do not, its level alone is
+    kept only as far as held-out verdicts clearly confirm it (``CONFIRM_Z``); where they do
+    not, its level alone is
     corrected by them, gateway/learning/prior_level.py). Always from the prior, never from an
     earlier refinement, so no outcome counts twice."""
     obs = ldb.load_observations(engine)
@@ -98,7 +105,8 @@ def promise_belief(engine: Any, router: Router, expert: str,
     _, phi = ldb.load_prompts(engine, keys)
     query_of = dict(zip(keys, router.project(phi)))
     verdicts = obs[["prompt_key", "model", "quality"]].to_dict("records")
-    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY)[expert]
+    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY,
+                                   min_z=CONFIRM_Z)[expert]
     if not np.array_equal(refined.theta, prior.theta):
         return refined
     # the shape was not confirmed: its level still is, by the same verdicts (prior_level.py)
