@@ -10,7 +10,8 @@ Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Optio
       margin: 0.005             # promotion guard
       store_prompt_text: false  # privacy: keep only Φ(x) (default: log_prompts)
       exploration: {...}        # shadow calls and their judge, see gateway/learning/shadow.py
-      refine_priors_s: 600      # refine cold-start backends from new outcomes (null: off)
+      refine_priors_s: 600      # refine cold-start backends from new outcomes (null: off);
+                                # one whose belief has seen no outcome: at its first, within poll_s
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip. Requests that
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -166,16 +168,30 @@ class Learning:
                 log.exception("scheduled retrain failed")
 
     async def _refine_loop(self, every_s: float) -> None:
-        """Cold-start backends: refine their descriptors from new outcomes, on a schedule."""
+        """Cold-start backends: refine their descriptors from new outcomes, on a schedule.
+        Between scheduled rounds, every ``poll_s``, a backend whose belief has seen no outcome
+        yet is refined as soon as it has one (``first_only``): until then it routes on a prior
+        or a published claim that nothing has checked, and a wrong one would route for a
+        whole period. Its pool is then left alone until the result is swapped in."""
+        tick = min(self.poll_s, every_s)
+        last_round = time.monotonic()
+        refined_on: str | None = None  # the pool version a first-evidence refinement left
         while True:
-            await asyncio.sleep(every_s)
+            await asyncio.sleep(tick)
+            pool = self.ctx.pool.current
+            scheduled = time.monotonic() - last_round >= every_s - 1e-6
+            if not scheduled and pool.version == refined_on:
+                continue
             try:
                 if await anyio.to_thread.run_sync(
                     leases.acquire_lease, self.engine, "refine", self.holder_id, every_s
                 ):
                     done = await anyio.to_thread.run_sync(
-                        refine_due, self.engine, self.ctx.pool.current)
+                        refine_due, self.engine, pool, not scheduled)
+                    if scheduled:
+                        last_round = time.monotonic()
                     if done:
+                        refined_on = pool.version
                         log.info("cold-start backends refined: %s", ", ".join(done))
             except Exception:  # a failed refinement leaves the live router as it is
                 log.exception("scheduled cold-start refinement failed")

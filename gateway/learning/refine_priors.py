@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from sqlalchemy import select
 
 from gateway.config import Settings
 from gateway.learning import router_versions
@@ -30,10 +31,17 @@ from gateway.pool.promise import BELIEFS_KEY, belief_record
 from gateway.pricing import Price
 from router_core.cold_start.placement import refine
 from router_core.promise import JUDGE_ACCURACY, LogitBelief, refine_from_verdicts
+from router_core.promise.belief import pseudo_count_from_logit_var
 from router_core.promise.refine import judged_counts
 from router_core.router import Router
 
 MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/routing/cold_start.py)
+# a refit of a prior's shape is served only when its held-out gain is clear of noise (≈95%
+# one-sided, router_core.promise.refine.validated_refine's min_z): at any gain > 0, a few hundred
+# 80%-right verdicts kept shapes that put the live loop's cheap backend at p̂ 0.89 where it was
+# right 70% of the time, and auto-cheap sent it 18-33% of its requests (bench/routing/
+# live_promise.py); a shape not kept still has its level corrected (prior_level.py)
+CONFIRM_Z = 1.64
 
 
 def observed(engine: Any, router: Router, expert: str) -> tuple[np.ndarray, np.ndarray]:
@@ -85,7 +93,8 @@ def promise_belief(engine: Any, router: Router, expert: str,
                    prior: LogitBelief) -> LogitBelief | None:
     """``prior`` refined by every outcome recorded for ``expert`` (router_core.promise:
     repeated judgements of one prompt aggregated DARS-style, a judge right 80% of the time,
-    kept only as far as held-out verdicts confirm it; where they do not, its level alone is
+    kept only as far as held-out verdicts clearly confirm it (``CONFIRM_Z``); where they do
+    not, its level alone is
     corrected by them, gateway/learning/prior_level.py). Always from the prior, never from an
     earlier refinement, so no outcome counts twice."""
     obs = ldb.load_observations(engine)
@@ -96,15 +105,33 @@ def promise_belief(engine: Any, router: Router, expert: str,
     _, phi = ldb.load_prompts(engine, keys)
     query_of = dict(zip(keys, router.project(phi)))
     verdicts = obs[["prompt_key", "model", "quality"]].to_dict("records")
-    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY)[expert]
+    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY,
+                                   min_z=CONFIRM_Z)[expert]
     if not np.array_equal(refined.theta, prior.theta):
         return refined
     # the shape was not confirmed: its level still is, by the same verdicts (prior_level.py)
     judged, k, c = judged_counts(verdicts, expert)
     Q = np.stack([query_of[str(key)] for key in judged])
     level = level_corrected(prior, Q, k, c, JUDGE_ACCURACY)
-    return replace(level, n_outcomes=refined.n_outcomes,
-                   how=f"level:{refined.n_outcomes} (shape not moved)")
+    n = prior.n_outcomes + int(c.sum())  # counted even where too few to validate a refit
+    return replace(level, n_outcomes=n, n_cap=min(prior.n_cap, worth(prior, Q)),
+                   how=f"level:{n} (shape not moved)")
+
+
+def worth(prior: LogitBelief, Q: np.ndarray) -> float:
+    """The pseudo-count ``prior`` is worth at its own level over queries ``Q``: n at p̄ of its
+    mean logit variance (router_core.promise.belief; n₀ by construction, LogitBelief.prior).
+
+    A level-corrected belief is capped there. Its covariance is the prior's, and that is
+    right: the verdicts pinned one number, not the shape. But a pseudo-count read off a logit
+    variance grows as p̂ nears 0 or 1 (n = 1/(p(1 − p)·Var z) − 1), so a level moved up would
+    make the prior's own easy prompts look known (p̂ 0.95 from a price prior worth one outcome
+    reads as eight) and the promise rule would take it there: the live loop's refined cheap
+    backend, chosen at p̂ 0.92-0.95 where it was right 62-74% of the time
+    (bench/routing/live_promise.py). Capped, nothing the shape was not told is trusted more
+    than the prior was."""
+    _, var = prior.logits(np.atleast_2d(Q))
+    return float(pseudo_count_from_logit_var(prior.level, float(np.mean(var))))
 
 
 def cold_start_backends(router: Router, settings: Settings) -> list[str]:
@@ -130,12 +157,29 @@ def publish_refinement(
     return new, n
 
 
-def refine_due(engine: Any, pool: Pool) -> list[str]:
+def unchecked(engine: Any, router: Router, settings: Settings) -> list[str]:
+    """The cold-start backends whose published belief has seen no outcome (a prior, or a
+    claim) though outcomes for them are recorded now: what first evidence should correct."""
+    names = [n for n in cold_start_backends(router, settings)
+             if outcomes_of(router).get(n, 0) == 0]
+    if not names:
+        return []
+    with engine.connect() as conn:
+        rows = conn.execute(select(ldb.observations_t.c.model)
+                            .where(ldb.observations_t.c.model.in_(names)).distinct()).all()
+    seen = {r[0] for r in rows}
+    return [n for n in names if n in seen]
+
+
+def refine_due(engine: Any, pool: Pool, first_only: bool = False) -> list[str]:
     """Refine every cold-start backend of ``pool`` that has outcomes its descriptor has not
-    seen yet; each refinement is published (the swapped-in pool carries them all)."""
+    seen yet (``first_only``: only those whose belief has seen none, ``unchecked``); each
+    refinement is published (the swapped-in pool carries them all)."""
     router, settings, prices = pool.router, pool.settings, pool.prices
+    names = (unchecked(engine, router, settings) if first_only
+             else cold_start_backends(router, settings))
     done = []
-    for name in cold_start_backends(router, settings):
+    for name in names:
         if name not in prices:
             continue
         _, u = observed(engine, router, name)

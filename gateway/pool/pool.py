@@ -181,8 +181,8 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
                     if known[b.model_name].expert is not None)
         for name in settings.routes
     }
-    qualities = backend_qualities(router, known, settings, prices,
-                                  reference_queries(router, phi_ref))
+    Q_ref = reference_queries(router, phi_ref)
+    qualities = backend_qualities(router, known, settings, prices, Q_ref)
     return Pool(
         settings=settings,
         prices=MappingProxyType(dict(prices)),
@@ -192,8 +192,9 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
         priors=frozenset(e.name for e in router.experts if e.kind == PRIOR_KIND),
         backends=MappingProxyType({b.model_name: b for b in settings.model_list}),
         qualities=MappingProxyType(qualities),
-        promises=MappingProxyType(route_promises(settings, known, qualities, prices,
-                                                 router.config or {})),
+        promises=MappingProxyType(route_promises(
+            settings, known, qualities, prices, router.config or {},
+            Q_ref if phi_ref is not None and len(phi_ref) else None)),
         phi_ref=phi_ref,
         modes=MappingProxyType(modes),
         deployment_prices=MappingProxyType(_deployment_prices(settings, prices)),

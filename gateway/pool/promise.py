@@ -46,6 +46,8 @@ from router_core.promise import (
     prior_from_aggregate,
     prior_from_price,
     router_weights,
+    stack_estimates,
+    tolerance_for,
 )
 from router_core.promise.priors import closeness_weights
 from router_core.router import Router
@@ -237,10 +239,60 @@ def default_reference(route_backends: list[str], known: Mapping[str, Known],
     return best, "dearest, its quality known by price alone"
 
 
+def pool_tolerance(members: list[str], ref: str, known: Mapping[str, Known],
+                   beliefs: Mapping[str, Any], prices: Mapping[str, Price],
+                   max_drop: float, z: float, Q_ref: np.ndarray) -> float:
+    """τ(z) of a pool on its reference prompts (router_core.promise.confidence's
+    ``tolerance_for``: the widest per-prompt tolerance whose routing keeps the mean
+    pessimistic drop bound within ``max_drop``) from ``beliefs`` (expert -> belief); ∞ when
+    the pool has nothing to say (its reference not among ``members``, or alone)."""
+    by_expert: dict[str, str] = {}
+    for n in members:
+        by_expert.setdefault(known[n].expert, n)
+    if ref not in members or len(by_expert) < 2:
+        return float("inf")
+    experts = list(by_expert)
+    P, N = stack_estimates([beliefs[e] for e in experts], Q_ref)
+    cost = np.array([prices[by_expert[e]].cost(*TYPICAL_TOKENS) for e in experts])
+    return tolerance_for(P, N, cost, experts.index(known[ref].expert), max_drop, z)
+
+
+def learned_tolerance(tolerance: float, members: list[str], ref: str,
+                      known: Mapping[str, Known], qualities: Mapping[str, Quality],
+                      prices: Mapping[str, Price], max_drop: float, z: float,
+                      Q_ref: np.ndarray) -> float:
+    """The artifact's τ, narrowed by what the beliefs published since (a claim, a refined
+    prior: ``BELIEFS_KEY``) took from the pool's own τ(z) on the reference prompts:
+
+        τ = max(max_drop, τ_artifact − max(0, τ(z | priors) − τ(z | beliefs)))
+
+    τ follows the pool's bounds (router_core.promise.confidence) and the artifact measured it
+    for the pool as it starts, each cold-start backend on its prior; a published belief that
+    no outcome has checked (a claim that a cheap backend matches the strongest, its bounds
+    as wide as a prior's around a p̂ far too high) makes the pool's bounds worse than that,
+    and the route's τ narrows by as much. Never wider than the artifact's: the reference
+    prompts are fewer than the validation prompts it was measured on, and a pool the loop
+    has not changed keeps the measured τ exactly."""
+    current = {e: q.belief for e, q in qualities.items()}
+    start = {e: q.prior if q.prior is not None else q.belief for e, q in qualities.items()}
+    if all(current[e] is start[e] for e in current):
+        return tolerance
+    now = pool_tolerance(members, ref, known, current, prices, max_drop, z, Q_ref)
+    before = pool_tolerance(members, ref, known, start, prices, max_drop, z, Q_ref)
+    if not (np.isfinite(now) and np.isfinite(before)):
+        return tolerance
+    return max(float(max_drop), tolerance - max(0.0, before - now))
+
+
 def route_promises(settings: Settings, known: Mapping[str, Known],
                    qualities: Mapping[str, Quality], prices: Mapping[str, Price],
-                   router_config: Mapping[str, Any]) -> dict[str, RoutePromise]:
-    """route -> its promise, for the routes with ``max_drop`` that have a known backend."""
+                   router_config: Mapping[str, Any], Q_ref: np.ndarray | None = None
+                   ) -> dict[str, RoutePromise]:
+    """route -> its promise, for the routes with ``max_drop`` that have a known backend.
+
+    z and τ are the route's, measured for the artifact (scripts/route_promises.py); with
+    reference prompts (``Q_ref``), τ narrows as far as published beliefs worsened the pool's
+    own bounds (``learned_tolerance``)."""
     rules = dict(dict(router_config.get("promise") or {}).get("rules") or {})
     out = {}
     for name, route in settings.routes.items():
@@ -257,5 +309,8 @@ def route_promises(settings: Settings, known: Mapping[str, Known],
         rule = dict(rules.get(f"{route.max_drop:g}") or {})
         z = float(rule.get("z", DEFAULT_Z))
         tolerance = float(rule.get("tolerance", route.max_drop))
+        if Q_ref is not None and len(Q_ref) and np.isfinite(z):
+            tolerance = learned_tolerance(tolerance, members, ref, known, qualities, prices,
+                                          route.max_drop, z, Q_ref)
         out[name] = RoutePromise(name, ref, route.max_drop, z, tolerance, why)
     return out

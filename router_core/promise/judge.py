@@ -58,14 +58,15 @@ def refine_from_verdicts(
     verdicts: Sequence[Mapping],
     query_of: Mapping[str, np.ndarray],
     accuracy: float = JUDGE_ACCURACY,
+    min_z: float = 0.0,
 ) -> dict[str, LogitBelief]:
     """Every belief refined by its DARS-aggregated verdicts, as far as held-out verdicts
-    confirm (router_core.promise.refine.validated_refine); ``query_of``: prompt key -> its
-    query vector q. Backends without verdicts stay."""
+    confirm (router_core.promise.refine.validated_refine, its ``min_z``); ``query_of``:
+    prompt key -> its query vector q. Backends without verdicts stay."""
     out = dict(beliefs)
     for name, belief in beliefs.items():
         keys, k, c = judged_counts(verdicts, name)
         if len(keys):
             Q = np.stack([query_of[str(key)] for key in keys])
-            out[name] = validated_refine(belief, Q, k, c, accuracy)
+            out[name] = validated_refine(belief, Q, k, c, accuracy, min_z=min_z)
     return out

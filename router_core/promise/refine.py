@@ -81,12 +81,12 @@ def refine(
                    how=f"refined:{n}", n_outcomes=n)  # fmt: skip
 
 
-def _deviance(belief: LogitBelief, Q: np.ndarray, k: np.ndarray, c: np.ndarray,
-              eps: float) -> float:
-    """−Σ [k log P + (c − k) log(1 − P)] of verdicts under the belief's mean, noisy link."""
+def _deviances(belief: LogitBelief, Q: np.ndarray, k: np.ndarray, c: np.ndarray,
+               eps: float) -> np.ndarray:
+    """−[k log P + (c − k) log(1 − P)] per prompt under the belief's mean, noisy link."""
     _, P = _noisy_p(belief.features(Q) @ belief.theta, eps)
     P = np.clip(P, 1e-12, 1 - 1e-12)
-    return float(-np.sum(k * np.log(P) + (c - k) * np.log1p(-P)))
+    return -(k * np.log(P) + (c - k) * np.log1p(-P))
 
 
 def validated_refine(
@@ -97,14 +97,16 @@ def validated_refine(
     accuracy: float = 1.0,
     folds: int = 2,
     seed: int = 0,
+    min_z: float = 0.0,
 ) -> LogitBelief:
     """``refine``, kept only if it predicts verdicts it was not fitted on better than the
     belief it started from: with the prompts split in ``folds``, the refined readouts'
     held-out deviance must be below the starting belief's,
 
-        Σ_f dev(refine(belief, rest_f), fold_f) < Σ_f dev(belief, fold_f);
+        G = Σ_f [dev(belief, fold_f) − dev(refine(belief, rest_f), fold_f)] > min_z·se(G)
 
-    otherwise the belief is kept (its count of seen verdicts updated). The Laplace posterior
+    (se(G) = √n·sd of the per-prompt terms; ``min_z`` 0: any gain) otherwise the belief is
+    kept (its count of seen verdicts updated). The Laplace posterior
     knows how well the readout's coefficients are pinned, not whether the readout family
     fits the backend; where it does not, noisy verdicts would only reshape the prior at
     random and tighten its bounds around the wrong shape."""
@@ -113,15 +115,16 @@ def validated_refine(
     Q = np.atleast_2d(np.asarray(Q, dtype=float))
     eps = float(np.clip(1.0 - accuracy, 0.0, 0.49))
     fold = np.random.default_rng(seed).permutation(len(c)) % folds
-    gain = 0.0
+    gains = np.zeros(len(c))
     for f in range(folds):
         fit, held = fold != f, fold == f
         if not held.any() or not fit.any():
             return belief
         part = refine(belief, Q[fit], k[fit], c[fit], accuracy)
-        gain += _deviance(belief, Q[held], k[held], c[held], eps)
-        gain -= _deviance(part, Q[held], k[held], c[held], eps)
-    if gain > 0:
+        gains[held] = (_deviances(belief, Q[held], k[held], c[held], eps)
+                       - _deviances(part, Q[held], k[held], c[held], eps))
+    se = float(np.sqrt(len(gains)) * gains.std(ddof=1)) if len(gains) > 1 else 0.0
+    if gains.sum() > max(min_z * se, 0.0):
         return refine(belief, Q, k, c, accuracy)
     return replace(belief, n_outcomes=belief.n_outcomes + int(c.sum()),
                    how=f"{belief.how.split(' ')[0]} (not moved by {int(c.sum())} verdicts)")

@@ -9,10 +9,11 @@ was never corrected either."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gateway.learning import tables as ldb
 from gateway.learning.prior_level import level_corrected
-from gateway.learning.refine_priors import promise_belief
+from gateway.learning.refine_priors import promise_belief, worth
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade_engine
 from router_core.promise import LogitBelief
@@ -86,3 +87,23 @@ def test_level_correction_keeps_a_right_level_and_the_prior_s_uncertainty() -> N
     np.testing.assert_array_equal(same.chol, prior.chol)  # no confidence gained on the shape
     np.testing.assert_array_equal(same.coef, prior.coef)
     assert level_corrected(prior, Q[:0], np.zeros(0), np.zeros(0), 0.8) is prior
+
+
+def test_a_level_moved_up_is_not_trusted_more_than_its_prior(tmp_path) -> None:
+    """The verdicts pin a level, not a shape: where the corrected level puts p̂ near 1 the
+    belief must not read as better known than the prior was (a pseudo-count read off a logit
+    variance grows there; refine_priors.py ``worth``), or the promise rule would send it the
+    prompts it only looks sure of. 30 verdicts: too few for the shape refit to be kept."""
+    router = _router()
+    phi = np.random.default_rng(5).normal(size=(30, 384)).astype(np.float32)
+    Q = router.project(phi)
+    prior = _prior(router, Q, 0.6)
+    z, _ = prior.logits(Q)
+    true_p = 1 / (1 + np.exp(-(z + 1.0)))  # the prior's shape, its level too low
+    engine = _judged(tmp_path, router, true_p, phi, seed=6)
+    refined = promise_belief(engine, router, "new", prior)
+    assert "shape not moved" in refined.how
+    p, n = refined.estimate(Q)
+    assert float(p.mean()) > float(prior.estimate(Q)[0].mean()) + 0.1  # the level moved up
+    assert worth(prior, Q) == pytest.approx(1.0, rel=0.05)  # the prior's n₀
+    assert float(n.max()) <= worth(prior, Q)

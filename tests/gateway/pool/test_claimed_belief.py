@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from gateway.config import settings_from_dict
 from gateway.pool import build_pool
@@ -56,3 +57,47 @@ def test_outcomes_earn_a_published_belief_its_weight() -> None:
     _, n = pool.qualities[NEW].belief.estimate(Q)
     assert PRICE_N0 < float(n.max()) <= PRICE_N0 + 40
     assert "refined by 40 outcomes" in pool.qualities[NEW].how
+
+
+ROUTE_RULE = {"z": 0.75, "tolerance": 0.5}  # the artifact's τ, as if measured without NEW
+
+
+def _route_pool(claimed: bool):
+    """A pool with a promising route over every backend, reference prompts and a rule (z, τ)
+    in the artifact; NEW on its price prior, or on the claim that it matches STRONG."""
+    pool, _ = _pool(0)
+    router = pool.router
+    rules = {"0.06": ROUTE_RULE}
+    config = {**dict(router.config or {}),
+              "promise": {**dict((router.config or {}).get("promise") or {}), "rules": rules}}
+    if not claimed:
+        config.pop(BELIEFS_KEY)
+    entries = [{"model_name": n, "litellm_params": {"model": f"openai/{n}"}}
+               for n in [*PRICES, NEW]]
+    settings = settings_from_dict({"model_list": entries, "routes": {
+        "cheap": {"max_drop": 0.06, "reference": STRONG}}})
+    phi_ref = np.random.default_rng(0).normal(size=(64, 384)).astype(np.float32)
+    return build_pool(settings, pool.prices, replace(router, config=config), phi_ref)
+
+
+def test_an_unchecked_claim_narrows_the_routes_tolerance() -> None:
+    """τ follows the pool's own bounds (router_core.promise.confidence): the artifact's τ was
+    measured with NEW on its prior, and the claim's wide bounds around a p̂ far too high take
+    from the pool's own τ(z) on the reference prompts; the route's τ narrows by as much. A
+    pool the loop has not changed keeps the artifact's τ exactly."""
+    claimed, plain = _route_pool(True), _route_pool(False)
+    assert plain.promises["cheap"].tolerance == ROUTE_RULE["tolerance"]
+    assert claimed.promises["cheap"].tolerance < ROUTE_RULE["tolerance"]
+    from gateway.pool.promise import pool_tolerance
+    members = [n for _, n in claimed.route_experts["cheap"]]
+    Q = reference_queries(claimed.router, claimed.phi_ref)
+
+    def own(pool) -> float:
+        beliefs = {e: q.belief for e, q in pool.qualities.items()}
+        return pool_tolerance(members, STRONG, pool.known, beliefs, pool.prices, 0.06,
+                              ROUTE_RULE["z"], Q)
+
+    narrowed = own(plain) - own(claimed)
+    assert narrowed > 0
+    assert claimed.promises["cheap"].tolerance == pytest.approx(
+        max(0.06, ROUTE_RULE["tolerance"] - narrowed))

@@ -157,3 +157,29 @@ def test_the_stacked_beliefs_give_each_beliefs_own_estimate():
     np.testing.assert_allclose(one_p, want_p[:1], rtol=1e-9)
     np.testing.assert_allclose(one_n, want_n[:1], rtol=1e-7)
     assert BeliefStack([]).estimate(Qt)[0].shape == (50, 0)
+
+
+def test_a_refit_must_clear_the_noise_to_be_kept():
+    """At any held-out gain, verdicts unrelated to the prompt kept a reshaped readout about a
+    third of the time (14 of 40 draws of 80); ``min_z`` asks the gain to be clear of its own
+    standard error (the gateway's CONFIRM_Z, 1.64: ≈5% of such draws), and a real signal is
+    kept still."""
+    from router_core.promise import validated_refine
+
+    prior = LogitBelief.prior(np.zeros(D), 0.0, 0.5, n0=3, how="prior:aggregate")
+    kept = {0.0: 0, 1.64: 0}
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        Q = _queries(80, seed=100 + seed)
+        noise = (rng.random(80) < 0.5).astype(float)
+        for z in kept:
+            b = validated_refine(prior, Q, noise, np.ones(80), accuracy=0.8, min_z=z)
+            kept[z] += b.how.startswith("refined")
+    assert kept[0.0] >= 10
+    assert kept[1.64] <= 4
+    rng = np.random.default_rng(9)
+    Q = _queries(600, seed=10)
+    w_true = rng.normal(size=D) * 4
+    y = (rng.random(600) < 1 / (1 + np.exp(-(Q @ w_true)))).astype(float)
+    assert validated_refine(prior, Q, y, np.ones(600), accuracy=1.0, min_z=1.64).how == \
+        "refined:600"

@@ -1,0 +1,87 @@
+"""A backend whose belief no outcome has checked is refined at its first outcomes, not a whole
+``refine_priors_s`` later.
+
+Until then it routes on its prior, or on a published claim (bench/routing/wrong_prior_loop.py:
+a cheap backend claimed to match the strongest), and a wrong one routes for the whole period:
+at the packaged 600 s, every request of ten minutes. Here the schedule is an hour; the learning
+loop's poll (``poll_s``) finds the reference's first paired outcomes and publishes its
+refinement, and nothing else is refined between scheduled rounds.
+
+Real parts: uvicorn, the OpenAI SDK, SQLite with the gateway's migrations, the fake upstream
+(the judge is a fake backend that grades both answers).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.config import settings_from_dict
+from gateway.learning import router_versions
+from gateway.learning.refine_priors import unchecked
+from gateway.pool.promise import BELIEFS_KEY
+from router_core.router import Router
+from tests.fakes.upstream import FakeBackend, FakeUpstream
+from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
+from tests.gateway.learning.conftest import learning_config
+from tests.gateway.router_fixture import PRICES, REPLIES
+
+FRONTIER = "fake-frontier"
+
+
+@pytest.fixture(scope="module")
+def up() -> Iterator[FakeUpstream]:
+    backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
+                            output_per_m=PRICES[n][1]) for n in PRICES]
+    backends += [FakeBackend(FRONTIER, reply="frontier answer", input_per_m=30.0,
+                             output_per_m=60.0),
+                 FakeBackend("fake-judge", reply="Score 1: 4\nScore 2: 9", input_per_m=1.0,
+                             output_per_m=2.0)]
+    with FakeUpstream(backends) as u:
+        yield u
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
+       encoder) -> Iterator[Gateway]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('first') / 'tollgate.db'}"
+    cfg = learning_config(up, database_url=url)
+    cfg["model_list"] = [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES]
+    cfg["model_list"] += [up.model_entry(FRONTIER), up.model_entry("fake-judge")]
+    cfg["routes"] = {"promised": {"max_drop": 0.01, "reference": FRONTIER}}
+    cfg["retraining"] = {"refine_priors_s": 3600, "poll_s": 0.2, "exploration": {
+        "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
+        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}}
+    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+
+
+def _published(gw: Gateway) -> dict:
+    row = router_versions.active_version(gw.engine) or {}
+    if not row:
+        return {}
+    live = router_versions.load_version(gw.engine, row["version"])
+    return dict((live.config or {}).get(BELIEFS_KEY) or {})
+
+
+def test_first_outcomes_refine_an_unchecked_prior_before_the_schedule(gw: Gateway) -> None:
+    ctx = gw.app.state.ctx
+    pool = ctx.pool.current
+    assert pool.how_known(FRONTIER) == "prior from price only"
+    assert unchecked(gw.engine, pool.router, pool.settings) == []  # no outcome yet
+    assert FRONTIER not in _published(gw)
+    key, _ = gw.tenant()
+    client = gw.client(key)
+    resp = client.chat.completions.create(
+        model="promised", messages=[{"role": "user", "content": "Explain topic 0."}],
+        extra_body={"tollgate": {"cost_weight": 50.0}})
+    assert resp.model != FRONTIER  # a cheaper backend answered; the reference is shadowed
+    deadline = time.monotonic() + 60  # the schedule's next round is an hour away
+    while FRONTIER not in _published(gw) or ctx.pool.current.version == pool.version:
+        assert time.monotonic() < deadline, "the first outcomes never refined the prior"
+        time.sleep(0.1)
+    assert _published(gw)[FRONTIER]["n_outcomes"] >= 1
+    now = ctx.pool.current
+    assert now.how_known(FRONTIER).startswith("prior from price only, refined by ")
+    assert unchecked(gw.engine, now.router, now.settings) == []  # checked: the schedule's now
