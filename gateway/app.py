@@ -51,18 +51,18 @@ from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.seams import LogSink, Store
 from gateway.serving import more_routes
-from gateway.serving.bound_factors import BoundFactors
-from gateway.serving.budget_gate import BudgetGate
-from gateway.serving.completions_handler import completions
-from gateway.serving.embedding import EmbeddingBatcher
-from gateway.serving.embeddings_handler import embeddings
-from gateway.serving.handler import chat_completions
-from gateway.serving.litellm_inline import install_inline_setup
+from gateway.serving.budget.bound_factors import BoundFactors
+from gateway.serving.budget.budget_gate import BudgetGate
+from gateway.serving.chat.handler import chat_completions
+from gateway.serving.completions.completions_handler import completions
+from gateway.serving.embeddings.embeddings_handler import embeddings
+from gateway.serving.forwarding.litellm_inline import install_inline_setup
+from gateway.serving.forwarding.response_cache import build_response_cache, close_response_cache
 from gateway.serving.models_endpoint import list_models, retrieve_model
-from gateway.serving.response_cache import build_response_cache, close_response_cache
+from gateway.serving.plan.embedding import EmbeddingBatcher
+from gateway.serving.plan.routing import warm_cascade
 from gateway.serving.response_headers import ResponseHeaders
-from gateway.serving.responses_handler import responses_endpoint
-from gateway.serving.routing import warm_cascade
+from gateway.serving.responses.responses_handler import responses_endpoint
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
 from router_core.encoders import encoder_for_router

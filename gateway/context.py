@@ -22,10 +22,10 @@ if TYPE_CHECKING:  # the rooms that fill these fields import this module, not th
     from gateway.pool import PoolHolder
     from gateway.pool.explore_share import PriorShare
     from gateway.review.metrics import GatewayMetrics
-    from gateway.serving.bound_factors import BoundFactors
-    from gateway.serving.budget_gate import BudgetGate
-    from gateway.serving.embedding import EmbeddingBatcher
-    from gateway.serving.response_cache import ResponseCache
+    from gateway.serving.budget.bound_factors import BoundFactors
+    from gateway.serving.budget.budget_gate import BudgetGate
+    from gateway.serving.forwarding.response_cache import ResponseCache
+    from gateway.serving.plan.embedding import EmbeddingBatcher
     from router_core.encoders.minilm import Encoder
 
 

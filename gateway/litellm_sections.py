@@ -199,7 +199,7 @@ def _cache(on: Any, params: Any) -> tuple[dict[str, Any], list[str]]:
     cannot honour. A type other than local or redis (s3, semantic caches ...) is named and the
     cache stays off rather than silently becoming another kind. Redis is found as LiteLLM
     finds it: ``url`` / ``host``+``port``+``password``, else REDIS_URL / REDIS_HOST ...;
-    else the reliability section's Redis (gateway/serving/response_cache.py)."""
+    else the reliability section's Redis (gateway/serving/forwarding/response_cache.py)."""
     if not isinstance(on, bool):
         raise SectionError(f"litellm_settings.cache: must be true or false, got {on!r}")
     params = params or {}

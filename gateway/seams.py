@@ -146,7 +146,7 @@ class LearningHooks(Protocol):
     def engine(self) -> Engine: ...
 
     async def after_request(self, served: Any) -> None:
-        """A served request (``gateway.serving.served.Served``), for the outcome record and
+        """A served request (``gateway.serving.record.served.Served``), for the outcome record and
         shadow exploration; returns at once, the work runs in the background."""
         ...
 

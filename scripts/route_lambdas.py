@@ -13,7 +13,7 @@ backend's mean p̂. The choice is among the route's priced backends the router k
 outcomes (trained or an alias); a backend on a cold-start prior is left out of it (its p̂ is
 a guess, and its traffic is bounded by ``explore_share`` anyway) but still prices the pool:
 c̃ divides by the route's dearest backend, as the gateway does. A backend's cost is what the
-gateway compares (gateway/serving/planning.py ``expected_cost``): its price at the
+gateway compares (gateway/serving/plan/planning.py ``expected_cost``): its price at the
 validation prompts' mean token count and ``routing_output_tokens`` out.
 
 ``--write`` replaces ``cost_weight`` on each route's line of the YAML file (comments and the

@@ -2,7 +2,7 @@
 stacked beliefs (``Pool.belief_stack``, as served) beside each belief's own ``estimate``
 (``stack_estimates``, as before), on the same prompt vectors, and whether they decide alike.
 
-The decision is ``gateway/serving/planning.py`` ``ranked`` on the packaged config and router:
+The decision is ``gateway/serving/plan/planning.py`` ``ranked`` on the packaged config and router:
 the router's head, every backend's (p̂, n), the promise rule and its explanation record; Φ(x)
 is computed once per prompt outside the timed call.
 
@@ -35,8 +35,8 @@ def main() -> None:
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
     from gateway.pool import Pool, build_pool
     from gateway.pricing import resolve_prices
-    from gateway.serving.chat_request import parse_chat_request
-    from gateway.serving.planning import deployable, ranked, start_plan
+    from gateway.serving.chat.chat_request import parse_chat_request
+    from gateway.serving.plan.planning import deployable, ranked, start_plan
     from gateway.store.records import Tenant
     from router_core.artifact import load_router
     from router_core.encoders import encoder_for_router

@@ -193,7 +193,7 @@ def _some(names: list[str], shown: int = 3) -> str:
 
 
 def cache_line(settings: Settings) -> str:
-    """The response cache as configured (gateway/serving/response_cache.py)."""
+    """The response cache as configured (gateway/serving/forwarding/response_cache.py)."""
     c = settings.cache
     if not c.enabled:
         return "off (cache.enabled, litellm_settings.cache)"

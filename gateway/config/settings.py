@@ -188,7 +188,7 @@ class Settings(BaseModel):
     # does not fit, cap the upstream max_tokens to what the remaining budget pays, but refuse
     # rather than cap below this many tokens.
     min_output_tokens: int = Field(default=16, gt=0)
-    # Budget admission (gateway/serving/budget_gate.py): how long a request may wait in its
+    # Budget admission (gateway/serving/budget/budget_gate.py): how long a request may wait in its
     # tenant's line for in-flight reservations to settle when only they stop it fitting
     # (0: refuse at once, as a retryable 429); the overrun exposure a tenant's in-flight
     # requests may carry, as a share of its budget, per replica (None: unbounded).
@@ -212,7 +212,7 @@ class Settings(BaseModel):
     # torch intra-op threads for the encoder: one query at a time gains nothing from more,
     # and spinning OpenMP threads on a busy machine made one encode 20x slower here.
     encoder_threads: int = Field(default=1, ge=1)
-    # Micro-batching of concurrent requests' Φ(x) (gateway/serving/embedding.py): at most
+    # Micro-batching of concurrent requests' Φ(x) (gateway/serving/plan/embedding.py): at most
     # this many texts per encoder call, and the longest a request waits for others to join
     # when the encoder is idle (0: never; batches then form while the encoder is busy).
     # Small, as on this CPU a batch buys no speed and its activations cost memory: int8

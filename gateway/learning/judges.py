@@ -21,7 +21,7 @@ from typing import Protocol
 from gateway.config import Backend, ExplorationSettings
 from gateway.pool import Pool
 from gateway.pricing import Price, count_prompt_tokens
-from gateway.serving.upstream import complete
+from gateway.serving.forwarding.upstream import complete
 
 DEFAULT_RUBRIC = (
     "You grade an AI assistant's answer. Judge correctness first, then completeness and "

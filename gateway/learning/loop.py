@@ -39,8 +39,8 @@ from gateway.learning.judges import build_judge
 from gateway.learning.refine_priors import refine_due
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
 from gateway.learning.shadow import Explorer
-from gateway.serving.routing import embed_text
-from gateway.serving.served import Served
+from gateway.serving.plan.routing import embed_text
+from gateway.serving.record.served import Served
 from gateway.store import prompt_keys
 from gateway.store.dberrors import is_unavailable
 

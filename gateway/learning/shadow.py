@@ -48,8 +48,8 @@ from gateway.learning.judges import Judge, LLMJudge, compare, compare_worst_usd
 from gateway.pool import Pool, PoolHolder
 from gateway.pool.known import outcomes_of
 from gateway.pricing import count_prompt_tokens
-from gateway.serving.served import Served
-from gateway.serving.upstream import UpstreamFailure, complete
+from gateway.serving.forwarding.upstream import UpstreamFailure, complete
+from gateway.serving.record.served import Served
 from gateway.store.periods import period_start_s, utcnow
 
 log = logging.getLogger(__name__)

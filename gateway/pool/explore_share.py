@@ -8,7 +8,7 @@ candidates, so it is a candidate from the first request on and its share stays w
 ``explore_share`` plus one request. Counts are per gateway process (each replica keeps its own
 share).
 
-A route with a promise is never capped (gateway/serving/planning.py ``deployable``): a cap
+A route with a promise is never capped (gateway/serving/plan/planning.py ``deployable``): a cap
 there would take the reference away once it had its share (the route then promised against a
 stand-in) and hand each frontier backend a fixed share however its p̂ stood. There a backend
 known only by a prior gets live traffic only where the promise rule finds it within the

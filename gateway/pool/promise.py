@@ -4,7 +4,7 @@ A route with ``max_drop`` promises realized quality within ``max_drop`` of its r
 backend's, as cheaply as possible (DESIGN.md, "Routes: a promise against a reference"). The
 rule that keeps it per request is router_core.promise's: each backend's quality on a prompt
 is a belief (p̂, pseudo-count n), and the route takes the cheapest backend it is confident is
-within the drop of the reference (gateway/serving/promise_routing.py). This module builds,
+within the drop of the reference (gateway/serving/plan/promise_routing.py). This module builds,
 once per pool, what that rule reads:
 
 - ``Quality`` per expert: its belief and how it is known: ``trained`` (the router learned it

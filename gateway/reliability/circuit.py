@@ -40,7 +40,7 @@ from enum import IntEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-# Who provoked a failed attempt (``UpstreamFailure.cause``, gateway/serving/upstream.py).
+# Who provoked a failed attempt (``UpstreamFailure.cause``, gateway/serving/forwarding/upstream.py).
 REQUEST, BACKEND, AMBIGUOUS = "request", "backend", "ambiguous"
 
 

@@ -8,7 +8,7 @@ The sequence, on uvicorn's own machinery:
    (``timeout_graceful_shutdown``); idle keep-alive connections are closed;
 3. after ``grace_s`` the remaining request tasks are cancelled; the handler settles each
    one's reservation with what was used and queues its log row even then
-   (``gateway.serving.handler``: a cancelled request's outcome still finishes);
+   (``gateway.serving.chat.handler``: a cancelled request's outcome still finishes);
 4. the lifespan ends: the store finishes settlements, the log writer flushes its queue, and
    rows the database cannot take now go to the local spool (``gateway.reliability.spool``), replayed by
    the next replica that finds the database up. No accepted request loses its log row.

@@ -92,7 +92,7 @@ class GatewayMetrics:
         self.overrun_by_backend = Counter(
             "tollgate_overrun_usd",
             "USD providers reported past the reserved bound, by backend: the operator's loss "
-            "(tenants are charged at most their reservation; gateway/serving/bound_factors.py).",
+            "(tenants are charged at most their reservation; gateway/serving/budget/bound_factors.py).",
             ["backend"], registry=r)
         self.timeout_charges = Counter(
             "tollgate_timeout_charges",

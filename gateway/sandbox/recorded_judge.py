@@ -9,7 +9,7 @@ opposite. The flip is a function of the pair, so the two orders of one compariso
 noisy judge, not one that contradicts itself).
 
 The question is matched on its last ``KEY_CHARS`` characters: the loop embeds and judges the
-last ``encoder_max_chars`` of a prompt (gateway/serving/routing.py ``embed_text``).
+last ``encoder_max_chars`` of a prompt (gateway/serving/plan/routing.py ``embed_text``).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ every endpoint: the request id, its trace (current while the story runs, so lite
 nest under it), its timing, authentication and the ``Outcome`` created right after it, the
 rate limit, and the error mapping: whatever ends the story early (a refusal in the endpoint's
 error shape, the client gone, a cancellation or a bug) settles and logs the request exactly
-once. Embeddings keep their own record (gateway/serving/embeddings_handler.py) but end through
-the same ``finished``.
+once. Embeddings keep their own record (gateway/serving/embeddings/embeddings_handler.py) but end
+through the same ``finished``.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from starlette.requests import ClientDisconnect
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
 from gateway.errors import CLIENT_GONE, GatewayError
-from gateway.serving.access_log import log_access
-from gateway.serving.chat_request import ChatRequest
-from gateway.serving.outcome import Outcome
-from gateway.serving.planning import Plan, start_plan
+from gateway.serving.chat.chat_request import ChatRequest
+from gateway.serving.plan.planning import Plan, start_plan
+from gateway.serving.record.access_log import log_access
+from gateway.serving.record.outcome import Outcome
+from gateway.serving.record.tracing import start_request_trace
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.tracing import start_request_trace
 from gateway.serving.validation import json_body
 
 # a refusal's response in the endpoint's error shape (OpenAI's unless the endpoint says)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from gateway.serving.count_tokens import count_tokens_endpoint
-from gateway.serving.messages_handler import messages_endpoint
-from gateway.serving.transcription_handler import transcriptions_endpoint
-from gateway.serving.unit_handlers import (
+from gateway.serving.messages.count_tokens import count_tokens_endpoint
+from gateway.serving.messages.messages_handler import messages_endpoint
+from gateway.serving.units.transcription_handler import transcriptions_endpoint
+from gateway.serving.units.unit_handlers import (
     images_endpoint,
     moderations_endpoint,
     rerank_endpoint,

@@ -4,12 +4,12 @@ authenticate → admit → parse → name the backend → reserve a bound → ca
 
 The named backend is of the endpoint's litellm mode and allowed by the tenant and the key;
 the reservation is a bound on what the call can cost (embeddings: its tokens,
-gateway/serving/embeddings_request.py; the others: their units, gateway/serving/
-unit_prices.py), settled at the cost of what was answered, never past what was held, before
-the response is sent; an attempt that timed out after sending may be billed by the provider,
-so it is charged what was held. Rate limits, circuit breakers (an attempt counts as the
+gateway/serving/embeddings/embeddings_request.py; the others: their units,
+gateway/serving/units/unit_prices.py), settled at the cost of what was answered, never past what was
+held, before the response is sent; an attempt that timed out after sending may be billed by the
+provider, so it is charged what was held. Rate limits, circuit breakers (an attempt counts as the
 tenant's ``principal``, as on chat), the request log and the access line are chat's. A
-deployment group is tried as chat's (gateway/serving/upstream.py ``over_deployments``).
+deployment group is tried as chat's (gateway/serving/forwarding/upstream.py ``over_deployments``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError, budget_exceeded, invalid, model_not_found
 from gateway.reliability.guards import circuit_open_error
 from gateway.reliability.parallel import Slot
-from gateway.serving.access_log import log_access
-from gateway.serving.budget_hold import BudgetHold
+from gateway.serving.budget.budget_hold import BudgetHold
 from gateway.serving.endpoint import finished, new_request_id
+from gateway.serving.forwarding.upstream import UpstreamFailure, over_deployments
+from gateway.serving.record.access_log import log_access
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.upstream import UpstreamFailure, over_deployments
 from gateway.store.records import Tenant
 
 

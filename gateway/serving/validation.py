@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError, invalid
-from gateway.serving.anthropic_errors import ANTHROPIC_PATHS, anthropic_error_body
+from gateway.serving.messages.anthropic_errors import ANTHROPIC_PATHS, anthropic_error_body
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

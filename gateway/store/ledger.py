@@ -20,13 +20,13 @@ never needs more. If a provider reports more anyway, the tenant is charged at mo
 reservation: `settle` adds min(actual, reserved) to `spent` (and to the key's), so
 `spent + reserved <= budget` holds by construction and a provider's miscount never refuses a
 tenant. The excess is the operator's: returned in the ``SettleResult`` (``overrun_usd``) and
-counted on the HTTP side (``tollgate_overrun_usd{backend}``, gateway/serving/
-bound_factors.py), never booked against the tenant. The amount sent to the database is
-clamped to the reservation first, so no reported number, however large, fails a settlement.
-(``overrun`` on a tenant row is what older versions booked; `set_budget` still moves it into
-`spent`.)
+counted on the HTTP side (``tollgate_overrun_usd{backend}``,
+gateway/serving/budget/bound_factors.py), never booked against the tenant. The amount sent to the
+database is clamped to the reservation first, so no reported number, however large, fails a
+settlement. (``overrun`` on a tenant row is what older versions booked; `set_budget` still moves it
+into `spent`.)
 
-What a request is charged (gateway/serving/outcome.py computes it, `settle` books it): the
+What a request is charged (gateway/serving/record/outcome.py computes it, `settle` books it): the
 answering backend's reported usage at its prices (clamped to the attempt's bounds; reported
 tokens past them are the overrun), plus, for each attempt that timed out after its request was
 sent (the provider has the prompt and bills what it generates), that attempt's whole

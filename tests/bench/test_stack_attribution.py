@@ -8,8 +8,8 @@ LOOP = [f"run ({TG}/gateway/reliability/shutdown.py:64)", f"Server.run ({SP}/uvi
 
 
 def test_acompletion_is_litellm_and_its_socket_work_transport():
-    call = [*LOOP, f"chat_completions ({TG}/gateway/serving/handler.py:50)",
-            f"complete ({TG}/gateway/serving/upstream.py:210)",
+    call = [*LOOP, f"chat_completions ({TG}/gateway/serving/chat/handler.py:50)",
+            f"complete ({TG}/gateway/serving/forwarding/upstream.py:210)",
             f"acompletion ({SP}/litellm/main.py:500)"]
     assert categorise([*call, f"ModelResponse.__init__ ({SP}/litellm/utils.py:9)"]) == "litellm"
     assert categorise([*call, f"AsyncClient.send ({SP}/httpx/_client.py:1)"]).startswith(
@@ -19,7 +19,7 @@ def test_acompletion_is_litellm_and_its_socket_work_transport():
 def test_litellm_in_its_executor_thread_is_litellm_but_tollgate_token_counting_is_plan():
     thread = ["Thread.run (/py/threading.py:982)", "_WorkItem.run (/py/concurrent/futures/thread.py:58)"]
     assert categorise([*thread, f"completion ({SP}/litellm/main.py:5845)"]) == "litellm"
-    counting = [*thread, f"both ({TG}/gateway/serving/planning.py:230)",
+    counting = [*thread, f"both ({TG}/gateway/serving/plan/planning.py:230)",
                 f"count_prompt_tokens ({TG}/gateway/pricing.py:170)",
                 f"token_counter ({SP}/litellm/utils.py:1)"]
     assert categorise(counting) == "tollgate: plan"

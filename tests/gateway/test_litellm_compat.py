@@ -47,7 +47,7 @@ def test_without_the_shared_http_client_litellm_builds_its_own(
 
     from litellm.llms.openai import common_utils
 
-    from gateway.serving import request_json
+    from gateway.serving.forwarding import request_json
 
     call = {"model": "openai/gpt-4o-mini", "api_key": "sk-x", "api_base": "http://127.0.0.1:9/v1"}
 

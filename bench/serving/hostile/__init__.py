@@ -34,7 +34,7 @@ issue 24):
    = those answered, forwarded upstream and booked no dearer than the plain request.
 10. overrun: 20 concurrent requests to a backend that answers 2,000 tokens whatever cap it
     was sent, on a $0.05 budget: overrun_multiple = (spent + overrun) / budget; the bound
-    printed beside it is gateway/serving/budget_gate.py's (1 + replicas × exposure + one
+    printed beside it is gateway/serving/budget/budget_gate.py's (1 + replicas × exposure + one
     request per replica).
 11. tpm: tokens_per_minute 1,000, 20 concurrent ~170-token requests: tpm_overadmit =
     answered tokens / limit.
@@ -70,6 +70,6 @@ key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
 overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
 dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…``. A provider's report
-past a reservation is the operator's (gateway/serving/bound_factors.py): overspend counts the
+past a reservation is the operator's (gateway/serving/budget/bound_factors.py): overspend counts the
 tenant's spend.
 """

@@ -1,5 +1,5 @@
 """The routing decision alone, in the bench's own process, as the gateway makes it
-(gateway/serving/routing.py ``cascaded``, the λ rule at λ = 0.2): its p50 for prompts of
+(gateway/serving/plan/routing.py ``cascaded``, the λ rule at λ = 0.2): its p50 for prompts of
 about 20, 50 and 200 tokens, and the share of decisions that ran MiniLM.
 
 The share is read from what the router reports (``Router.cascade.counts``: decisions by the
@@ -101,7 +101,7 @@ def routing_decisions(n_samples: int, router_path: str | None) -> DecisionTimes:
 
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
     from gateway.pool.known import know_backends
-    from gateway.serving.routing import cascaded, route_request
+    from gateway.serving.plan.routing import cascaded, route_request
     from router_core.artifact import load_router
     from router_core.encoders import encoder_for_router
 

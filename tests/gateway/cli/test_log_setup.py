@@ -18,7 +18,7 @@ from router_core.litellm_env import litellm  # its import attaches its own handl
 logging.getLogger("LiteLLM").warning("one litellm line")
 logging.getLogger("LiteLLM").info("litellm chatter")
 logging.getLogger("httpx").info("HTTP Request: POST http://upstream")
-from gateway.serving.access_log import log_access
+from gateway.serving.record.access_log import log_access
 row = {{"id": "tg-1", "tenant_id": "t1", "route": "auto", "chosen_model": "fake-mid",
        "status": 200, "cost_usd": 0.000123, "latency_ms": 12.5,
        "attempts": [{{"error": "budget: does not fit"}}, {{"error": "timeout"}}, {{"error": None}}]}}

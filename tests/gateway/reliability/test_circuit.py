@@ -12,7 +12,7 @@ import pytest
 
 from gateway.reliability.circuit import CircuitBreakers, State
 from gateway.reliability.guards import Reliability, ReliabilitySettings
-from gateway.serving.upstream import UpstreamFailure
+from gateway.serving.forwarding.upstream import UpstreamFailure
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway
 from tests.gateway.reliability.conftest import MSG, MakeGateway

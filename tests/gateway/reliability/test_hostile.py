@@ -123,7 +123,7 @@ def test_a_provider_billing_past_the_bound_is_the_operators_and_never_stops_the_
     """The provider bills 50,000 tokens per image, past max_image_tokens (~4x the prompt's
     bound): spent takes at most the reservation, the excess is the operator's (metric), the
     tenant keeps being served, and the backend's next reservation is widened to what it
-    reported (gateway/serving/bound_factors.py), so the same request is no overrun again."""
+    reported (gateway/serving/budget/bound_factors.py), so the same request is no overrun again."""
     models = _models(upstream, harsh)
     gw = make_gateway(db_url=pg_url, model_list=models)
     harsh.backends["pricey"].image_tokens = 50_000

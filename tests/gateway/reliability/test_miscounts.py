@@ -1,6 +1,6 @@
-"""A provider's miscount never locks a tenant out (issue 35, finding 5; gateway/serving/
-bound_factors.py): real gateways on PostgreSQL, the OpenAI SDK, a fake upstream over HTTP that
-reports more tokens than the reservation's bound, or no usage at all."""
+"""A provider's miscount never locks a tenant out (issue 35, finding 5;
+gateway/serving/budget/bound_factors.py): real gateways on PostgreSQL, the OpenAI SDK, a fake
+upstream over HTTP that reports more tokens than the reservation's bound, or no usage at all."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ refused requests showed `→ -`), from the request-log row the gateway writes fo
 
 from __future__ import annotations
 
-from gateway.serving.access_log import access_fields, format_access
+from gateway.serving.record.access_log import access_fields, format_access
 
 
 def _line(**row: object) -> str:

@@ -1,6 +1,6 @@
 """Budgets serve what they pay for (issue 24): waiting for in-flight reservations instead of
 refusing, retryable refusals, settling before the response ends, clamped usage, bounded
-overrun exposure. gateway/serving/budget_gate.py and budget_hold.py say the rules."""
+overrun exposure. gateway/serving/budget/budget_gate.py and budget_hold.py say the rules."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import httpx
 import openai
 import pytest
 
-from gateway.serving.bound_factors import BoundFactors
-from gateway.serving.budget_gate import BudgetGate
-from gateway.serving.budget_hold import BudgetHold
+from gateway.serving.budget.bound_factors import BoundFactors
+from gateway.serving.budget.budget_gate import BudgetGate
+from gateway.serving.budget.budget_hold import BudgetHold
 from gateway.store.errors import BudgetExceeded
 from gateway.store.records import Reservation, SettleResult, Tenant
 from tests.fakes.upstream import FakeUpstream

@@ -1,4 +1,4 @@
-"""The routing hook of the encoder cascade (gateway/serving/routing.py ``cascaded``) on real
+"""The routing hook of the encoder cascade (gateway/serving/plan/routing.py ``cascaded``) on real
 encoders, the packaged router given a cascade fitted on real prompts, the real
 ``route_request`` and the real batched MiniLM (``EmbeddingBatcher``): the static decision
 stands when its margin clears the threshold, MiniLM decides the rest, and a static encoder
@@ -12,8 +12,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pytest
 
-from gateway.serving.embedding import EmbeddingBatcher
-from gateway.serving.routing import (
+from gateway.serving.plan.embedding import EmbeddingBatcher
+from gateway.serving.plan.routing import (
     Routed,
     cascaded,
     route_request,

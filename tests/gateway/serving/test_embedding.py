@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from gateway.serving.embedding import EmbeddingBatcher
+from gateway.serving.plan.embedding import EmbeddingBatcher
 
 HANG = 30.0  # seconds: only a hang reaches this
 

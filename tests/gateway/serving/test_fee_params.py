@@ -1,6 +1,6 @@
 """Parameters that carry fees outside token prices (issue 24): priced into the reservation and
 the settled cost where litellm's map gives the price, else refused with a 400 naming them
-(gateway/serving/fee_params.py says which and why). Through the OpenAI SDK, a real gateway
+(gateway/serving/budget/fee_params.py says which and why). Through the OpenAI SDK, a real gateway
 and the fake upstream."""
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 
-from gateway.serving.bound_factors import BoundFactors
-from gateway.serving.budget_gate import BudgetGate
+from gateway.serving.budget.bound_factors import BoundFactors
+from gateway.serving.budget.budget_gate import BudgetGate
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway
 from tests.gateway.serving.test_budget_admission import _burst, settings  # noqa: F401
@@ -34,7 +34,7 @@ def test_twenty_concurrent_overruns_of_a_key_without_a_team_stay_bounded(
         gateway.app.state.ctx.bound_factors = BoundFactors()
     served = sum(r.status_code == 200 for r in answers)
     # 503: the backend held out once a report passed 10x its bound (its overrun is the
-    # operator's, gateway/serving/bound_factors.py), never a reason to refuse the key
+    # operator's, gateway/serving/budget/bound_factors.py), never a reason to refuse the key
     assert served >= 1 and {r.status_code for r in answers} <= {200, 429, 503}
     assert all("held out" in r.text for r in answers if r.status_code == 503)
     assert served * bill <= budget * (1 + settings.budget_overrun_exposure) + bill

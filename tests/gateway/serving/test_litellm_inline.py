@@ -1,8 +1,8 @@
-"""litellm's call setup runs on the loop only where it cannot block (gateway/serving/
-litellm_inline.py): real ``litellm.acompletion`` calls through ``upstream.complete`` and
-``upstream.open_stream`` to the fake upstream over HTTP, with ``InlineSetupExecutor`` as the
-loop's default executor: its count of setups run inline, and the pool threads it started
-(lazily, on the first submit it hands them) for the rest."""
+"""litellm's call setup runs on the loop only where it cannot block
+(gateway/serving/forwarding/litellm_inline.py): real ``litellm.acompletion`` calls through
+``upstream.complete`` and ``upstream.open_stream`` to the fake upstream over HTTP, with
+``InlineSetupExecutor`` as the loop's default executor: its count of setups run inline, and the pool
+threads it started (lazily, on the first submit it hands them) for the rest."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from gateway import litellm_callbacks
 from gateway.config import settings_from_dict
-from gateway.serving import upstream as upstream_calls
-from gateway.serving.litellm_inline import (
+from gateway.serving.forwarding import upstream as upstream_calls
+from gateway.serving.forwarding.litellm_inline import (
     MAX_PARTS,
     MAX_VALUES,
     InlineSetupExecutor,

@@ -1,7 +1,7 @@
 """litellm's own logging is left out of the gateway's chat calls only while no litellm callback
-would read it (gateway/serving/litellm_unlogged.py): real ``litellm.acompletion`` calls through
-``upstream.complete`` to the fake upstream over HTTP. litellm's logging object is wrapped by a
-counting spy that calls through (nothing of litellm is replaced): it is the only place that
+would read it (gateway/serving/forwarding/litellm_unlogged.py): real ``litellm.acompletion`` calls
+through ``upstream.complete`` to the fake upstream over HTTP. litellm's logging object is wrapped by
+a counting spy that calls through (nothing of litellm is replaced): it is the only place that
 shows whether litellm logged a call no callback reads."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from litellm.litellm_core_utils.litellm_logging import Logging
 
 from gateway import litellm_callbacks
 from gateway.config import settings_from_dict
-from gateway.serving import litellm_unlogged
-from gateway.serving import upstream as upstream_calls
+from gateway.serving.forwarding import litellm_unlogged
+from gateway.serving.forwarding import upstream as upstream_calls
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 
 MSG = [{"role": "user", "content": "hi"}]

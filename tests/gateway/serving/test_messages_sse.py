@@ -1,4 +1,4 @@
-"""The Anthropic event stream parser of /v1/messages (gateway/serving/messages_handler.py):
+"""The Anthropic event stream parser of /v1/messages (gateway/serving/messages/messages_handler.py):
 frames split across chunks, several in one chunk, a character split between two chunks, and
 a last frame without its blank line (pure; the HTTP relay is tested in test_messages.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from gateway.serving.messages_handler import SSEFrames
+from gateway.serving.messages.messages_handler import SSEFrames
 
 
 def stream(*events: dict) -> bytes:

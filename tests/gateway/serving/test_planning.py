@@ -14,8 +14,8 @@ from gateway.config import Settings, settings_from_dict
 from gateway.errors import GatewayError
 from gateway.pool import build_pool
 from gateway.pricing import Price, resolve_prices
-from gateway.serving.chat_request import parse_chat_request
-from gateway.serving.planning import (
+from gateway.serving.chat.chat_request import parse_chat_request
+from gateway.serving.plan.planning import (
     PASSTHROUGH_VERSION,
     Plan,
     admissible,

@@ -1,5 +1,5 @@
-"""Upstream request bodies are serialised with orjson (gateway/serving/request_json.py) by an
-openai SDK client of ours that litellm is given as ``client=``: the same request the SDK's own
+"""Upstream request bodies are serialised with orjson (gateway/serving/forwarding/request_json.py)
+by an openai SDK client of ours that litellm is given as ``client=``: the same request the SDK's own
 client sends, faster; what orjson refuses is left to the SDK. The SDK itself is not patched."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from openai import _base_client
 from openai._utils import _json as sdk_json
 
 from gateway.config import settings_from_dict
-from gateway.serving import request_json
-from gateway.serving import upstream as _upstream
+from gateway.serving.forwarding import request_json
+from gateway.serving.forwarding import upstream as _upstream
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import REPLIES

@@ -3,8 +3,8 @@ into the completion it adds up to (and replayed back)."""
 
 from __future__ import annotations
 
-from gateway.serving.cached_answer import assembled, replay_events
-from gateway.serving.response_cache import LocalEntries
+from gateway.serving.forwarding.cached_answer import assembled, replay_events
+from gateway.serving.forwarding.response_cache import LocalEntries
 
 
 def test_local_entries_are_bounded_by_count_bytes_and_time() -> None:

@@ -1,6 +1,7 @@
 """Each endpoint's story is one function that reads top to bottom (issue 38): authenticate →
 admit and parse → plan → count routing → admissible → reserve → attempts → send (settled and
-logged by gateway/serving/delivery.py), inside the frame's ``async with``, not a callback."""
+logged by gateway/serving/forwarding/delivery.py), inside the frame's ``async with``, not a
+callback."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 
-from gateway.serving import completions_handler, handler, messages_handler, responses_handler
-from gateway.serving.attempts import Attempted
+from gateway.serving.chat import handler
+from gateway.serving.completions import completions_handler
+from gateway.serving.forwarding.attempts import Attempted
+from gateway.serving.messages import messages_handler
+from gateway.serving.responses import responses_handler
 
 STORIES = [(handler, "chat_completions"), (responses_handler, "responses_endpoint"),
            (completions_handler, "completions"), (messages_handler, "messages_endpoint")]

@@ -8,8 +8,8 @@ import pytest
 
 from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pricing import Price, resolve_prices
-from gateway.serving.routing import embed_text
-from gateway.serving.upstream import _kwargs, classify, wire_params
+from gateway.serving.forwarding.upstream import _kwargs, classify, wire_params
+from gateway.serving.plan.routing import embed_text
 from router_core.litellm_env import litellm
 
 

@@ -1,0 +1,1 @@
+"""POST /v1/completions (legacy text completions): its handler and its stream."""

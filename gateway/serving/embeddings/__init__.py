@@ -1,0 +1,1 @@
+"""POST /v1/embeddings: its body, its token bound and its handler."""

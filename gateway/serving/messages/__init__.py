@@ -1,0 +1,2 @@
+"""POST /v1/messages and /v1/messages/count_tokens (Anthropic's Messages API), answered and
+refused in Anthropic's shapes."""

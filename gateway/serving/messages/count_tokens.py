@@ -1,0 +1,61 @@
+"""POST /v1/messages/count_tokens (Anthropic's token counting, which Claude Code calls): the
+input tokens of a Messages body, counted by the gateway, never by a provider.
+
+Anthropic's endpoint is free and sends nothing to a model, so this one holds no budget and
+logs no request row; it is authenticated and rate limited as any request. The body is a
+Messages body (gateway/serving/messages/messages_request.py, the same checks; ``max_tokens`` may be
+left out), counted on its chat view with the tokenizer litellm selects for the backend
+``model`` names, or for a route's first backend (gateway/pricing.py ``count_prompt_tokens``,
+in a worker thread: the work grows with the body). The count is the tokenizer's, an
+estimate for a provider whose tokenizer litellm does not have.
+"""
+
+from __future__ import annotations
+
+import anyio.to_thread
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from gateway.auth import authenticate, require_model
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError, invalid, model_not_found
+from gateway.pricing import count_prompt_tokens
+from gateway.serving.endpoint import new_request_id
+from gateway.serving.messages.anthropic_errors import anthropic_error
+from gateway.serving.messages.messages_request import parse_messages_request
+from gateway.serving.response_headers import RATELIMIT_STATE
+from gateway.serving.validation import json_body
+
+
+async def count_tokens_endpoint(request: Request) -> Response:
+    """``client.messages.count_tokens``: ``{"input_tokens": n}``."""
+    ctx: GatewayContext = request.app.state.ctx
+    headers = {"x-tollgate-request-id": new_request_id()}
+    try:
+        tenant = await authenticate(ctx, request)
+        setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
+        body = await json_body(request)
+        if isinstance(body, dict) and "max_tokens" not in body:
+            body = {**body, "max_tokens": 1}  # not asked for here
+        req = parse_messages_request(body)
+        pool = ctx.pool.current
+        name = pool.settings.resolve_alias(req.model)
+        require_model(tenant, req.model, name)
+        allowed = tenant.policy.allowed_models
+        if name in pool.routes:
+            backends = [b for b in pool.settings.route_backends(name)
+                        if allowed is None or b.model_name in allowed]
+            if not backends:
+                raise invalid(f"route {name!r} has no backend this key may use",
+                              param="model")
+            backend = backends[0]
+        else:
+            backend = pool.backend(name)
+            if backend is None or backend.is_wildcard or (allowed is not None
+                                                          and name not in allowed):
+                raise model_not_found(name)
+        n = await anyio.to_thread.run_sync(count_prompt_tokens, backend, req.chat.messages,
+                                           req.chat.params.get("tools"))
+    except GatewayError as e:
+        return anthropic_error(e, headers)
+    return JSONResponse({"input_tokens": n}, headers=headers)

@@ -1,0 +1,105 @@
+"""POST /v1/audio/transcriptions: a multipart upload passed through ``litellm.atranscription``
+to the named backend, reserved at the audio's duration × the per-second price, settled at it
+and logged (gateway/serving/passthrough.py).
+
+The upload is bounded before it is read: the gateway's request-size limit (``BodyLimit``,
+``reliability.max_body_bytes``) answers 413 as soon as the bytes passed it, and the form takes
+one file and a few fields. Starlette spools a file past 1 MB to disk and reads it back in a
+worker thread; the duration is read by litellm's ``calculate_request_duration``
+(libsndfile through ``soundfile``: WAV, FLAC, OGG, MP3 ...) in a worker thread too, so nothing
+here holds the event loop for the file's size. A file whose duration cannot be read (another
+container such as m4a or webm, or not audio) is a 400 that names what is missing: without a
+duration no bound holds for a per-second price. OpenAI bills whisper-1 per second of audio
+(``input_cost_per_second`` in litellm's map); the duration is rounded up to a whole second.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import anyio.to_thread
+from fastapi import Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
+
+from gateway.errors import invalid
+from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
+from gateway.serving.units.unit_prices import TRANSCRIPTION, unit_price
+from router_core.litellm_env import litellm
+
+FIELDS = frozenset({"model", "file", "language", "prompt", "response_format", "temperature",
+                    "timestamp_granularities[]", "timestamp_granularities"})
+TEXT_FORMATS = frozenset({"text", "srt", "vtt"})
+MAX_FIELDS = 16
+
+
+def audio_seconds(data: bytes) -> float | None:
+    """The audio's duration in seconds (litellm's reader), None when it cannot be read."""
+    from litellm.litellm_core_utils.audio_utils.utils import calculate_request_duration
+
+    seconds = calculate_request_duration(data)
+    return seconds if isinstance(seconds, (int, float)) and seconds > 0 else None
+
+
+def _params(form: Any) -> dict[str, Any]:
+    """The form's fields but ``model`` and ``file``, checked (400 on an unknown one)."""
+    unknown = sorted(set(form.keys()) - FIELDS)
+    if unknown:
+        raise invalid(f"Unrecognized request argument supplied: {unknown[0]}", param=unknown[0])
+    params: dict[str, Any] = {}
+    for key in ("language", "prompt", "response_format"):
+        if isinstance(form.get(key), UploadFile):
+            raise invalid(f"'{key}' must be a text field, not a file", param=key)
+        if form.get(key) is not None:
+            params[key] = str(form[key])
+    if form.get("temperature") is not None:
+        try:
+            params["temperature"] = float(form["temperature"])
+        except ValueError as e:
+            raise invalid("'temperature' must be a number", param="temperature") from e
+    grains = form.getlist("timestamp_granularities[]") or form.getlist("timestamp_granularities")
+    if grains:
+        params["timestamp_granularities"] = [str(g) for g in grains]
+    return params
+
+
+async def _form(request: Request) -> FormData:
+    """The multipart form (one file, at most MAX_FIELDS fields); a 400 naming why not."""
+    try:
+        return await request.form(max_files=1, max_fields=MAX_FIELDS)
+    except HTTPException as e:  # Starlette's answer to a malformed or oversized form
+        raise invalid(f"the multipart form was refused: {e.detail}", param="file") from e
+
+
+async def _transcribe(call: Passthrough, request: Request) -> Response:
+    form = await _form(request)
+    try:
+        backend = call.named(form.get("model"), TRANSCRIPTION)
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise invalid("'file' is required: the audio to transcribe", param="file")
+        params = _params(form)
+        price = unit_price(backend, TRANSCRIPTION)
+        data = await upload.read()  # from its spool file in a worker thread when on disk
+        seconds = await anyio.to_thread.run_sync(audio_seconds, data)
+        if seconds is None:
+            raise invalid("the audio's duration could not be read from 'file' (readable: WAV, "
+                          "FLAC, OGG, MP3): a per-second price needs it to bound the cost",
+                          param="file", code="audio_duration_unknown")
+        bound = math.ceil(seconds) * price
+        params["file"] = (upload.filename or "audio", data)
+        reply = await call.call(backend, bound, litellm.atranscription, params)
+    finally:
+        await form.close()  # its spool files
+    headers = await call.settle(bound)  # billed by the audio's seconds: known before the call
+    if params.get("response_format") in TEXT_FORMATS:
+        text = reply if isinstance(reply, str) else getattr(reply, "text", "")
+        return PlainTextResponse(str(text), headers=headers)
+    return JSONResponse(reply_json(reply), headers=headers)
+
+
+async def transcriptions_endpoint(request: Request) -> Response:
+    """OpenAI's audio transcriptions (``client.audio.transcriptions.create``)."""
+    return await serve_passthrough(request, "transcriptions", _transcribe)
