@@ -67,7 +67,7 @@ from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
 from router_core.artifact import load_router
 from router_core.encoders import encoder_for_router
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 log = logging.getLogger(__name__)
 
@@ -273,11 +273,11 @@ def build_router() -> APIRouter:
 async def _warm_litellm(settings: Settings) -> None:
     """One offline mock completion: litellm's first call pays ~0.6 s of lazy imports and
     setup, which would otherwise land on the first client's request; and the hub's
-    reachability decided once (router_core.hub_reach: offline, each hub tokenizer would cost
+    reachability decided once (router_core.env.hub_reach: offline, each hub tokenizer would cost
     ~24 s of retries when a count needs one). No tokenizer is loaded: most requests need
     none (gateway/pricing.py), and each costs 40-100 MB per worker."""
-    from router_core.hub_reach import hub_offline_if_unreachable
-    from router_core.litellm_env import litellm
+    from router_core.env.hub_reach import hub_offline_if_unreachable
+    from router_core.env.litellm_env import litellm
 
     if not settings.model_list:
         return

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gateway.config import ConfigError, Settings
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 log = logging.getLogger(__name__)
 

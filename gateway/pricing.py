@@ -37,7 +37,7 @@ from typing import Any
 
 from gateway.config import Backend, ConfigError, ModelInfo, Settings
 from gateway.price_like import borrowed_model
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 
 @dataclass(frozen=True)

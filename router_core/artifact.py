@@ -4,7 +4,7 @@ Layout of ``DIR``:
     router.json   version, created_at, config, experts (name, cost_usd, kind), calibration,
                   head activation, training metrics, training-data hash, probe-set info
     arrays.npz    head.{i}.weight / head.{i}.bias, descriptors (m, d), and with an encoder
-                  cascade (router_core/cascade.py) its static head, cascade.head.{i}.*
+                  cascade (router_core/tuning/cascade_fit.py) its static head, cascade.head.{i}.*
                   (float16, widened to float32 at load)
     probes.json   the probe prompts (ids and text) the descriptors were computed on
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from router_core.router import CASCADE_DTYPE, Calibration, Cascade, Expert, Head, Router
+from router_core.runtime.router import CASCADE_DTYPE, Calibration, Cascade, Expert, Head, Router
 
 FORMAT = 1
 DEFAULT_ROUTER_DIR = Path(__file__).parent / "default_router"

@@ -20,12 +20,12 @@
 # The packaged routes (config.yaml, gateway/sandbox/demo_config.yaml) are promises
 # (max_drop), which read those parameters at startup; a route that trades by cost_weight
 # instead has its λ chosen by scripts/route_lambdas.py (not run here: no packaged route has one).
-# Last, gives each artifact its encoder cascade (scripts/route_cascade.py; router_core/cascade.py):
-# the static encoder's map into MiniLM's space fitted on its training prompts, the margin
-# threshold on its validation prompts, so that serving runs MiniLM only where the static
-# encoder's decision is not safe (the version gets "@cascade-<hash>"). Set TOLLGATE_CASCADE=0 to
-# skip it; TOLLGATE_CASCADE_ONLY=1 runs only this step on the artifacts as they are.
-# Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
+# Last, gives each artifact its encoder cascade (scripts/route_cascade.py;
+# router_core/tuning/cascade_fit.py): the static encoder's map into MiniLM's space fitted on its
+# training prompts, the margin threshold on its validation prompts, so that serving runs MiniLM only
+# where the static encoder's decision is not safe (the version gets "@cascade-<hash>"). Set
+# TOLLGATE_CASCADE=0 to skip it; TOLLGATE_CASCADE_ONLY=1 runs only this step on the artifacts as
+# they are. Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOLLGATE="${TOLLGATE:-tollgate}"

@@ -1,4 +1,4 @@
-"""Give a router artifact its encoder cascade (router_core/cascade.py), fitted on its own
+"""Give a router artifact its encoder cascade (router_core/tuning/cascade_fit.py), fitted on its own
 training prompts: the static encoder's head on the training rows, the threshold on the
 validation carve (the rows `tollgate train` early-stopped and calibrated on; test rows are
 never read), each with one short word window of every prompt (``word_windows``). Embedding
@@ -24,10 +24,10 @@ import numpy as np
 
 from router_core.artifact import load_meta, load_probes, load_router, save_router
 from router_core.baselines import DEFAULT_LAMBDAS
-from router_core.cascade import DEFAULT_AGREEMENT, STATIC_KIND, fit_cascade, word_windows
 from router_core.data import load_dataset
 from router_core.data.splits import carve_val
 from router_core.encoders import encoder_for_router, make_encoder
+from router_core.tuning.cascade_fit import DEFAULT_AGREEMENT, STATIC_KIND, fit_cascade, word_windows
 
 # serving compares its static encoder's vector of this text with the one recorded here
 CHECK_TEXT = "Write a Python function that returns the n-th Fibonacci number, then explain it."

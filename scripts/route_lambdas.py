@@ -6,7 +6,7 @@
 
 A route is a quality bound, not a λ: ``auto`` keeps expected quality within one point of
 the strongest backend's (the QNC point), ``auto-balanced`` within three, ``auto-cheap`` within
-six (``DROPS``). λ is chosen by router_core/lambda_choice.py on the validation prompts of the
+six (``DROPS``). λ is chosen by router_core/tuning/lambda_choice.py on the validation prompts of the
 dataset the router was trained on (its own seeded val slice; test rows are never read):
 the largest λ whose mean p̂ of the chosen backend stays within the drop of the best single
 backend's mean p̂. The choice is among the route's priced backends the router knows from
@@ -39,8 +39,8 @@ from router_core.artifact import load_router
 from router_core.data import load_dataset
 from router_core.data.splits import carve_val
 from router_core.encoders import encoder_for_router
-from router_core.lambda_choice import RoutePoint, lambda_within
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
+from router_core.tuning.lambda_choice import RoutePoint, lambda_within
 
 DROPS = {"auto": 0.01, "auto-balanced": 0.03, "auto-cheap": 0.06}  # expected-quality points
 

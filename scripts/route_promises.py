@@ -3,7 +3,7 @@
     python scripts/route_promises.py --router router_core/default_router           # print
     python scripts/route_promises.py --router router_core/routerbench_router --write
 
-What is measured and why: router_core/promise/measure.py. The validation prompts are the
+What is measured and why: router_core/tuning/promise_measure.py. The validation prompts are the
 training run's own seeded val slice (``router.config["train"]``: seed, val_fraction); test
 rows are never read. Q_ref is the artifact's probe prompts (probes.json) encoded with the
 router's encoder and projected: the gateway can do the same at startup, so it reproduces the
@@ -14,7 +14,7 @@ probes.json are untouched). The changed artifact gets a new version, named by wh
 ``gateway/cli/models.py`` names an artifact it edits (``<training version>@<what>``), but by
 content, not by clock: ``<training version>@promise-<sha256(promise block)[:8]>``, so a rerun
 that measures the same numbers writes the same version (as a retrain with the same data and
-settings keeps its name: router_core/training/calibrate.py). scripts/build_default_router.sh
+settings keeps its name: router_core/training/assemble.py). scripts/build_default_router.sh
 runs this for both packaged artifacts after training them.
 """
 
@@ -39,7 +39,7 @@ from router_core.data.splits import carve_val
 from router_core.encoders import encoder_for_router
 from router_core.identity.capability import capability
 from router_core.promise import PROMISES, router_weights
-from router_core.promise.measure import measure_promise
+from router_core.tuning.promise_measure import measure_promise
 
 
 def validation_rows(config: dict):

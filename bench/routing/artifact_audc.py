@@ -11,7 +11,7 @@ over the eval runner's λ grid as the runner routes its own Tollgate, and is sco
 
 (an empty path: the packaged default router). An artifact with an encoder cascade is also
 scored as served, ``NAME+cascade``: static Φ̂ first, MiniLM where the margin is below its
-threshold (router_core/cascade.py), with the share of test decisions that ran MiniLM. The
+threshold (router_core/tuning/cascade_fit.py), with the share of test decisions that ran MiniLM. The
 last line: ``name=AUDC`` per artifact (and per cascade).
 """
 
@@ -55,7 +55,7 @@ def pool_router(router, table, pool):
 
 def cascade_chooser(router, table, width: int, shares: dict, name: str):
     """The artifact as served with its cascade, over rows [Φ_MiniLM | Φ_static]."""
-    from router_core.cascade import cascade_choices
+    from router_core.tuning.cascade_fit import cascade_choices
 
     def choose(X, pool, lams):
         sub, col, costs = pool_router(router, table, pool)

@@ -1,4 +1,5 @@
-"""The encoder cascade (router_core/cascade.py) beside int8 MiniLM and the static encoder alone.
+"""The encoder cascade (router_core/tuning/cascade_fit.py) beside int8 MiniLM and the static encoder
+alone.
 
 On the standard split of each dataset (seed 0 unless told; by default the encoder
 comparison's paired subsets of bench/routing/encoder_runs.py, ``--full`` for whole tables): Tollgate trained on int8 MiniLM's
@@ -28,7 +29,12 @@ import time
 import numpy as np
 
 from bench.routing.encoders import DATASETS, DEFAULT_LAM, LENGTHS, prompt_of
-from router_core.cascade import DEFAULT_AGREEMENT, STATIC_KIND, cascade_choices, fit_cascade
+from router_core.tuning.cascade_fit import (
+    DEFAULT_AGREEMENT,
+    STATIC_KIND,
+    cascade_choices,
+    fit_cascade,
+)
 
 FULL_KIND = "minilm-onnx-int8"
 TOLERANCE = 0.005  # issue 26: AUDC within 0.005 of int8 MiniLM's on every dataset
@@ -125,7 +131,7 @@ def latency(repeats: int) -> dict[str, dict[int, list[float]]]:
     if router.cascade is None:  # an artifact without one: a stand-in head, same shapes
         from dataclasses import replace
 
-        from router_core.router import Cascade, Head
+        from router_core.runtime.router import Cascade, Head
         from router_core.training.static_head import HIDDEN
 
         rng = np.random.default_rng(0)

@@ -50,7 +50,7 @@ from router_core.evaluation.metrics import Reference, evaluate_choices
 from router_core.fingerprints.perplexity import PerplexityFingerprint, recorded_answers
 from router_core.fingerprints.scorer import Scorer
 from router_core.identity.table import identity_table
-from router_core.router import Expert
+from router_core.runtime.router import Expert
 from router_core.training import TrainConfig, train_router
 
 DATASETS = ("routerbench", "mmlu-pro")

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from router_core.artifact import load_router, save_router
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 QUALITY = {"fake-strong": 0.90, "fake-mid": 0.75, "fake-cheap": 0.60}
 PRICES = {"fake-strong": (10.0, 30.0), "fake-mid": (1.0, 2.0), "fake-cheap": (0.1, 0.2)}

@@ -143,7 +143,7 @@ def _loop_cpu(call: Callable[[str], Awaitable[Any]], seconds: float) -> dict:
 def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
     """``--bare bare``: litellm.acompletion as a plain caller makes it (litellm builds its
     client; its setup runs in the loop's default executor's threads)."""
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     litellm.suppress_debug_info = True
     return _loop_cpu(lambda text: litellm.acompletion(
@@ -159,7 +159,7 @@ def _gateway_call(up_url: str, model: str, seconds: float, logged: bool) -> dict
     from gateway.serving.forwarding.litellm_inline import inline_setup, install_inline_setup
     from gateway.serving.forwarding.litellm_unlogged import unlogged
     from gateway.serving.forwarding.request_json import sdk_client
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     litellm.suppress_debug_info = True
 

@@ -68,7 +68,7 @@ app = create_app(settings_from_dict(args["config"], source="bench"), router=rout
 rows.append(("app built (router, store)", rss(), len(sys.modules)))
 # the lifespan's warm-ups, one at a time (serving's startup repeats them at no cost)
 import asyncio
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 ctx = app.state.ctx
 ctx.encoder.encode(["warm up the encoder"])
 rows.append(("encoder loaded and warm", rss(), len(sys.modules)))

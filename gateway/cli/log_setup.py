@@ -110,7 +110,7 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str = "info", fmt: str = "text") -> None:
     """Set up the root logger once for the process (idempotent)."""
     # import litellm first: its import attaches the handlers removed below
-    from router_core.litellm_env import litellm  # noqa: F401
+    from router_core.env.litellm_env import litellm  # noqa: F401
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))

@@ -163,7 +163,7 @@ def _with_added(current: Any, version: str, name: str, d: Any, kind: str, live: 
                 entry: dict[str, Any]) -> Any:
     """``current`` with the new expert (and its backend in the artifact's pool). Its cost is
     the mean USD per answered probe, else the pool's median."""
-    from router_core.router import Expert
+    from router_core.runtime.router import Expert
 
     if live.spend.calls:
         cost = live.spend.usd / live.spend.calls

@@ -120,8 +120,8 @@ def worker_app() -> Any:
 def _hub_offline_if_unreachable() -> str | None:
     """The Hugging Face hub's reachability, decided once for the process group before the
     app is built: unreachable, offline mode is set for this process and its workers (who
-    then say nothing) and the startup block says why (router_core/hub_reach.py)."""
-    from router_core.hub_reach import go_offline, unreachable_reason
+    then say nothing) and the startup block says why (router_core/env/hub_reach.py)."""
+    from router_core.env.hub_reach import go_offline, unreachable_reason
 
     reason = unreachable_reason()
     if reason is not None:
@@ -140,7 +140,7 @@ def no_litellm_token_counting() -> None:
     counted by Tollgate (``count_text_tokens``, on ``litellm.encode``, which the flag leaves
     alone). Only here: tests and tools sharing a process with a gateway keep litellm's
     counter."""
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     litellm.disable_token_counter = True
 

@@ -43,7 +43,7 @@ def unknown_provider(params: dict[str, Any]) -> str | None:
     """"unknown provider 'opnai' (did you mean openai?)" for a deployment whose model's
     provider prefix litellm does not know (``litellm.provider_list``); None when litellm can
     call it (a known prefix, ``custom_llm_provider``, or a model litellm resolves alone)."""
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     model = str(params.get("model") or "")
     if params.get("custom_llm_provider") or "/" not in model:
@@ -178,7 +178,7 @@ def _missing_for(params: dict[str, Any]) -> list[str]:
         return [] if resolve_env(key) else [key[len(ENV_PREFIX):]]
     if key or params.get("api_base"):
         return []  # a literal key, or a self-hosted endpoint that may need none
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     try:
         found = litellm.validate_environment(model=str(params.get("model")))

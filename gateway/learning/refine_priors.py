@@ -33,7 +33,7 @@ from router_core.cold_start.placement import refine
 from router_core.promise import JUDGE_ACCURACY, LogitBelief, refine_from_verdicts
 from router_core.promise.belief import pseudo_count_from_logit_var
 from router_core.promise.refine import judged_counts
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/routing/cold_start.py)
 # a refit of a prior's shape is served only when its held-out gain is clear of noise (≈95%

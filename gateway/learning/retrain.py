@@ -29,7 +29,7 @@ from gateway.learning import leases, router_versions
 from gateway.learning import tables as ldb
 from router_core.data.table import RoutingTable
 from router_core.evaluation.promotion import DEFAULT_MARGIN, decide_promotion
-from router_core.router import Router
+from router_core.runtime.router import Router
 from router_core.training import supervision as sv
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, insert, select, update
 from gateway.learning.tables import versions_t
 from gateway.store.periods import utcnow
 from router_core.artifact import load_router, save_router
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 
 def pack_router(router: Router, metrics: dict | None = None) -> bytes:

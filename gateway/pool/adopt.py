@@ -19,7 +19,7 @@ from typing import Any
 
 from gateway.config import Backend, Settings
 from gateway.pricing import Price, resolve_prices
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 ARTIFACT_KEY = "backends"
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from gateway.config import Backend, Settings
 from router_core.identity.table import IdentityTable, identity_table
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 PRIOR_KIND = "prior"  # an expert placed by cold start, still on its prior
 LEARNED_KIND = "readout"  # a cold-start expert refined past the prior

@@ -9,7 +9,7 @@ embedding model in ``model_list`` never wins ``auto`` on price.
 from __future__ import annotations
 
 from gateway.config import Backend
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 CHAT = "chat"
 

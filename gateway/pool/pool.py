@@ -38,7 +38,7 @@ from gateway.pool.promise import (
 )
 from gateway.pricing import Price, dearest, deployment_prices
 from router_core.promise.belief_stack import BeliefStack
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 WILDCARD_STATUS = "wildcard: passthrough only, each model priced from litellm's map"
 MAX_CONCRETE = 1024  # wildcard-matched models whose pool is kept, per pool

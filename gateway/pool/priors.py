@@ -23,7 +23,7 @@ from router_core.cold_start.placement import (
     traits_from_name,
 )
 from router_core.identity.table import identity_table
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 TYPICAL_TOKENS = (500, 256)  # prompt, completion: the expert's nominal cost per query
 

@@ -50,7 +50,7 @@ from router_core.promise import (
     tolerance_for,
 )
 from router_core.promise.priors import closeness_weights
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 TRAINED_N = 20.0  # a trained expert's pseudo-count when the artifact has none measured
 PRIOR_N0 = 2.0  # an aggregate prior's, likewise

@@ -132,7 +132,7 @@ def run_demo(
     import openai
 
     from gateway.app import create_app
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     base = load_settings(DEMO_CONFIG_PATH)  # the RouterBench pool, its prices and routes
     sample = _benchmark_sample(data_dir, n_prompts, seed)

@@ -38,7 +38,7 @@ import numpy as np
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.sandbox.replay import Replay, replay_upstream
 from router_core.data.table import RoutingTable
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 LAMBDAS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 MAX_TOKENS = 50_000  # covers the largest recorded cost / p_m ratio

@@ -38,7 +38,7 @@ import numpy as np
 from router_core.cold_start.readout import fit_readout
 from router_core.data.mmlu_pro import USD_PER_MTOK_PER_B
 from router_core.identity.table import IdentityTable, model_key
-from router_core.router import Expert, Router
+from router_core.runtime.router import Expert, Router
 
 SIZE_BANDWIDTH = 1.0  # σ in ln(billions): a factor e ≈ 2.7 in size is one σ
 FAMILY_WEIGHT = 2.0

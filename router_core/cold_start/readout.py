@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from router_core.calibration import fit_soft_logistic
+from router_core.tuning.calibration_fit import fit_soft_logistic
 
 
 @dataclass(frozen=True)

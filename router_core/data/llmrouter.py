@@ -35,7 +35,7 @@ FOLDER = "llmrouter"
 
 def count_tokens(texts: list[str]) -> np.ndarray:
     """Token counts with litellm's offline tokenizer (default cl100k)."""
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     return np.array([litellm.token_counter(text=t) if t else 0 for t in texts], dtype=np.int64)
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from router_core.sqlite_cache import SQLiteCache
+from router_core.env.sqlite_cache import SQLiteCache
 
 HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 

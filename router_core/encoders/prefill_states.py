@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from router_core.env.sqlite_cache import SQLiteCache
 from router_core.fingerprints.scorer import default_cache_dir, load_causal_lm, resolve_scorer
-from router_core.sqlite_cache import SQLiteCache
 
 POOLINGS = ("mean", "last")
 

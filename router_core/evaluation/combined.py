@@ -24,7 +24,7 @@ from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import ProbeSet
 from router_core.evaluation.runner import EvalResult, run_evaluation
-from router_core.router import Router
+from router_core.runtime.router import Router
 from router_core.training import TrainConfig, TrainResult, train_router
 from router_core.training.distillation import teacher_quality
 

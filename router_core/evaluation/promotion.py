@@ -19,7 +19,7 @@ import numpy as np
 from router_core.baselines.choice import DEFAULT_LAMBDAS
 from router_core.data.table import RoutingTable
 from router_core.evaluation.metrics import Reference, audc, deferral_curve, peak, qnc
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 DEFAULT_MARGIN = 0.005
 

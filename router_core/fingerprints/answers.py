@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from router_core.descriptors.base import ProbeSet
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 
 class SpendCapExceeded(RuntimeError):

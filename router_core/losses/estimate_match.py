@@ -37,8 +37,9 @@ from torch.nn import functional as F
 
 
 def router_quality(router) -> Callable[[torch.Tensor], torch.Tensor]:
-    """p̂(Φ) of every expert through ``router`` (a ``router_core.router.Router``), as a frozen
-    torch function: g_θ, ℓ2, q·e_h, σ(a_h·s + b_h) (the numpy ``Router.quality_estimates``)."""
+    """p̂(Φ) of every expert through ``router`` (a ``router_core.runtime.router.Router``), as a
+    frozen torch function: g_θ, ℓ2, q·e_h, σ(a_h·s + b_h) (the numpy
+    ``Router.quality_estimates``)."""
     layers = [(torch.tensor(w), torch.tensor(b)) for w, b in router.head.layers]
     act = {"relu": torch.relu, "gelu": F.gelu, "tanh": torch.tanh}[router.head.activation]
     E = torch.tensor(np.stack([e.descriptor for e in router.experts]), dtype=torch.float32)

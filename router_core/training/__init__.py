@@ -1,12 +1,12 @@
 """Training the router: ``train_router(table, TrainConfig(...))`` returns a ``TrainResult``
-whose ``router`` is the runtime ``Router`` (router_core.router) the gateway serves.
+whose ``router`` is the runtime ``Router`` (router_core.runtime.router) the gateway serves.
 
 One step per module, read in this order:
 - ``config``: ``TrainConfig`` (every setting, its default and why) and ``TrainResult``;
 - ``prompts``: the training and validation prompts with their Φ(x), and the probe set;
 - ``objective``: CSCR Eq. 8 + EquiRouter's CARO + a calibrated quality term;
 - ``head``: the head module g_θ; ``fit``: the fit loop with early stopping on val;
-- ``calibrate``: p̂'s calibration, the probe readout for unseen experts, the ``Router``;
+- ``assemble``: p̂'s calibration, the probe readout for unseen experts, the ``Router``;
 - ``train``: ``train_router``, the steps above put together;
 - ``distillation``: other routers' p̂ as a teacher for the combined router;
 - ``supervision``: DARS, gateway observations into a training table.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from router_core.descriptors.base import ProbeSet
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from router_core.descriptors.base import ProbeSet
-from router_core.router import Router
+from router_core.runtime.router import Router
 from router_core.training.config import TrainConfig
 from router_core.training.head import HeadModule, probe_kernel_init
 from router_core.training.objective import FitTargets, make_objective, val_groups

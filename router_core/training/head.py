@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from router_core.router import Head
+from router_core.runtime.router import Head
 
 
 class HeadModule(nn.Module):

@@ -12,7 +12,7 @@ from router_core.data.splits import carve_val
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import ProbeSet
 from router_core.encoders import bulk_encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 from router_core.training.config import TrainConfig
 
 

@@ -6,8 +6,8 @@ One hidden layer (ReLU) into MiniLM's width, ℓ2 at the end: the numpy ``Head``
 (scripts/route_cascade.py; share of (prompt, λ) decisions that still ran MiniLM at agreement
 0.98): ridge on 2.5k prompts 0.69, ridge on 12k 0.58, this head on 12k 0.54 with 512 hidden
 units, 0.52 with 1024; a second hidden layer or 2048 units moved it by under 0.01. More prompts
-are what helped most. 512 units in float16 (router_core.router.CASCADE_DTYPE) keep the packaged
-arrays.npz under 2 MB; 1024 in float32 took it to 3.7 MB.
+are what helped most. 512 units in float16 (router_core.runtime.router.CASCADE_DTYPE) keep the
+packaged arrays.npz under 2 MB; 1024 in float32 took it to 3.7 MB.
 
 Example::
 
@@ -23,7 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from router_core.losses.estimate_match import EstimateMatch, router_quality
-from router_core.router import Head, Router
+from router_core.runtime.router import Head, Router
 
 HIDDEN = 512
 WEIGHT = 10.0  # of the p̂ term against the cosine term (EstimateMatch)

@@ -2,7 +2,7 @@
 
 ``train_router(table, TrainConfig(...))`` reads only ``train`` rows to fit and ``val`` rows to
 stop early and to calibrate (a seeded slice of ``train`` becomes ``val`` when the table has
-none). It returns a ``Router`` in the runtime format (router_core.router), so what the
+none). It returns a ``Router`` in the runtime format (router_core.runtime.router), so what the
 gateway routes with is exactly what was measured here.
 
 The objective (CSCR Eq. 8 + EquiRouter's CARO + a calibrated quality term) is written out in
@@ -26,8 +26,8 @@ from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoders import encoder_for_router
-from router_core.router import Expert, Router
-from router_core.training.calibrate import (
+from router_core.runtime.router import Expert, Router
+from router_core.training.assemble import (
     assemble_router,
     brier_score,
     calibrate_head,

@@ -25,7 +25,7 @@ from gateway.config import Settings, settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.store.models import request_logs
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.router_fixture import PRICES, REPLIES, write_artifact
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from router_core.calibration import fit_calibration
+from router_core.tuning.calibration_fit import fit_calibration
 
 
 def _data(n: int = 4000, seed: int = 0):

@@ -1,5 +1,5 @@
-"""The encoder cascade (router_core/cascade.py) on real encoders and the packaged router: the
-static encoder's decision stands when its margin clears the threshold, MiniLM decides the
+"""The encoder cascade (router_core/tuning/cascade_fit.py) on real encoders and the packaged router:
+the static encoder's decision stands when its margin clears the threshold, MiniLM decides the
 rest, and an artifact keeps its cascade through save and load."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from router_core.artifact import load_router, save_router
-from router_core.cascade import STATIC_KIND, cascade_choices, fit_cascade, route_text
 from router_core.encoders import make_encoder
-from router_core.margin import decision_margin
+from router_core.runtime.margin import decision_margin
+from router_core.tuning.cascade_fit import STATIC_KIND, cascade_choices, fit_cascade, route_text
 
 LAMS = np.array([0.0, 0.1, 0.5, 2.0])
 
@@ -134,7 +134,7 @@ def test_the_static_head_is_trained_to_the_routers_own_estimates(fitted, mbpp_ta
 
 
 def test_word_windows_are_short_consecutive_runs_of_each_prompt():
-    from router_core.cascade import word_windows
+    from router_core.tuning.cascade_fit import word_windows
 
     prompts = [" ".join(f"w{i}_{j}" for j in range(n)) for i, n in enumerate((3, 40, 400))]
     windows = word_windows(prompts, seed=3)

@@ -13,7 +13,7 @@ from router_core.cold_start.placement import (
     traits_from_name,
 )
 from router_core.identity.table import identity_table
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 
 def _router(d: int = 6) -> Router:

@@ -1,11 +1,11 @@
-"""The decision rule on hand-made candidates (router_core/decision.py)."""
+"""The decision rule on hand-made candidates (router_core/runtime/decision.py)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from router_core.decision import NoEligibleModel, decide
+from router_core.runtime.decision import NoEligibleModel, decide
 
 
 def test_cheapest_of_the_equivalent_set_wins() -> None:
@@ -33,7 +33,7 @@ def test_a_candidate_with_a_nan_score_is_left_out_not_chosen() -> None:
 def test_to_dict_holds_every_field_as_plain_json_types() -> None:
     from dataclasses import asdict, fields
 
-    from router_core.decision import Decision
+    from router_core.runtime.decision import Decision
 
     d = decide(["a", "b"], np.array([0.9, 0.5]), np.array([0.8, 0.7]), np.array([1.0, 0.1]),
                lam=0.2, delta=0.05, cost_usd=[0.01, None])

@@ -9,8 +9,8 @@ import socket
 import pytest
 from huggingface_hub import constants, hf_hub_download
 
-from router_core.hub_reach import hub_offline_if_unreachable
-from router_core.litellm_env import litellm
+from router_core.env.hub_reach import hub_offline_if_unreachable
+from router_core.env.litellm_env import litellm
 
 
 @pytest.fixture

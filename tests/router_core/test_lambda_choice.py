@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from router_core.lambda_choice import expected_points, lambda_within
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
+from router_core.tuning.lambda_choice import expected_points, lambda_within
 
 
 def _router(d: int = 4) -> Router:

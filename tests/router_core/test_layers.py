@@ -1,6 +1,7 @@
-"""The layers of router_core/ (docs/architecture.md): a package (or top-level module) imports
-only layers below it, lazy imports inside functions included; the gateway side is
-tests/gateway/test_layers.py, which also holds that router_core never imports gateway."""
+"""The layers of router_core/ (docs/architecture.md): a package, a top-level module, or a
+module of a group (runtime/, tuning/, env/: code grouped by when it runs, each module its own
+layer) imports only layers below it, lazy imports inside functions included; the gateway side
+is tests/gateway/test_layers.py, which also holds that router_core never imports gateway."""
 
 from __future__ import annotations
 
@@ -8,26 +9,34 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+GROUPS = ("runtime", "tuning", "env")  # grouped by when code runs, not by layer
 RANK = {
     # leaves: nothing of router_core below them
-    "decision": 0, "margin": 0, "sqlite_cache": 0, "litellm_env": 0, "hub_reach": 0,
+    "runtime.decision": 0, "runtime.margin": 0,
+    "env.sqlite_cache": 0, "env.litellm_env": 0, "env.hub_reach": 0,
     "identity": 0,
     "losses": 0, "baselines": 0,
-    "router": 1,
-    "artifact": 2, "calibration": 2, "lambda_choice": 2, "data": 2,
+    "runtime.router": 1,
+    "artifact": 2, "tuning.calibration_fit": 2, "tuning.lambda_choice": 2, "data": 2,
     "descriptors": 3, "cold_start": 3,
     "fingerprints": 4,
     "encoders": 5,
     "training": 6,
-    "promise": 7, "cascade": 7,
-    "evaluation": 8,
+    "promise": 7, "tuning.cascade_fit": 7,
+    "evaluation": 8, "tuning.promise_measure": 8,
     "cli": 9,
 }
 
 
 def _layer(module: str) -> str | None:
+    """``router_core.training.fit`` -> ``training``; in a group, ``router_core.runtime.router``
+    -> ``runtime.router`` (the group's own ``__init__`` -> ``runtime``)."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[0] == "router_core" else None
+    if len(parts) < 2 or parts[0] != "router_core":
+        return None
+    if parts[1] not in GROUPS or parts[2:] in ([], ["__init__"]):
+        return parts[1]
+    return ".".join(parts[1:3])
 
 
 def _imports(path: Path) -> list[str]:
@@ -42,8 +51,8 @@ def _imports(path: Path) -> list[str]:
             continue
         if isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
-            if node.module == "router_core":
-                found += [f"router_core.{a.name}" for a in node.names]
+            if node.module == "router_core" or node.module.removeprefix("router_core.") in GROUPS:
+                found += [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names]
     return found
@@ -58,7 +67,7 @@ def _upward_imports() -> list[str]:
     bad = []
     for module, path in _modules():
         here = _layer(module)
-        if here in (None, "__init__"):
+        if here in (None, "__init__", *GROUPS):
             continue
         assert here in RANK, f"{module}: layer {here!r} has no rank in docs/architecture.md"
         for name in _imports(path):

@@ -1,12 +1,12 @@
-"""The margin of a routing decision (router_core/margin.py) and the cascade's threshold."""
+"""The margin of a routing decision (router_core/runtime/margin.py) and the cascade's threshold."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from router_core.cascade import choose_threshold
-from router_core.decision import decide
-from router_core.margin import decision_margin, promise_margin, rule_margins
+from router_core.runtime.decision import decide
+from router_core.runtime.margin import decision_margin, promise_margin, rule_margins
+from router_core.tuning.cascade_fit import choose_threshold
 
 
 def _scored(score, cost, delta=0.02):

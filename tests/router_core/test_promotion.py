@@ -13,7 +13,7 @@ from router_core.evaluation.promotion import (
     evaluate_on_holdout,
     route_points,
 )
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 
 def _router(descriptors: np.ndarray, version: str) -> Router:

@@ -1,5 +1,6 @@
-"""The promise parameters measured on a tiny synthetic router (router_core/promise/measure.py)
-and stored in an artifact's router.json (scripts/route_promises.py)."""
+"""The promise parameters measured on a tiny synthetic router
+(router_core/tuning/promise_measure.py) and stored in an artifact's router.json
+(scripts/route_promises.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import numpy as np
 
-from router_core.promise.measure import fit_level_map, measure_promise
+from router_core.tuning.promise_measure import fit_level_map, measure_promise
 from scripts.route_promises import write
 
 

@@ -74,7 +74,7 @@ def _counts(router: Any) -> dict[str, int]:
 
 def prompts(n: int, n_tokens: int, rng: random.Random) -> list[str]:
     """``n`` unique prompts of about ``n_tokens`` tokens, from the wrk script's words."""
-    from router_core.litellm_env import litellm
+    from router_core.env.litellm_env import litellm
 
     vocab = WRK_LUA.split('"')[1].split() + ["market", "energy", "river", "theorem"]
     out = []

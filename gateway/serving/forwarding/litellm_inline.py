@@ -40,7 +40,7 @@ from typing import Any
 
 from gateway import litellm_callbacks
 from gateway.serving.forwarding.request_json import OrjsonAsyncOpenAI
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 MAX_PARTS = 256  # messages plus content parts: the setup's work grows with them, not bytes
 # JSON values (objects, arrays, strings, numbers) in the whole call, tools and schemas among

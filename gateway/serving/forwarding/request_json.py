@@ -57,7 +57,7 @@ import openai
 import orjson
 import pydantic
 
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 # litellm/main.py sends these providers' chat calls to OpenAIChatCompletion (the openai SDK):
 # the ones _complete_custom_openai's dispatch names, none caught by an earlier branch. Not

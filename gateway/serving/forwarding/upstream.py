@@ -50,7 +50,7 @@ from gateway.reliability.circuit import AMBIGUOUS, BACKEND, REQUEST
 from gateway.serving.forwarding import request_json
 from gateway.serving.forwarding.litellm_inline import inline_setup
 from gateway.serving.forwarding.litellm_unlogged import unlogged
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 litellm.suppress_debug_info = True
 log = logging.getLogger(__name__)

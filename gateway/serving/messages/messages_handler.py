@@ -58,7 +58,7 @@ from gateway.serving.messages.messages_request import MessagesRequest, parse_mes
 from gateway.serving.plan.planning import admissible, record_routing
 from gateway.serving.responses.responses_handler import plan_responses
 from gateway.serving.units.unit_prices import map_entry
-from router_core.litellm_env import litellm  # sets the local cost map before litellm loads
+from router_core.env.litellm_env import litellm  # sets the local cost map before litellm loads
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",
                          "ephemeral_1h_input_tokens")

@@ -42,7 +42,7 @@ from gateway.serving.plan.routing import Routed, cascaded, embed_text, route_req
 from gateway.serving.validation import fit_candidates
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
-from router_core.decision import NoEligibleModel
+from router_core.runtime.decision import NoEligibleModel
 
 PASSTHROUGH_VERSION = "passthrough"
 

@@ -26,8 +26,8 @@ import numpy as np
 from gateway.pool import Pool
 from gateway.pool.promise import RoutePromise
 from gateway.serving.plan.routing import Routed
-from router_core.decision import Candidate, Decision, NoEligibleModel
 from router_core.promise import drop_bounds, explain
+from router_core.runtime.decision import Candidate, Decision, NoEligibleModel
 
 
 def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[str, str],

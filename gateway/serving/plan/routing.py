@@ -8,8 +8,8 @@ now; when a conversation is longer than the window, the oldest turns (usually a 
 prompt or few-shot examples) fall off, as the long few-shot prompts of the training data do.
 Assistant and tool turns are not embedded: they are answers, not the task.
 
-With an encoder cascade in the artifact (router_core/cascade.py), the decision is made on the
-static encoder's Φ̂ first and stands when its margin under the route's own rule (λ or promise)
+With an encoder cascade in the artifact (router_core/tuning/cascade_fit.py), the decision is made on
+the static encoder's Φ̂ first and stands when its margin under the route's own rule (λ or promise)
 clears the artifact's threshold; only the rest wait for MiniLM (``cascaded``).
 
 The router works on *router model names* (experts in the artifact); a backend maps to one
@@ -27,10 +27,10 @@ from typing import Any
 import anyio.to_thread
 import numpy as np
 
-from router_core.decision import Decision
 from router_core.encoders import make_encoder
-from router_core.margin import decision_margin, promise_margin
-from router_core.router import Cascade, Router
+from router_core.runtime.decision import Decision
+from router_core.runtime.margin import decision_margin, promise_margin
+from router_core.runtime.router import Cascade, Router
 
 EMBEDDED_ROLES = ("system", "developer", "user")
 
@@ -108,8 +108,9 @@ def route_request(
 
 
 def routed_margin(routed: Routed) -> float:
-    """How far the decision is from changing under the rule that made it (router_core.margin):
-    the promise rule's drop bounds when the route has a promise, else the λ rule's scores."""
+    """How far the decision is from changing under the rule that made it
+    (router_core.runtime.margin): the promise rule's drop bounds when the route has a promise, else
+    the λ rule's scores."""
     record = routed.promise
     if record is None:
         return decision_margin(routed.decision)

@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException
 from gateway.errors import invalid
 from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
 from gateway.serving.units.unit_prices import TRANSCRIPTION, unit_price
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 FIELDS = frozenset({"model", "file", "language", "prompt", "response_format", "temperature",
                     "timestamp_granularities[]", "timestamp_granularities"})

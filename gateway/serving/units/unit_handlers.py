@@ -39,7 +39,7 @@ from gateway.serving.units.unit_prices import (
     unit_price,
 )
 from gateway.serving.validation import json_body
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 IMAGE_KEYS = frozenset({"model", "prompt", "n", "size", "quality", "response_format", "style",
                         "user", "background", "output_format", "output_compression",

@@ -23,7 +23,7 @@ from typing import Any
 
 from gateway.config import Backend, ModelInfo
 from gateway.errors import GatewayError
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 IMAGE = "image_generation"
 SPEECH, TRANSCRIPTION = "audio_speech", "audio_transcription"

@@ -14,7 +14,7 @@ SCRIPT = """
 import logging
 from gateway.cli.log_setup import configure_logging
 configure_logging("info", {fmt!r})
-from router_core.litellm_env import litellm  # its import attaches its own handler
+from router_core.env.litellm_env import litellm  # its import attaches its own handler
 logging.getLogger("LiteLLM").warning("one litellm line")
 logging.getLogger("LiteLLM").info("litellm chatter")
 logging.getLogger("httpx").info("HTTP Request: POST http://upstream")

@@ -21,7 +21,7 @@ from gateway.cli import main
 from gateway.config import settings_from_dict
 from router_core.artifact import load_meta, load_probes, load_router, save_router
 from router_core.fingerprints.perplexity import PerplexityFingerprint
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, run_gateway
 from tests.router_core.fingerprints import conftest as fingerprint_fixtures

@@ -23,7 +23,7 @@ from gateway.store.migrate import upgrade
 from router_core.artifact import load_router, save_router
 from router_core.descriptors.base import ProbeSet
 from router_core.encoders.minilm import Encoder
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.router_core.fingerprints import conftest as fingerprint_fixtures
 

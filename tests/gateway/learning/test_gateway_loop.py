@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from gateway.config import settings_from_dict
 from gateway.learning import router_versions
 from gateway.learning import tables as ldb
-from router_core.router import Calibration, Router
+from router_core.runtime.router import Calibration, Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import (
     Gateway,

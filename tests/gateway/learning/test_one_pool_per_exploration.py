@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from gateway.config import settings_from_dict
 from gateway.learning import tables as ldb
 from gateway.pool import Pool, build_pool
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
 from tests.gateway.learning.conftest import learning_config

@@ -17,7 +17,7 @@ from gateway.learning.refine_priors import promise_belief, worth
 from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade_engine
 from router_core.promise import LogitBelief
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 D, N = 8, 400
 

@@ -21,7 +21,7 @@ from gateway.learning import tables as ldb
 from gateway.learning.refine_priors import refine_due
 from gateway.pool import build_pool
 from gateway.pool.promise import BELIEFS_KEY
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
 from tests.gateway.learning.conftest import learning_config

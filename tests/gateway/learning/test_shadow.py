@@ -14,7 +14,7 @@ from gateway.config import ExplorationSettings, settings_from_dict
 from gateway.learning import tables as ldb
 from gateway.learning.exploration_ledger import nusd
 from gateway.learning.judges import parse_score
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import (
     TIMEOUTS,

@@ -10,7 +10,7 @@ from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import expert_for, know_backends, table_text
 from gateway.pool.priors import with_priors
 from gateway.pricing import Price
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 
 def _router() -> Router:

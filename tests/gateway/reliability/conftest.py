@@ -13,7 +13,7 @@ import pytest
 
 from gateway.config import settings_from_dict
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import (  # noqa: F401 - fixtures re-used from the gateway tests
     ADMIN_KEY,

@@ -21,7 +21,7 @@ from gateway.config import settings_from_dict
 from gateway.reliability import edge, shutdown
 from gateway.sandbox.local_server import free_port
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.reliability.conftest import reliability_config
 

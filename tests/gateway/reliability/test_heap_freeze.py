@@ -17,7 +17,7 @@ from gateway.cli import serve
 from gateway.config import settings_from_dict
 from gateway.sandbox.local_server import serve_in_thread
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import gateway_config
 

@@ -21,9 +21,9 @@ from gateway.serving.plan.routing import (
     warm_cascade,
 )
 from router_core.artifact import load_router
-from router_core.cascade import STATIC_KIND, fit_cascade
 from router_core.data import load_dataset
 from router_core.encoders import make_encoder
+from router_core.tuning.cascade_fit import STATIC_KIND, fit_cascade
 
 HANG = 120  # a hook that never returns fails the test instead of hanging it
 

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from gateway.config import settings_from_dict
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
 from tests.gateway.learning.conftest import learning_config

@@ -13,8 +13,8 @@ import pytest
 
 from gateway.config import settings_from_dict
 from router_core.encoders.minilm import Encoder
-from router_core.litellm_env import litellm
-from router_core.router import Router
+from router_core.env.litellm_env import litellm
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import TIMEOUTS, Gateway, gateway_config, run_gateway
 from tests.gateway.router_fixture import PRICES

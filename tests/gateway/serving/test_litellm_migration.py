@@ -33,8 +33,8 @@ from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pool import build_pool
 from gateway.pool.pool import WILDCARD_STATUS
 from gateway.pricing import Price, resolve_prices
-from router_core.litellm_env import litellm
-from router_core.router import Router
+from router_core.env.litellm_env import litellm
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway, run_gateway
 

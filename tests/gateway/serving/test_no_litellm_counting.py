@@ -12,7 +12,7 @@ import pytest
 
 from gateway.cli.serve import no_litellm_token_counting
 from gateway.pricing import count_text_tokens
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import PRICES, REPLIES

@@ -27,7 +27,7 @@ from gateway.serving.plan.planning import (
 )
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.gateway.router_fixture import PRICES, VERSION, build_router
 
 MSG = [{"role": "user", "content": "Tell me something useful"}]

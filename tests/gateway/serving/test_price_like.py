@@ -14,8 +14,8 @@ import pytest
 from gateway.cli.startup import backend_lines
 from gateway.config import settings_from_dict
 from router_core.encoders.minilm import Encoder
-from router_core.litellm_env import litellm
-from router_core.router import Router
+from router_core.env.litellm_env import litellm
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway, run_gateway
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from gateway.config import settings_from_dict
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, TIMEOUTS, Gateway, run_gateway
 from tests.gateway.router_fixture import PRICES, REPLIES

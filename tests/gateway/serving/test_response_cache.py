@@ -19,7 +19,7 @@ import redis
 
 from gateway.config import settings_from_dict
 from router_core.encoders.minilm import Encoder
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway, gateway_config, run_gateway
 

@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.config import settings_from_dict
 from gateway.serving.record import tracing
-from router_core.router import Router
+from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway, gateway_config, run_gateway
 

@@ -10,7 +10,7 @@ from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pricing import Price, resolve_prices
 from gateway.serving.forwarding.upstream import _kwargs, classify, wire_params
 from gateway.serving.plan.routing import embed_text
-from router_core.litellm_env import litellm
+from router_core.env.litellm_env import litellm
 
 
 def test_embedded_text_is_system_and_user_turns_keeping_the_end() -> None:

@@ -11,7 +11,7 @@ from router_core.fingerprints.logit import LogitFootprint
 from router_core.fingerprints.perplexity import PerplexityFingerprint
 from router_core.fingerprints.scorer import Scorer
 from router_core.fingerprints.space import MixedDescriptor, kind_for_artifact, kind_from_config
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 
 from .test_perplexity import ANSWERS
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from router_core.router import Router
+from router_core.runtime.router import Router
 
 LAMBDA_GRID = np.concatenate([[0.0], np.geomspace(1e-3, 10.0, 121)])
 

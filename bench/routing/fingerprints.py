@@ -1,6 +1,6 @@
 """Benchmark: the time to fingerprint one model on N probes with the offline scorer.
 
-    python -m router_core.fingerprints.bench [--n 192] [--model gpt-4-1106-preview]
+    python -m bench.routing.fingerprints [--n 192] [--model gpt-4-1106-preview]
 
 Uses RouterBench's recorded answers on N probes drawn from its training rows (as CSCR
 does), scores them with SmolLM2-135M without the score cache, and prints the seconds spent

@@ -10,7 +10,7 @@ does; MiniLM is worth its cost only where it would change the decision.
   own head, descriptors, calibration and every belief built on q then serve both encoders,
   and what is logged or learnt from (a request's Φ) always has MiniLM's width. (A ridge
   regression of Φ, the first map, left 6 more points of the decisions to MiniLM.)
-- The rule. Decide on q_s; the decision stands when its margin (router_core.margin) is at
+- The rule. Decide on q_s; the decision stands when its margin (router_core.runtime.margin) is at
   least the threshold t, else Φ_MiniLM is computed and decides.
 - Short prompts too. A benchmark's prompts are mostly long, a gateway's often short, and the
   static encoder agrees with MiniLM less on short ones (0.77 against 0.81 of decisions). So
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from router_core.decision import Decision
-from router_core.margin import decision_margin
-from router_core.router import Cascade, Router
+from router_core.runtime.decision import Decision
+from router_core.runtime.margin import decision_margin
+from router_core.runtime.router import Cascade, Router
 
 STATIC_KIND = "minilm-static"
 DEFAULT_AGREEMENT = 0.98  # share of (prompt, λ) decisions the cascade must share with MiniLM

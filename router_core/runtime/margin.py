@@ -5,7 +5,7 @@ A decision flips when some candidate's score moves past a boundary of the rule. 
 the smallest such distance, in the rule's own units (calibrated quality), so one threshold
 means the same under every λ and pool.
 
-λ rule (router_core.decision, CSCR Eq. 9 with the cheapest-in-E tie-break): with scores
+λ rule (router_core.runtime.decision, CSCR Eq. 9 with the cheapest-in-E tie-break): with scores
 a_h = p̂_h − λ·c̃_h, E = {h : a_h ≥ max a − δ} and the winner w the cheapest in E,
 
     m = min( a_w − max_{h≠w} a_h + δ,                  (w leaves E)
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from router_core.decision import Decision
+    from router_core.runtime.decision import Decision
 
 
 def rule_margins(score: np.ndarray, cost: np.ndarray, pick: np.ndarray, delta: float

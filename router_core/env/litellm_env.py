@@ -1,6 +1,6 @@
 """Import litellm offline: its price map is bundled, the network fetch is disabled.
 
-Import litellm only through ``from router_core.litellm_env import litellm``.
+Import litellm only through ``from router_core.env.litellm_env import litellm``.
 """
 
 import os

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router_core.router import Calibration
+from router_core.runtime.router import Calibration
 
 
 def _logit(p: np.ndarray, eps: float = 1e-3) -> np.ndarray:

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from router_core.decision import Decision, NoEligibleModel, decide
-from router_core.margin import rule_margins
+from router_core.runtime.decision import Decision, NoEligibleModel, decide
+from router_core.runtime.margin import rule_margins
 
 
 def _activation(name: str, x: np.ndarray) -> np.ndarray:
@@ -113,7 +113,7 @@ CASCADE_DTYPE = np.float16
 @dataclass(frozen=True)
 class Cascade:
     """The static encoder's map into MiniLM's Φ space and the threshold its decision stands
-    at (router_core/cascade.py fits both).
+    at (router_core/tuning/cascade_fit.py fits both).
 
     ``counts`` (``DecisionCounts``): decisions by the encoder that made them, for whoever
     reports the share that ran MiniLM (``counts.snapshot()``)."""
@@ -154,7 +154,7 @@ class Cascade:
 
     def estimate(self, static_phi: np.ndarray) -> np.ndarray:
         """Φ̂(x): the static encoder's vectors (n, 256) mapped into MiniLM's Φ space (n, 384),
-        unit length, for the router's own head (router_core/cascade.py)."""
+        unit length, for the router's own head (router_core/tuning/cascade_fit.py)."""
         return self.head(np.atleast_2d(static_phi))
 
     @staticmethod
@@ -317,7 +317,7 @@ class Router:
         Same candidates, similarities, calibration and rule as ``route`` (tested to give
         identical decisions), for evaluation sweeps. Q is (n, d) query vectors (``project``
         output); returns an int array (len(lams), n) indexing ``self.experts``, and with
-        ``margins`` also each decision's margin (router_core.margin), float (len(lams), n).
+        ``margins`` also each decision's margin (router_core.runtime.margin), float (len(lams), n).
         """
         names = self.model_names
         cost_norm = self.normalised_costs(costs_usd)

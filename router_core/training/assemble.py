@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from router_core.calibration import calibration_from_params, fit_calibration
 from router_core.cold_start.readout import fit_readout
 from router_core.data.table import RoutingTable
 from router_core.descriptors.base import DescriptorKind, ProbeSet
 from router_core.descriptors.probe_outcome import ProbeOutcome
 from router_core.encoders import make_encoder
-from router_core.router import Calibration, Expert, Head, Router
+from router_core.runtime.router import Calibration, Expert, Head, Router
 from router_core.training.config import TrainConfig
+from router_core.tuning.calibration_fit import calibration_from_params, fit_calibration
 
 if TYPE_CHECKING:
     from router_core.training.fit import HeadFit
