@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from tests.fakes.upstream import FakeUpstream
+from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import (  # noqa: F401 - re-exported pytest fixtures  # noqa: E402
     ADMIN_KEY,
     TIMEOUTS,
@@ -12,7 +12,7 @@ from tests.gateway.conftest import (  # noqa: F401 - re-exported pytest fixtures
     test_router,
     upstream,
 )
-from tests.gateway.router_fixture import PRICES
+from tests.gateway.router_fixture import PRICES, REPLIES
 
 
 def learning_config(up: FakeUpstream, **extra: Any) -> dict[str, Any]:
@@ -23,3 +23,29 @@ def learning_config(up: FakeUpstream, **extra: Any) -> dict[str, Any]:
         "admin_key": ADMIN_KEY,
         **extra,
     }
+
+
+FRONTIER = "fake-frontier"
+JUDGE = "fake-judge"
+
+
+def frontier_upstream(frontier_reply: str) -> FakeUpstream:
+    """The router fixture's backends, a dear frontier reference (30/60 USD per 1M tokens) and
+    an LLM judge that always scores 4 against 9: the pool a promised route shadows."""
+    backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
+                            output_per_m=PRICES[n][1]) for n in PRICES]
+    backends += [FakeBackend(FRONTIER, reply=frontier_reply, input_per_m=30.0,
+                             output_per_m=60.0),
+                 FakeBackend(JUDGE, reply="Score 1: 4\nScore 2: 9", input_per_m=1.0,
+                             output_per_m=2.0)]
+    return FakeUpstream(backends)
+
+
+def promised_config(up: FakeUpstream, database_url: str,
+                    retraining: dict[str, Any]) -> dict[str, Any]:
+    """One route, ``promised``, within 0.01 of the frontier; shadowed with ``retraining``."""
+    cfg = learning_config(up, database_url=database_url)
+    cfg["model_list"] += [up.model_entry(FRONTIER), up.model_entry(JUDGE)]
+    cfg["routes"] = {"promised": {"max_drop": 0.01, "reference": FRONTIER}}
+    cfg["retraining"] = retraining
+    return cfg

@@ -23,23 +23,14 @@ from gateway.learning import router_versions
 from gateway.learning.refine_priors import unchecked
 from gateway.pool.promise import BELIEFS_KEY
 from router_core.runtime.router import Router
-from tests.fakes.upstream import FakeBackend, FakeUpstream
-from tests.gateway.conftest import TIMEOUTS, Gateway, run_gateway
-from tests.gateway.learning.conftest import learning_config
-from tests.gateway.router_fixture import PRICES, REPLIES
-
-FRONTIER = "fake-frontier"
+from tests.fakes.upstream import FakeUpstream
+from tests.gateway.conftest import Gateway, run_gateway
+from tests.gateway.learning.conftest import FRONTIER, frontier_upstream, promised_config
 
 
 @pytest.fixture(scope="module")
 def up() -> Iterator[FakeUpstream]:
-    backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
-                            output_per_m=PRICES[n][1]) for n in PRICES]
-    backends += [FakeBackend(FRONTIER, reply="frontier answer", input_per_m=30.0,
-                             output_per_m=60.0),
-                 FakeBackend("fake-judge", reply="Score 1: 4\nScore 2: 9", input_per_m=1.0,
-                             output_per_m=2.0)]
-    with FakeUpstream(backends) as u:
+    with frontier_upstream("frontier answer") as u:
         yield u
 
 
@@ -47,13 +38,9 @@ def up() -> Iterator[FakeUpstream]:
 def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
        encoder) -> Iterator[Gateway]:
     url = f"sqlite:///{tmp_path_factory.mktemp('first') / 'tollgate.db'}"
-    cfg = learning_config(up, database_url=url)
-    cfg["model_list"] = [up.model_entry(n, timeout=TIMEOUTS[n]) for n in PRICES]
-    cfg["model_list"] += [up.model_entry(FRONTIER), up.model_entry("fake-judge")]
-    cfg["routes"] = {"promised": {"max_drop": 0.01, "reference": FRONTIER}}
-    cfg["retraining"] = {"refine_priors_s": 3600, "poll_s": 0.2, "exploration": {
+    cfg = promised_config(up, url, {"refine_priors_s": 3600, "poll_s": 0.2, "exploration": {
         "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
-        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}}
+        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}})
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 
