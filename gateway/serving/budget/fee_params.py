@@ -98,7 +98,7 @@ def tier_pool(pool: Pool, tier: str) -> Pool:
                for route, pairs in pool.route_experts.items()}
     return replace(pool, prices=MappingProxyType(prices),
                    deployment_prices=MappingProxyType(per_deployment),
-                   route_experts=MappingProxyType(experts), _concrete={})
+                   route_experts=MappingProxyType(experts))
 
 
 def tier_unpriced(tier: str, names: list[str]) -> GatewayError:
