@@ -3,19 +3,17 @@ key made without a team (its tenant has no budget) whose backend bills past ever
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpx
 
 from gateway.serving.budget.bound_factors import BoundFactors
 from gateway.serving.budget.budget_gate import BudgetGate
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway
-from tests.gateway.serving.test_budget_admission import _burst, settings  # noqa: F401
+from tests.gateway.serving.test_budget_admission import _burst
 
 
 def test_twenty_concurrent_overruns_of_a_key_without_a_team_stay_bounded(
-        gateway: Gateway, upstream: FakeUpstream, settings: Any) -> None:  # noqa: F811
+        gateway: Gateway, upstream: FakeUpstream) -> None:
     """fake-strong ignores max_tokens=16 and bills $0.04 per request, ~25x its reservation;
     a /key/generate key with max_budget $0.05 and no team: what the provider bills stays
     within max_budget × (1 + budget_overrun_exposure) plus one request (before: all 20 were
@@ -37,7 +35,8 @@ def test_twenty_concurrent_overruns_of_a_key_without_a_team_stay_bounded(
     # operator's, gateway/serving/budget/bound_factors.py), never a reason to refuse the key
     assert served >= 1 and {r.status_code for r in answers} <= {200, 429, 503}
     assert all("held out" in r.text for r in answers if r.status_code == 503)
-    assert served * bill <= budget * (1 + settings.budget_overrun_exposure) + bill
+    exposure = gateway.app.state.ctx.settings.budget_overrun_exposure
+    assert served * bill <= budget * (1 + exposure) + bill
     info = httpx.get(gateway.base_url + "/key/info", params={"key": key}, timeout=30,
                      headers={"authorization": f"Bearer {ADMIN_KEY}"}).json()["info"]
     assert info["spend"] <= served * bill + 1e-9
