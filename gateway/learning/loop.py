@@ -176,6 +176,7 @@ class Learning:
         tick = min(self.poll_s, every_s)
         last_round = time.monotonic()
         refined_on: str | None = None  # the pool version a first-evidence refinement left
+        failing = False  # a fault is logged once, not at every poll while it lasts
         while True:
             await asyncio.sleep(tick)
             pool = self.ctx.pool.current
@@ -193,8 +194,14 @@ class Learning:
                     if done:
                         refined_on = pool.version
                         log.info("cold-start backends refined: %s", ", ".join(done))
+                if failing:
+                    log.info("cold-start refinement works again")
+                failing = False
             except Exception:  # a failed refinement leaves the live router as it is
-                log.exception("scheduled cold-start refinement failed")
+                if not failing:
+                    log.exception("scheduled cold-start refinement failed (logged once "
+                                  "until it works again)")
+                failing = True
 
     async def start(self) -> None:
         # A database that is down at start must not stop the gateway: the seed
