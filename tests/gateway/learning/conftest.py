@@ -41,11 +41,16 @@ def frontier_upstream(frontier_reply: str) -> FakeUpstream:
     return FakeUpstream(backends)
 
 
-def promised_config(up: FakeUpstream, database_url: str,
-                    retraining: dict[str, Any]) -> dict[str, Any]:
-    """One route, ``promised``, within 0.01 of the frontier; shadowed with ``retraining``."""
+def promised_config(up: FakeUpstream, database_url: str, exploration: dict[str, Any] | None = None,
+                    **retraining: Any) -> dict[str, Any]:
+    """One route, ``promised``, within 0.01 of the frontier; every request shadowed (paired
+    with the reference and judged, up to 64 tokens, from a 10 USD budget), with ``exploration``
+    and ``retraining`` keys added or overridden."""
     cfg = learning_config(up, database_url=database_url)
     cfg["model_list"] += [up.model_entry(FRONTIER), up.model_entry(JUDGE)]
     cfg["routes"] = {"promised": {"max_drop": 0.01, "reference": FRONTIER}}
-    cfg["retraining"] = retraining
+    cfg["retraining"] = {**retraining, "exploration": {
+        "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
+        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": JUDGE},
+        **(exploration or {})}}
     return cfg

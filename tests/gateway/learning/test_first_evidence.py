@@ -38,9 +38,7 @@ def up() -> Iterator[FakeUpstream]:
 def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
        encoder) -> Iterator[Gateway]:
     url = f"sqlite:///{tmp_path_factory.mktemp('first') / 'tollgate.db'}"
-    cfg = promised_config(up, url, {"refine_priors_s": 3600, "poll_s": 0.2, "exploration": {
-        "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
-        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}})
+    cfg = promised_config(up, url, refine_priors_s=3600, poll_s=0.2)
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 

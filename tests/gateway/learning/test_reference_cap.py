@@ -38,10 +38,8 @@ def up() -> Iterator[FakeUpstream]:
 def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
        encoder) -> Iterator[Gateway]:
     url = f"sqlite:///{tmp_path_factory.mktemp('refcap') / 'tollgate.db'}"
-    cfg = promised_config(up, url, {"refine_priors_s": None, "exploration": {
-        "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
-        "period": "total", "max_tokens": 64, "reference_budget_usd": {"promised": CAP_USD},
-        "judge": {"kind": "llm", "model": "fake-judge"}}})
+    cfg = promised_config(
+        up, url, {"reference_budget_usd": {"promised": CAP_USD}}, refine_priors_s=None)
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 

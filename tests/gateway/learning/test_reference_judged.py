@@ -37,9 +37,7 @@ def up() -> Iterator[FakeUpstream]:
 def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
        encoder) -> Iterator[Gateway]:
     url = f"sqlite:///{tmp_path_factory.mktemp('paired') / 'tollgate.db'}"
-    cfg = promised_config(up, url, {"refine_priors_s": None, "exploration": {
-        "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
-        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}})
+    cfg = promised_config(up, url, refine_priors_s=None)
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 
