@@ -25,7 +25,9 @@
 # training prompts, the margin threshold on its validation prompts, so that serving runs MiniLM only
 # where the static encoder's decision is not safe (the version gets "@cascade-<hash>"). Set
 # TOLLGATE_CASCADE=0 to skip it; TOLLGATE_CASCADE_ONLY=1 runs only this step on the artifacts as
-# they are. Extra arguments are passed to `tollgate train` (e.g. --set epochs=30).
+# they are; TOLLGATE_MEASURE_ONLY=1 keeps the trained artifacts and re-measures their promise
+# parameters and cascades (after a change to how they are measured). Extra arguments are
+# passed to `tollgate train` (e.g. --set epochs=30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOLLGATE="${TOLLGATE:-tollgate}"
@@ -34,10 +36,12 @@ DATASET="${TOLLGATE_DEFAULT_DATASET:-all}"
 ENCODER="${TOLLGATE_ENCODER:-$("$PYTHON" -c 'from router_core.encoders import DEFAULT_KIND; print(DEFAULT_KIND)')}"
 "$PYTHON" -m router_core.encoders.build "$ENCODER" minilm-static
 if [ "${TOLLGATE_CASCADE_ONLY:-0}" != 1 ]; then
+    if [ "${TOLLGATE_MEASURE_ONLY:-0}" != 1 ]; then
     "$TOLLGATE" train --dataset "$DATASET" --split standard --seed 0 --encoder "$ENCODER" \
         --out router_core/default_router --quiet "$@"
     "$TOLLGATE" train --dataset routerbench --split standard --seed 0 --encoder "$ENCODER" \
         --out router_core/routerbench_router --quiet "$@"
+    fi
     "$PYTHON" scripts/route_promises.py --router router_core/default_router --write
     "$PYTHON" scripts/route_promises.py --router router_core/routerbench_router --write
 fi

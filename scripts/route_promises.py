@@ -123,7 +123,7 @@ def report(block: dict, facts: dict) -> str:
     )
     for name, c in block["cases"].items():
         fr = "; ".join(f"{m} at {v['level']:.3f} from {v['from']}" for m, v in
-                       c["frontier"].items())  # fmt: skip
+                       c["frontier"].items()) or "none"  # fmt: skip
         lines.append(
             f"case {name}: {c['prompts']} prompts, {len(c['pool'])} backends, "
             f"reference {c['reference']}; on priors: {fr}"

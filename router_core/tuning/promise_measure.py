@@ -26,11 +26,23 @@ outcomes are known; they are measured here (scripts/route_promises.py) and store
 
    so n0 includes the line's own error. ``aggregate_prior_pseudo_count`` itself (every expert
    placed at its mapped figure among the published ones at theirs) is reported beside it.
-4. ``rules``: per promise, (z, τ) from ``choose_rule`` on pseudo-frontier cases: on each
-   source dataset's validation rows, the K strongest trained experts by validation mean
-   quality go on aggregate priors (their published figure mapped by the line, else their
-   validation mean standing in) placed among the other trained experts at their levels, the
-   strongest is the reference, the rest keep their trained beliefs; outcomes are the rows'.
+4. ``rules``: per promise, (z, τ) from ``choose_rule`` on two cases per source dataset's
+   validation rows, each of which must keep the promise, since the artifact serves both
+   kinds of pool:
+
+   - pseudo-frontier: the K strongest trained experts by validation mean quality go on
+     aggregate priors (their published figure mapped by the line, else their validation
+     mean standing in) placed among the other trained experts at their levels, the
+     strongest is the reference, the rest keep their trained beliefs (a config whose
+     frontier backends the router never saw, as the packaged one);
+   - all trained: every expert on its trained belief, the strongest the reference (a config
+     of the router's own experts, as `tollgate demo`'s). A trained expert's pseudo-count
+     measures its calibration by bins of p̂, not its error on one prompt, so its bounds are
+     narrower than its per-prompt error: on RouterBench the rule chosen on the
+     pseudo-frontier case alone realized a drop of 0.05 for `auto` (0.01) on the all-trained
+     pool's validation prompts (issue 34).
+
+   Outcomes are the rows'.
 
 Q_ref is the artifact's probe prompts (probes.json) projected by the router: the gateway can
 encode them at startup and so reproduce the level map and the priors' levels exactly.
@@ -43,7 +55,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from router_core.promise.confidence import Case, choose_rule, realized, tolerance_for
+from router_core.promise.confidence import (
+    Case,
+    choose_confidence,
+    realized,
+    tolerance_for,
+)
 from router_core.promise.logit_belief import TrainedBelief, stack_estimates
 from router_core.promise.priors import prior_from_aggregate
 from router_core.promise.rule import PROMISES
@@ -177,7 +194,8 @@ def frontier_case(
     n0: float,
     k: int = PSEUDO_FRONTIER,
 ) -> FrontierCase | None:
-    """The case on ``rows`` (module docstring, 4), or None with fewer than k + 1 experts.
+    """The case on ``rows`` (module docstring, 4), or None with fewer than k + 1 experts
+    (or than two); k = 0 is the all-trained case.
 
     Q, Y, C: (n, ·) projected prompts, outcomes and costs of the validation rows (columns in
     ``names`` order); the pool is the experts observed on MIN_OBSERVED of ``rows``, and the
@@ -187,7 +205,7 @@ def frontier_case(
     obs = seen.mean(0) >= MIN_OBSERVED  # a few missing rows do not drop an expert…
     rows = rows[seen[:, obs].all(1)]  # …the rows do
     here = [m for j, m in enumerate(names) if obs[j]]
-    if len(here) < k + 1 or len(rows) < 2:
+    if len(here) < max(k + 1, 2) or len(rows) < 2:
         return None
     mean_q = {m: float(Y[rows, names.index(m)].mean()) for m in here}
     order = sorted(here, key=lambda m: -mean_q[m])
@@ -212,19 +230,20 @@ def frontier_case(
 
 def choose_rules(cases: Sequence[FrontierCase], promises: Mapping[str, float] = PROMISES
                  ) -> dict[str, dict]:  # fmt: skip
-    """Per promise: z* from ``choose_rule`` over every case (each must keep it), τ(z*) the
-    smallest over the cases (the artifact has no pool of its own; the gateway may recompute
-    τ(z*) with ``tolerance_for`` on its pool). Also the worst realized drop and the smallest
-    saving on the cases. z = None stands for ∞ (the route keeps its reference)."""
+    """Per promise: z* from ``choose_confidence`` over every case (each must keep it; the
+    saving that breaks ties is the mean over the cases' own pools, so neither kind of pool
+    decides alone), τ(z*) the smallest over the cases (the artifact has no pool of its own;
+    the gateway narrows it on its pool: gateway/pool/promise.py). Also the worst realized
+    drop and the smallest saving on the cases. z = ∞: the route keeps its reference."""
     out = {}
     for drop in sorted(set(promises.values())):
-        rule = choose_rule([c.case for c in cases], cases[0].case, drop)
-        taus = [tolerance_for(c.case.P, c.case.N, c.case.cost, c.case.ref, drop, rule.z)
+        z = choose_confidence([[c.case] for c in cases], [c.case for c in cases], drop)
+        taus = [tolerance_for(c.case.P, c.case.N, c.case.cost, c.case.ref, drop, z)
                 for c in cases]  # fmt: skip
         tau = min(taus)
-        runs = [realized(c.case, tau, rule.z) for c in cases]
+        runs = [realized(c.case, tau, z) for c in cases]
         out[f"{drop:g}"] = {
-            "z": float(rule.z),
+            "z": float(z),
             "tolerance": round(float(tau), 6),
             "val_drop": round(max(d for d, _, _ in runs), 5),
             "val_saving": round(min(s for _, _, s in runs), 5),
@@ -268,11 +287,13 @@ def measure_promise(
     n0_published = published_n0(W, b, names, mapped, Q_ref, Q_val)
     cases = []
     for g in dict.fromkeys(np.asarray(groups).tolist()):
-        c = frontier_case(str(g), np.flatnonzero(np.asarray(groups) == g), Q=Q_val, Y=Y_val,
-                          C=C_val, names=names, W=W, b=b, trained_n=trained_n, mapped=mapped,
-                          levels=levels, Q_ref=Q_ref, n0=n0, k=k)  # fmt: skip
-        if c is not None:
-            cases.append(c)
+        rows = np.flatnonzero(np.asarray(groups) == g)
+        for name, on_priors in ((str(g), k), (f"{g}, all trained", 0)):
+            c = frontier_case(name, rows, Q=Q_val, Y=Y_val, C=C_val, names=names, W=W, b=b,
+                              trained_n=trained_n, mapped=mapped, levels=levels, Q_ref=Q_ref,
+                              n0=n0, k=on_priors)  # fmt: skip
+            if c is not None:
+                cases.append(c)
     if not cases:
         raise ValueError("no validation rows where more than k experts are all observed")
     block = {
