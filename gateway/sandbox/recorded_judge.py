@@ -4,9 +4,16 @@ agreeing with them a set share of the time.
 The learning loop's LLM judge (gateway/learning/judges.py) sends its rubric to a backend like
 any other; this one answers it. It reads the question and the answer(s) back out of the
 rubric, looks up the grade the benchmark recorded for that answer to that question, and says
-so, except on a seeded ``1 − agreement`` share of (question, answer) pairs, where it says the
-opposite. The flip is a function of the pair, so the two orders of one comparison agree (a
-noisy judge, not one that contradicts itself).
+so, except on a seeded ``1 − agreement`` share of judgements, where it says the opposite.
+
+An error is drawn per judgement, not fixed per (question, answer): the n-th judgement of a
+pair is wrong by a seeded hash of the pair and n. That is the judge the product's noisy-judge
+link assumes (router_core.promise.refine: each verdict right with probability α, repeated
+verdicts on one prompt aggregated as k of c) and the one bench.routing.promise simulates. A
+judge wrong on a fixed set of answers carries a bias on each backend that no number of
+judgements removes: with seed 0 its verdicts on mistral-7b's 945 RouterBench test answers
+read as quality 0.638 where the grades say 0.593 (2 standard errors of the draw), and the
+wrong-prior loop's "caught" then measured that draw, not the loop.
 
 The question is matched on its last ``KEY_CHARS`` characters: the loop embeds and judges the
 last ``encoder_max_chars`` of a prompt (gateway/serving/plan/routing.py ``embed_text``).
@@ -15,6 +22,8 @@ last ``encoder_max_chars`` of a prompt (gateway/serving/plan/routing.py ``embed_
 from __future__ import annotations
 
 import hashlib
+import threading
+from collections import Counter
 from collections.abc import Iterable
 
 KEY_CHARS = 300
@@ -39,20 +48,27 @@ class RecordedJudge:
             grades.setdefault((_key(prompt), answer.strip()), []).append(float(grade))
         self.grades = {k: sum(v) / len(v) for k, v in grades.items()}
         self.unknown = 0  # answers it could not find (judged 0: an answer nobody recorded)
+        self._asked: Counter[tuple[str, str]] = Counter()  # judgements so far, per pair
+        self._lock = threading.Lock()  # the replay upstream answers from several threads
 
-    def flipped(self, question: str, answer: str) -> bool:
-        """Whether this pair is one the judge gets wrong (seeded, stable per pair)."""
-        digest = hashlib.sha256(f"{self.seed}\0{_key(question)}\0{answer.strip()}".encode())
-        return int.from_bytes(digest.digest()[:8], "big") / 2**64 >= self.agreement
+    def flipped(self, question: str, answer: str, n: int) -> bool:
+        """Whether the ``n``-th judgement of this pair is one the judge gets wrong (seeded)."""
+        text = f"{self.seed}\0{_key(question)}\0{answer.strip()}\0{n}"
+        digest = hashlib.sha256(text.encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 >= self.agreement
 
     def verdict(self, question: str, answer: str) -> float:
-        """1.0 (right) or 0.0 (wrong): the recorded grade, flipped on the judge's errors."""
-        grade = self.grades.get((_key(question), answer.strip()))
-        if grade is None:
-            self.unknown += 1
-            grade = 0.0
-        right = grade >= 0.5
-        return float(right != self.flipped(question, answer))
+        """1.0 (right) or 0.0 (wrong): the recorded grade, flipped on the judge's errors (this
+        judgement's, module docstring)."""
+        pair = (_key(question), answer.strip())
+        with self._lock:
+            grade = self.grades.get(pair)
+            if grade is None:
+                self.unknown += 1
+                grade = 0.0
+            n = self._asked[pair]
+            self._asked[pair] += 1
+        return float((grade >= 0.5) != self.flipped(question, answer, n))
 
     def reply(self, rubric: str) -> str:
         """The judge's answer to one rubric prompt (the single or the side-by-side form)."""

@@ -1,6 +1,6 @@
 """The judge backend of the wrong-prior loop: verdicts from recorded grades, right 80% of the
-time, stable per (question, answer), answered over HTTP by the replay upstream to the learning
-loop's own rubrics (gateway/learning/judges.py), read back by the loop's own parsers."""
+time, an error drawn per judgement (seeded), answered over HTTP by the replay upstream to the
+learning loop's own rubrics (gateway/learning/judges.py), read back by the loop's own parsers."""
 
 from __future__ import annotations
 
@@ -24,22 +24,39 @@ def test_verdicts_agree_with_the_grades_at_the_set_rate_and_are_seeded() -> None
     assert 0.77 < agree < 0.83
     again = RecordedJudge(cells, agreement=0.8, seed=3)
     other = RecordedJudge(cells, agreement=0.8, seed=4)
-    verdicts = [judge.verdict(q, a) for q, a, _ in cells]
+    fresh = RecordedJudge(cells, agreement=0.8, seed=3)
+    verdicts = [fresh.verdict(q, a) for q, a, _ in cells]
     assert verdicts == [again.verdict(q, a) for q, a, _ in cells]
     assert verdicts != [other.verdict(q, a) for q, a, _ in cells]
     assert all(RecordedJudge(cells, 1.0).verdict(q, a) == g for q, a, g in cells[:50])
 
 
-def test_both_orders_of_a_comparison_agree_and_parse_as_the_loop_reads_them() -> None:
+def test_an_error_is_drawn_per_judgement_so_repeats_average_it_out() -> None:
+    # the product's noisy-judge link takes repeated verdicts on one prompt as independent
+    # (router_core.promise.refine): asked 400 times, one answer is misjudged ~20% of the
+    # time, and the mean verdict over a set of answers tends to 0.2 + 0.6·(share right),
+    # whichever answers the first judgement got wrong (fixed errors kept the first's mean)
+    cells = _cells(300)
+    judge = RecordedJudge(cells, agreement=0.8, seed=0)
+    q, a, g = cells[0]
+    again = [judge.verdict(q, a) for _ in range(400)]
+    assert 0.74 < np.mean([v == g for v in again]) < 0.86
+    means = [np.mean([judge.verdict(q, a) for q, a, _ in cells]) for _ in range(40)]
+    assert abs(np.mean(means) - (0.2 + 0.6 * 0.5)) < 0.01
+
+
+def test_a_comparison_parses_as_the_loop_reads_it() -> None:
     cells = _cells(200)
-    (q, a, _), b = cells[0], "a second answer"
-    judge = RecordedJudge([*cells, (q, b, 1.0)], agreement=0.8, seed=0)
-    one = parse_pair(judge.reply(PAIR_RUBRIC.format(prompt=q, first=a, second=b)))
-    two = parse_pair(judge.reply(PAIR_RUBRIC.format(prompt=q, first=b, second=a)))
-    assert one == (two[1], two[0])
-    assert one == (judge.verdict(q, a), judge.verdict(q, b))
-    assert parse_score(judge.reply(DEFAULT_RUBRIC.format(prompt=q, answer=a))) == \
-        judge.verdict(q, a)
+    (q, a, g), b = cells[0], "a second answer"
+    judge = RecordedJudge([*cells, (q, b, 1.0)], agreement=1.0, seed=0)
+    assert parse_pair(judge.reply(PAIR_RUBRIC.format(prompt=q, first=a, second=b))) == (g, 1.0)
+    assert parse_pair(judge.reply(PAIR_RUBRIC.format(prompt=q, first=b, second=a))) == (1.0, g)
+    assert parse_score(judge.reply(DEFAULT_RUBRIC.format(prompt=q, answer=a))) == g
+    noisy = RecordedJudge([*cells, (q, b, 1.0)], agreement=0.8, seed=0)
+    replies = [parse_pair(noisy.reply(PAIR_RUBRIC.format(prompt=q, first=a, second=b)))
+               for _ in range(300)]
+    assert 0.72 < np.mean([one == g for one, _ in replies]) < 0.88
+    assert 0.72 < np.mean([two == 1.0 for _, two in replies]) < 0.88
 
 
 def test_a_question_cut_to_its_end_is_still_found() -> None:
