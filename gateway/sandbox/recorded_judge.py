@@ -11,9 +11,8 @@ pair is wrong by a seeded hash of the pair and n. That is the judge the product'
 link assumes (router_core.promise.refine: each verdict right with probability α, repeated
 verdicts on one prompt aggregated as k of c) and the one bench.routing.promise simulates. A
 judge wrong on a fixed set of answers carries a bias on each backend that no number of
-judgements removes: with seed 0 its verdicts on mistral-7b's 945 RouterBench test answers
-read as quality 0.638 where the grades say 0.593 (2 standard errors of the draw), and the
-wrong-prior loop's "caught" then measured that draw, not the loop.
+judgements removes (one draw of which answers it gets wrong: a standard error of
+0.4 / (0.6·√n) in quality over n answers, 0.02 at a thousand), and the wrong-prior loop's "caught" then measured that draw, not the loop.
 
 The question is matched on its last ``KEY_CHARS`` characters: the loop embeds and judges the
 last ``encoder_max_chars`` of a prompt (gateway/serving/plan/routing.py ``embed_text``).
@@ -51,10 +50,10 @@ class RecordedJudge:
         self._asked: Counter[tuple[str, str]] = Counter()  # judgements so far, per pair
         self._lock = threading.Lock()  # the replay upstream answers from several threads
 
-    def flipped(self, question: str, answer: str, n: int) -> bool:
-        """Whether the ``n``-th judgement of this pair is one the judge gets wrong (seeded)."""
-        text = f"{self.seed}\0{_key(question)}\0{answer.strip()}\0{n}"
-        digest = hashlib.sha256(text.encode()).digest()
+    def flipped(self, pair: tuple[str, str], n: int) -> bool:
+        """Whether the ``n``-th judgement of (question key, answer) is one the judge gets wrong
+        (seeded)."""
+        digest = hashlib.sha256(f"{self.seed}\0{pair[0]}\0{pair[1]}\0{n}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64 >= self.agreement
 
     def verdict(self, question: str, answer: str) -> float:
@@ -68,7 +67,7 @@ class RecordedJudge:
                 grade = 0.0
             n = self._asked[pair]
             self._asked[pair] += 1
-        return float((grade >= 0.5) != self.flipped(question, answer, n))
+        return float((grade >= 0.5) != self.flipped(pair, n))
 
     def reply(self, rubric: str) -> str:
         """The judge's answer to one rubric prompt (the single or the side-by-side form)."""
