@@ -12,7 +12,8 @@ link assumes (router_core.promise.refine: each verdict right with probability α
 verdicts on one prompt aggregated as k of c) and the one bench.routing.promise simulates. A
 judge wrong on a fixed set of answers carries a bias on each backend that no number of
 judgements removes (one draw of which answers it gets wrong: a standard error of
-0.4 / (0.6·√n) in quality over n answers, 0.02 at a thousand), and the wrong-prior loop's "caught" then measured that draw, not the loop.
+0.4 / (0.6·√n) in quality over n answers, 0.02 at a thousand), and the wrong-prior loop's
+"caught" then measured that draw, not the loop.
 
 The question is matched on its last ``KEY_CHARS`` characters: the loop embeds and judges the
 last ``encoder_max_chars`` of a prompt (gateway/serving/plan/routing.py ``embed_text``).
