@@ -1,4 +1,4 @@
-"""SharedTrunkNet (paper 004): one multi-output MLP predicting P(correct) for every model.
+"""SharedTrunkNet ([Prefill]; docs/references.md): one multi-output MLP predicting P(correct) for every model.
 
 A shared trunk Φ(x) → 256 → 128 (ReLU, dropout) feeds one logit per model; the loss is
 binary cross-entropy over the observed cells only (missing outcomes masked), so every

@@ -1,4 +1,4 @@
-"""UMR-style cluster router (Jitkrittum et al., Universal Model Routing): K-means clusters
+"""UMR-style cluster router ([UniRoute], Jitkrittum et al.; docs/references.md): K-means clusters
 of the training prompts' embeddings; each model is represented by its per-cluster error
 rate; a query goes to its nearest cluster and each model's predicted quality is
 1 − error in that cluster.

@@ -36,7 +36,7 @@ class ActivationEncoder:
         layer: fixed layer index (0 = embeddings); ``None`` chooses it by J at ``fit``.
         pooling: ``"mean"`` over positions or the ``"last"`` token.
         max_tokens: keep the last this many tokens of a prompt.
-        pca_dim: components kept (paper 004: 100).
+        pca_dim: components kept ([Prefill]: 100).
         states: a ``PrefillStates`` to share (its cache and loaded weights).
     """
 

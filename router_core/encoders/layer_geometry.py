@@ -1,4 +1,4 @@
-"""Which layer of an LM's residual stream to route on: Fisher separability J (paper 004).
+"""Which layer of an LM's residual stream to route on: Fisher separability J ([Prefill]; docs/references.md).
 
 For one layer's pooled states X (n, d) of the training prompts and the 0/1 outcomes Y
 (n, m) of the m target models:

@@ -1,6 +1,6 @@
 """Pooled prefill hidden states of a causal LM at every layer, cached on disk.
 
-The activation encoder (paper 004: "prefill activations") reads the residual stream of a
+The activation encoder ([Prefill]: "prefill activations") reads the residual stream of a
 small open LM while it reads the prompt. One forward pass yields every layer, so this
 module keeps all of them (mean-pooled and last-token, float16) per prompt: choosing the
 layer or the pooling later costs no second pass. Weights come from the fingerprint scorer's

@@ -1,4 +1,4 @@
-"""How good a router's correctness predictor is, model by model (paper 004, level 1).
+"""How good a router's correctness predictor is, model by model ([Prefill], level 1; docs/references.md).
 
 For routers that estimate P(correct) per (prompt, model) (kNN, MLP, UMR, SharedTrunkNet,
 Tollgate's calibrated similarity), on the test rows with outcomes thresholded at 0.5:

@@ -1,4 +1,4 @@
-"""Cost-aware ranking objective, CARO (EquiRouter, paper 002, Eq. 6-7).
+"""Cost-aware ranking objective, CARO ([EquiRouter] Eq. 6-7; docs/references.md).
 
 Expects:
     scores   (B, M) the router's score of each expert for each query (here s = q·e,

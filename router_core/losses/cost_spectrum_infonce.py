@@ -1,4 +1,4 @@
-"""Cost-spectrum InfoNCE (CSCR, paper 001, Eq. 7-8).
+"""Cost-spectrum InfoNCE ([CSCR] Eq. 7-8; docs/references.md).
 
 Expects:
     sim        (B, M) cosine similarities q_i·e_m (q and e unit vectors)

@@ -15,7 +15,7 @@ router's own readout puts it where decisions are made:
     L = mean_i (1 − Φ̂_i·Φ_i)  +  w · mean_{i,h} (p̂_h(Φ̂_i) − p̂_h(Φ_i))²
 
 the first term keeps Φ̂ a usable Φ (it is logged and learnt from), the second is the
-routing objective. A distillation in the sense of Hinton et al. (2015), on the router's
+routing objective. A distillation in the sense of Hinton et al. (2015) [Distillation], on the router's
 calibrated outputs rather than a classifier's softened logits. Measured on the packaged
 router's validation prompts (scripts/route_cascade.py): the share of decisions that still
 need MiniLM fell from 0.58 (ridge on 12k prompts) to 0.52 (w = 10, one hidden layer).

@@ -6,7 +6,7 @@ dataset does not hold the expert, for ``train_router(..., teacher=...)``.
 
 Idea: one head fitted to three datasets' 0/1 outcomes gives up some of what each dataset's
 own router learns (the smallest dataset most: RouterBench). Born-again multi-task
-distillation (Clark et al., 2019, "BAM! Born-Again Multi-Task Networks") fits the
+distillation ([BAM], Clark et al., 2019; docs/references.md) fits the
 multi-task student to a mix of gold labels and the single-task teachers' predictions, so
 each task keeps its teacher's smoothed view of the labels while sharing one network. The
 quality term's target becomes

@@ -1,4 +1,4 @@
-"""Distribution-aware supervision (DARS, paper 003) from observed outcomes.
+"""Distribution-aware supervision ([DARS]; docs/references.md) from observed outcomes.
 
 An observation is one scored answer: (prompt key, model, quality ∈ [0, 1], cost in USD,
 source, sample index). A single observation is one draw from the model's capability
