@@ -89,22 +89,6 @@ class Expert:
 CHECK_COSINE = 0.999  # the static encoder's vector of the check text, against the recorded one
 
 
-class DecisionCounts:
-    """How many decisions each encoder made (thread-safe): the share that ran MiniLM."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: dict[str, int] = {}
-
-    def record(self, kind: str) -> None:
-        with self._lock:
-            self._counts[kind] = self._counts.get(kind, 0) + 1
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-
 # the cascade's static head is stored in half precision: float32 doubled the artifact (~1.3 MB
 # more at 512 hidden units) for no change in decisions once the threshold is chosen on it
 CASCADE_DTYPE = np.float16
@@ -115,14 +99,14 @@ class Cascade:
     """The static encoder's map into MiniLM's Φ space and the threshold its decision stands
     at (router_core/tuning/cascade_fit.py fits both).
 
-    ``counts`` (``DecisionCounts``): decisions by the encoder that made them, for whoever
-    reports the share that ran MiniLM (``counts.snapshot()``)."""
+    Deciding writes nothing here: a decision names the encoder that made it
+    (``Decision.encoder``), and whoever reports the share that ran MiniLM counts those
+    (the gateway's ``tollgate_routing_decisions`` metric)."""
 
     head: Head
     threshold: float
     encoder: Mapping[str, Any]  # the static encoder's settings (router_core.encoders)
     fit: Mapping[str, Any] = field(default_factory=dict)  # how the threshold was chosen
-    counts: DecisionCounts = field(default_factory=DecisionCounts, compare=False, repr=False)
     _built: list = field(default_factory=list, compare=False, repr=False)
     _lock: Any = field(default_factory=threading.Lock, compare=False, repr=False)
 

@@ -119,9 +119,6 @@ def route_text(router: Router, text: str, static_encoder: Any, full_encoder: Any
         phi = cascade.estimate(static_encoder.encode([text]))
         decision = router.route(router.project(phi)[0], lam, **rule)
         if cascade.confident(decision_margin(decision)):
-            cascade.counts.record(cascade.kind)
             return replace(decision, encoder=cascade.kind)
     decision = router.route(router.project(full_encoder.encode([text]))[0], lam, **rule)
-    if cascade is not None:
-        cascade.counts.record(full_encoder.kind)
     return replace(decision, encoder=full_encoder.kind)

@@ -2,8 +2,8 @@
 (gateway/serving/plan/routing.py ``cascaded``, the λ rule at λ = 0.2): its p50 for prompts of
 about 20, 50 and 200 tokens, and the share of decisions that ran MiniLM.
 
-The share is read from what the router reports (``Router.cascade.counts``: decisions by the
-encoder that made them); a router without a cascade runs MiniLM on every request (1.0).
+The share is read from the decisions themselves (``Decision.encoder``: the encoder that made
+each); a router without a cascade runs MiniLM on every request (1.0).
 Beside it, the share of decisions that are the ones MiniLM alone would have made (each
 prompt ranked again on MiniLM's Φ, outside the timed call): a cascade that is fast because
 its static encoder decides wrongly shows here.
@@ -36,16 +36,13 @@ class DecisionTimes:
         return statistics.fmean(self.minilm_share.values())
 
 
-def minilm_share(router: Any, before: dict[str, int]) -> float:
-    """Decisions since ``before`` (a counts snapshot) that did not stand on the cascade's
-    static encoder; 1.0 without a cascade or when it recorded none."""
+def minilm_share(router: Any, encoders: list[str | None]) -> float:
+    """The share of decisions (by the encoder each names) that did not stand on the
+    cascade's static encoder; 1.0 without a cascade or without decisions."""
     cascade = getattr(router, "cascade", None)
-    if cascade is None:
+    if cascade is None or not encoders:
         return 1.0
-    now = cascade.counts.snapshot()
-    made = {k: now.get(k, 0) - before.get(k, 0) for k in now}
-    total = sum(made.values())
-    return 1.0 if total == 0 else 1.0 - made.get(cascade.kind, 0) / total
+    return 1.0 - sum(e == cascade.kind for e in encoders) / len(encoders)
 
 
 def served_minilm_share(url: str, admin_key: str, static_kind: str = "minilm-static"
@@ -65,11 +62,6 @@ def served_minilm_share(url: str, admin_key: str, static_kind: str = "minilm-sta
                   for s in fam.samples if s.name.endswith("_total")}
     total = sum(by_encoder.values())
     return None if total == 0 else 1.0 - by_encoder.get(static_kind, 0.0) / total
-
-
-def _counts(router: Any) -> dict[str, int]:
-    cascade = getattr(router, "cascade", None)
-    return {} if cascade is None else cascade.counts.snapshot()
 
 
 def prompts(n: int, n_tokens: int, rng: random.Random) -> list[str]:
@@ -124,17 +116,15 @@ def routing_decisions(n_samples: int, router_path: str | None) -> DecisionTimes:
 
     async def timed(texts: list[str]) -> tuple[list[float], float, float]:
         times: list[float] = []
-        before: dict[str, int] = {}
-        chosen = []
+        chosen, encoders = [], []
         for i, text in enumerate(texts):
-            if i == WARM_UP:
-                before = _counts(router)
             t = time.perf_counter()
             plan = await cascaded(router, text, embed, rank)
             if i >= WARM_UP:
                 times.append((time.perf_counter() - t) * 1000)
                 chosen.append(plan.routed.decision.chosen)
-        share = minilm_share(router, before)
+                encoders.append(plan.routed.decision.encoder)
+        share = minilm_share(router, encoders)
         alone = [rank(await embed(text)).routed.decision.chosen for text in texts[WARM_UP:]]
         return times, share, statistics.fmean(a == b for a, b in zip(chosen, alone))
 

@@ -132,8 +132,8 @@ async def cascaded(router: Router, text: str, embed: Callable[[str], Awaitable[A
                    rank: Callable[[Any], Any]) -> Any:
     """``rank(Φ)`` (a plan with ``.routed``) on the static encoder's Φ̂ when the router has a
     cascade and that decision's margin clears its threshold, else on MiniLM's Φ (``embed``,
-    the batched encoder). The decision names the encoder that made it, and the cascade
-    counts it (``router.cascade.counts``)."""
+    the batched encoder). The decision names the encoder that made it; planning
+    writes nothing (``record_routing`` counts decisions by encoder in the metrics)."""
     cascade = router.cascade
     if cascade is None:
         phi = None
@@ -144,13 +144,11 @@ async def cascaded(router: Router, text: str, embed: Callable[[str], Awaitable[A
     if phi is not None:
         plan = rank(phi)
         if cascade.confident(routed_margin(plan.routed)):
-            cascade.counts.record(cascade.kind)
             return _decided_by(plan, cascade.kind)
     plan = rank(await embed(text))
     if cascade is None:
         return plan
     kind = str((router.config.get("encoder") or {}).get("kind", "minilm"))
-    cascade.counts.record(kind)
     return _decided_by(plan, kind)
 
 

@@ -87,7 +87,8 @@ def test_the_static_decision_stands_when_confident_else_minilm_decides(setup):
         assert plan.routed.decision.encoder == (STATIC_KIND if confident else full.kind)
         kinds.append(plan.routed.decision.encoder)
     assert set(kinds) == {STATIC_KIND, full.kind}
-    assert router.cascade.counts.snapshot() == {k: kinds.count(k) for k in set(kinds)}
+    assert not hasattr(router.cascade, "counts")  # planning is pure: the decision names its
+    # encoder and record_routing counts it in the metrics (tests/gateway/review/ metrics)
     assert "encoder" in decided[0][0].routed.decision.to_dict()  # logged with the decision
 
 
