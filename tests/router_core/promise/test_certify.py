@@ -1,0 +1,145 @@
+"""The evidence rule (router_core.promise.certify): bounds with a stated error, the judge's
+agreement inside them, the mix that spends the promise, and no move without evidence."""
+
+import numpy as np
+
+from router_core.promise.certify import (
+    MIN_PAIRS,
+    Evidence,
+    Judge,
+    assign_regions,
+    best_mix,
+    certify,
+    cp_lower,
+    cp_upper,
+    fit_regions,
+    measure_judge,
+    prompt_share,
+)
+
+
+def test_clopper_pearson_edges_have_closed_forms() -> None:
+    # 0 of n: upper = 1 − δ^(1/n); n of n: lower = δ^(1/n)
+    assert np.isclose(cp_upper(0, 20, 0.05), 1 - 0.05 ** (1 / 20))
+    assert np.isclose(cp_lower(20, 20, 0.05), 0.05 ** (1 / 20))
+    assert cp_upper(0, 0, 0.05) == 1.0 and cp_lower(0, 0, 0.05) == 0.0
+    assert cp_lower(30, 100, 0.025) < 0.3 < cp_upper(30, 100, 0.025)
+
+
+def test_judge_agreement_from_truth_and_from_repeats() -> None:
+    rng = np.random.default_rng(0)
+    truth = rng.random(2000) < 0.5
+    verdicts = np.where(rng.random(2000) < 0.8, truth, ~truth)
+    j = measure_judge(truth, verdicts)
+    assert abs(j.estimate() - 0.8) < 0.03 and j.lower(0.01) < j.estimate()
+    # two judgements of a comparison agree with probability a² + (1 − a)² = 0.68 at a = 0.8
+    rep = Judge(agree=680, checks=1000, repeats=True)
+    assert abs(rep.estimate() - 0.8) < 1e-9 and rep.lower(0.01) < 0.8
+
+
+def _pairs(rng, n, p_ref, p_h, accuracy):
+    """n comparisons with true 0/1 grades and a judge that reverses a comparison when wrong."""
+    y_r = (rng.random(n) < p_ref).astype(float)
+    # correlated answers: the candidate mostly shares the reference's grade
+    same = rng.random(n) < 0.8
+    y_h = np.where(same, y_r, (rng.random(n) < p_h).astype(float))
+    ok = rng.random(n) < accuracy
+    return np.where(ok, y_r, 1 - y_r), np.where(ok, y_h, 1 - y_h)
+
+
+def test_bound_covers_the_true_drop_at_the_stated_error() -> None:
+    """Eq. (2)-(3): over 300 independent routes the bound falls below the true drop in at
+    most α's share (expected ≤ 5%; the test allows 8% for the draw)."""
+    misses = 0
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        ev = Evidence(regions=1, backends=2, ref=0, seed=seed)
+        jr, jh = _pairs(rng, 400, 0.8, 0.7, 0.8)
+        ev.add(np.zeros(400, int), np.ones(400, int), jr, jh)
+        truth = (rng.random(200) < 0.5).astype(float)
+        judge = measure_judge(truth, np.where(rng.random(200) < 0.8, truth, 1 - truth))
+        U = ev.upper_drops(judge, np.array([False, True]))
+        # the true drop of this population: E[y_r − y_h] = 0.2·(0.8 − 0.7)
+        misses += U[0, 1] < 0.2 * (0.8 - 0.7)
+    assert misses <= 0.08 * 300
+
+
+def test_noisy_judge_widens_the_bound() -> None:
+    rng = np.random.default_rng(1)
+    jr, jh = _pairs(rng, 3000, 0.8, 0.8, 0.8)
+    ev = Evidence(1, 2, 0)
+    ev.add(np.zeros(3000, int), np.ones(3000, int), jr, jh)
+    sharp = ev.upper_drops(Judge(990, 1000), np.array([False, True]))[0, 1]
+    noisy = ev.upper_drops(Judge(600, 1000), np.array([False, True]))[0, 1]
+    assert np.isfinite(sharp) and noisy > sharp
+    assert ev.upper_drops(Judge(500, 1000), np.array([False, True]))[0, 1] == np.inf or \
+        ev.upper_drops(Judge(500, 1000), np.array([False, True]))[0, 1] <= 0
+
+
+def test_an_equal_cheap_backend_is_certified_and_a_weak_one_is_not() -> None:
+    rng = np.random.default_rng(2)
+    ev = Evidence(regions=2, backends=3, ref=0)
+    # region 0: backend 1 equals the reference; region 1: it drops 0.2·0.8 = 0.16
+    for g, p_h in ((0, 0.8), (1, 0.0)):
+        jr, jh = _pairs(rng, 2000, 0.8, p_h, 0.8)
+        ev.add(np.full(2000, g), np.ones(2000, int), jr, jh)
+    cert = certify(ev, Judge(800, 1000), np.array([1.0, 0.1, 0.05]), promise=0.06)
+    assert cert.mixes[0] == {1: 1.0} and np.isclose(cert.savings[0], 0.9)
+    # at 0.01 the same 2000 pairs of an 80% judge bound the drop only to ~0.04: a share
+    tight = certify(ev, Judge(800, 1000), np.array([1.0, 0.1, 0.05]), promise=0.01)
+    assert 0.1 < tight.mixes[0][1] < 0.5
+    # region 1: backend 1's bound is far above the promise; only a sliver of its traffic
+    assert sum(cert.mixes[1].values()) < 0.5
+    # backend 2 was never judged: no evidence, never certified
+    assert all(2 not in m for m in cert.mixes) and not np.isfinite(cert.upper[:, 2]).any()
+
+
+def test_mix_spends_the_promise_on_two_vertices() -> None:
+    U = np.array([0.0, 0.005, 0.05, np.inf])
+    s = np.array([0.0, 0.3, 0.9, 0.99])
+    mix, val = best_mix(U, s, ref=0, promise=0.01)
+    # backend 1 (0.005) with backend 2 (0.05) at the share that spends 0.01 exactly
+    p2 = (0.01 - 0.005) / (0.05 - 0.005)
+    assert mix.keys() == {1, 2} and np.isclose(mix[2], p2)
+    assert np.isclose(val, (1 - p2) * 0.3 + p2 * 0.9)
+    assert np.isclose(sum(mix[h] * U[h] for h in mix), 0.01)
+    assert best_mix(np.array([0.0, np.inf]), np.array([0.0, 0.9]), 0, 0.01) == ({}, 0.0)
+
+
+def test_no_evidence_keeps_the_prior_rule() -> None:
+    ev = Evidence(regions=3, backends=3, ref=0)
+    ev.add([0] * (MIN_PAIRS - 1), [1] * (MIN_PAIRS - 1), [1.0] * (MIN_PAIRS - 1),
+           [1.0] * (MIN_PAIRS - 1))  # fmt: skip
+    cert = certify(ev, Judge(900, 1000), np.array([1.0, 0.1, 0.01]), promise=0.06)
+    assert cert.mixes == ({}, {}, {}) and cert.evidence == (False, False, False)
+    fallback = np.array([2, 0, 1])
+    assert (cert.choose([0, 1, 2], ["a", "b", "c"], fallback) == fallback).all()
+
+
+def test_prompt_share_is_uniform_and_stable() -> None:
+    u = np.array([prompt_share(f"p{i}") for i in range(5000)])
+    assert prompt_share("p1") == prompt_share("p1")
+    assert abs(u.mean() - 0.5) < 0.02 and 0.0 <= u.min() and u.max() < 1.0
+
+
+def test_partner_goes_where_the_saving_is() -> None:
+    ev = Evidence(regions=1, backends=3, ref=0)
+    rng = np.random.default_rng(0)
+    savings = np.array([0.0, 0.5, 0.9])
+
+    def picks():
+        return np.array([ev.partner(0, savings, 0.03, 0.8, rng) for _ in range(300)])
+
+    first = picks()  # nothing known: both cheaper backends are judged, never the reference
+    assert 0 not in first and (first == 1).any() and (first == 2).any()
+    # 100 pairs where backend 2 lost 30% of comparisons, backend 1 none: backend 1 is judged
+    ev.add([0] * 200, [1] * 100 + [2] * 100, [1.0] * 200, [1.0] * 100 + [1.0] * 30 + [0.0] * 70)
+    assert np.mean(picks() == 1) > 0.9
+
+
+def test_regions_from_embeddings() -> None:
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(0, 0.1, (50, 4)) + c for c in np.eye(4)[:3] * 3])
+    C = fit_regions(X, 3)
+    r = assign_regions(X, C)
+    assert len(set(r[:50])) == 1 and len(set(r)) == 3
