@@ -2,7 +2,7 @@
 ``reliability`` (its ``reliability:`` section) and ``loading`` (file, environment and the
 CLI's lookup of both)."""
 
-from gateway.config.exploration import ExplorationSettings
+from gateway.config.exploration import ExplorationSettings, JudgeSettings
 from gateway.config.loading import (
     data_home,
     load_settings,
@@ -16,6 +16,7 @@ from gateway.config.reliability import (
     RateLimitSettings,
     ReliabilitySettings,
 )
+from gateway.config.retraining import Retraining
 from gateway.config.routes import Route
 from gateway.config.settings import (
     DEFAULT_CONFIG_PATH,
@@ -23,13 +24,12 @@ from gateway.config.settings import (
     Backend,
     ConfigError,
     ModelInfo,
-    Retraining,
     Settings,
 )
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "ROUTER_ONLY_PARAMS", "Backend", "CircuitSettings", "ConfigError",
-    "ExplorationSettings",
+    "ExplorationSettings", "JudgeSettings",
     "ModelInfo", "OutageSettings", "RateLimitSettings", "ReliabilitySettings", "Retraining",
     "Route", "Settings", "data_home", "load_settings", "resolve_config_path",
     "resolve_database_url", "settings_from_dict",

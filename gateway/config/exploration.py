@@ -1,46 +1,90 @@
 """The ``retraining.exploration`` section of config.yaml: shadow calls and their judge
 (what they do: gateway/learning/shadow.py). Read by the learning loop, and by the pool,
-which never routes to the judge."""
+which never routes to a judge the operator named.
+
+Learning is on by default: with no ``exploration:`` section, a routed request is explored
+with probability ``epsilon``, judged by the strongest priced backend of the pool
+(gateway/learning/judges.py, ``default_judge``), and every exploration call (shadow answers,
+the reference's answer, the judge's own calls) is booked against ``max_share`` of the
+route's spend (default 5%) before it is made. ``enabled: false`` turns it off.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
-from gateway.config.settings import Settings
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from gateway.store.models import PERIODS
+
+if TYPE_CHECKING:
+    from gateway.config.settings import Settings
+
+DEFAULT_MAX_SHARE = 0.05  # exploration spend per route ≤ 5% of what the route was charged
 
 
-@dataclass
-class ExplorationSettings:
-    """``retraining.exploration``: how often a routed request is explored, the spend cap per
-    period, a route's daily cap on shadowing its reference (``reference_budget_usd``: one
-    number for every route, or route → USD; None, or a route not in the mapping: no cap but
-    the global budget) and the judge (gateway/learning/shadow.py's docstring has the YAML)."""
+class JudgeSettings(BaseModel):
+    """``retraining.exploration.judge``: ``kind: llm`` with ``model`` naming a priced backend
+    of model_list (then never routed to), or no ``model``: the strongest priced backend of the
+    pool by what is known (routed as usual); ``kind: reference``: a free checker the code
+    supplies (the sandbox's recorded grades), none from config."""
 
-    enabled: bool = False
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["llm", "reference"] = "llm"
+    model: str | None = None
+    rubric: str | None = None  # with {prompt} and {answer}; default: judges.DEFAULT_RUBRIC
+
+
+class ExplorationSettings(BaseModel):
+    """``retraining.exploration``: how often a routed request is explored (``epsilon``, one
+    number or route → number), how many other backends answer it (``candidates``), what it may
+    spend: ``max_share`` of each route's spend (None: no share bound), ``budget_usd`` per
+    ``period`` in all (None: no absolute cap), a route's daily cap on shadowing its reference
+    (``reference_budget_usd``: one number for every route, or route → USD; None, or a route
+    not in the mapping: no such cap), each answer's ``max_tokens``, and the judge."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
     epsilon: float | dict[str, float] = 0.1
-    candidates: int = 1
-    budget_usd: float = 0.0
+    candidates: int = Field(default=1, ge=0)
+    max_share: float | None = Field(default=DEFAULT_MAX_SHARE, gt=0.0, le=1.0)
+    budget_usd: float | None = Field(default=None, ge=0.0)
     period: str = "daily"
     reference_budget_usd: float | dict[str, float] | None = None
-    max_tokens: int = 512
-    judge: dict[str, Any] = field(default_factory=dict)
+    max_tokens: int = Field(default=512, gt=0)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> ExplorationSettings:
-        extra = dict(settings.retraining.model_extra or {})
-        raw = dict(extra.get("exploration") or {})
-        known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
-        return cls(**known)
+        return settings.retraining.exploration
 
-    def __post_init__(self) -> None:
-        caps = self.reference_budget_usd
+    @field_validator("epsilon")
+    @classmethod
+    def _probability(cls, v: float | dict[str, float]) -> float | dict[str, float]:
+        for p in v.values() if isinstance(v, Mapping) else [v]:
+            if isinstance(p, bool) or not 0.0 <= float(p) <= 1.0:
+                raise ValueError(f"epsilon: a probability in [0, 1] (or route → one), not {v!r}")
+        return v
+
+    @field_validator("period")
+    @classmethod
+    def _period(cls, v: str) -> str:
+        if v not in PERIODS:
+            raise ValueError(f"period must be one of {', '.join(PERIODS)}, not {v!r}")
+        return v
+
+    @field_validator("reference_budget_usd", mode="before")
+    @classmethod
+    def _caps(cls, caps: object) -> object:
         values = caps.values() if isinstance(caps, Mapping) else [] if caps is None else [caps]
         for v in values:
             if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
                 raise ValueError("retraining.exploration.reference_budget_usd: a number ≥ 0 "
                                  f"or a mapping route → number ≥ 0, not {caps!r}")
+        return caps
 
     def reference_budget_for(self, route: str | None) -> float | None:
         """USD per UTC day the route may spend shadowing its reference (the reference's
@@ -60,5 +104,5 @@ class ExplorationSettings:
 
     @property
     def judge_backend(self) -> str | None:
-        """The backend that judges answers (not routed to), if one is configured."""
-        return self.judge.get("model") or None
+        """The backend the operator named to judge answers (never routed), if any."""
+        return self.judge.model if self.judge.kind == "llm" else None

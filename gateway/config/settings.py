@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gateway.config.cache import CacheSettings
 from gateway.config.reliability import ReliabilitySettings
+from gateway.config.retraining import Retraining
 from gateway.config.routes import Route, default_drop, default_routes, needs_default_promise
 from gateway.litellm_sections import resolve_env
 from gateway.store.engine import DEFAULT_DATABASE_URL
@@ -155,15 +156,6 @@ class Backend(BaseModel):
         n = len(self.deployment_params())
         infos = list(self.deployment_info)
         return infos + [self.model_info] * (n - len(infos)) if len(infos) < n else infos[:n]
-
-
-class Retraining(BaseModel):
-    """The learning loop's ``retraining:`` section; its other keys (interval_s, poll_s,
-    margin, store_prompt_text, exploration) are read by gateway/learning/loop.py."""
-
-    model_config = ConfigDict(extra="allow")
-
-    min_observations: int = 500
 
 
 class Settings(BaseModel):

@@ -6,6 +6,13 @@ A row is one (period, scope): scope ``GLOBAL`` (``''``) is ``retraining.explorat
 shadowing its reference (``reference_budget_usd``), booked beside the global budget, so the
 same call is held by both and each is never exceeded. Sums over scopes would count such a
 call twice: ``spending`` reads one scope, ``spending_by_scope`` each.
+
+``share_scope(route)`` bounds exploration by the route's own spend (``max_share``): its row
+(period ``SHARE_PERIOD_START``, never rolling over) has as budget ``max_share`` × what the
+route's requests were charged, credited as they are recorded (``credit``), and every
+exploration call of a request on that route (shadow answers, the reference's answer, the
+judge's calls) is booked on it first (``reserve_within``): exploration spent ≤ max_share ×
+route spend at every moment, on every replica.
 """
 
 from __future__ import annotations
@@ -23,11 +30,18 @@ from gateway.store.records import nusd_to_usd, usd_to_nusd
 GLOBAL = ""
 REFERENCE = "reference:"
 REFERENCE_PERIOD = "daily"  # a route's reference cap is per UTC day, whatever the global period
+SHARE = "share:"
+SHARE_PERIOD_START = 0  # a route's share allowance never rolls over (period "total")
 
 
 def reference_scope(route: str) -> str:
     """The scope of ``route``'s daily cap on shadowing its reference."""
     return REFERENCE + route
+
+
+def share_scope(route: str) -> str:
+    """The scope of ``route``'s exploration allowance (``max_share`` of its spend)."""
+    return SHARE + route
 
 
 def nusd(usd: float) -> int:
@@ -87,6 +101,50 @@ def reserve(engine: Engine, period_start_s: int, budget_usd: float, usd: float,
         except IntegrityError:  # another replica opened the period first: retry the update
             pass
     return False
+
+
+def credit(engine: Engine, amounts: dict[str, float]) -> None:
+    """Grow each scope's allowance (period ``SHARE_PERIOD_START``) by its USD, in one
+    transaction: one UPDATE a scope, an INSERT where its row is new (a replica that loses the
+    race to open it adds to the row the winner opened)."""
+    for scope, usd in sorted(amounts.items()):
+        amount = nusd(usd)
+        if amount <= 0:
+            continue
+        for _ in range(3):
+            try:
+                with engine.begin() as conn:
+                    res = conn.execute(
+                        update(ledger_t).where(*_row(SHARE_PERIOD_START, scope))
+                        .values(budget_nusd=ledger_t.c.budget_nusd + amount))
+                    if res.rowcount == 0:
+                        conn.execute(insert(ledger_t).values(
+                            period_start_s=SHARE_PERIOD_START, scope=scope,
+                            budget_nusd=amount, spent_nusd=0, reserved_nusd=0))
+                break
+            except IntegrityError:  # opened by another replica meanwhile: add to it
+                continue
+
+
+def reserve_within(engine: Engine, scope: str, usd: float) -> bool:
+    """Book ``usd`` on ``scope``'s allowance (period ``SHARE_PERIOD_START``) in one conditional
+    UPDATE; False when it does not fit or nothing was credited yet."""
+    amount = nusd(usd)
+    with engine.begin() as conn:
+        res = conn.execute(
+            update(ledger_t)
+            .where(*_row(SHARE_PERIOD_START, scope),
+                   ledger_t.c.spent_nusd + ledger_t.c.reserved_nusd + amount
+                   <= ledger_t.c.budget_nusd)
+            .values(reserved_nusd=ledger_t.c.reserved_nusd + amount))
+        return res.rowcount == 1
+
+
+def shares(engine: Engine) -> dict[str, dict]:
+    """route -> {spent_usd, reserved_usd, budget_usd} of its share allowance (budget: what
+    ``max_share`` of its recorded spend allows so far)."""
+    return {scope[len(SHARE):]: v for scope, v in spending_by_scope(
+        engine, SHARE_PERIOD_START).items() if scope.startswith(SHARE)}
 
 
 def settle(
@@ -149,6 +207,7 @@ def current_spending(engine: Engine, period: str, now: datetime) -> dict[str, di
     route's reference cap today (UTC), scope → {spent_usd, reserved_usd, budget_usd}."""
     out = {s: v for s, v in spending_by_scope(
         engine, _period_start_s(REFERENCE_PERIOD, now)).items() if s.startswith(REFERENCE)}
+    out.update({share_scope(r): v for r, v in shares(engine).items()})
     glob = spending_by_scope(engine, _period_start_s(period, now)).get(GLOBAL)
     if glob is not None:
         out[GLOBAL] = glob

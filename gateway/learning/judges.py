@@ -80,6 +80,7 @@ class LLMJudge:
     rubric: str = DEFAULT_RUBRIC
     max_tokens: int = 16
     name: str = "llm"
+    chosen: str = "named in config"  # why this backend judges (the startup block says)
 
     def on(self, pool: Pool) -> tuple[Backend, Price]:
         """The judge's backend in ``pool`` and its price."""
@@ -123,18 +124,44 @@ def parse_score(text: str) -> float | None:
     return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
 
 
-def build_judge(pool: Pool, cfg: ExplorationSettings) -> Judge | None:
-    """The configured LLM judge (``judge.model`` names a priced backend of model_list, checked
-    on ``pool``, the one at startup), else None."""
-    j = cfg.judge or {}
-    if j.get("kind", "llm") != "llm" or not j.get("model"):
+def default_judge(pool: Pool) -> tuple[str, str] | None:
+    """(backend, why) judging when the config names none: the strongest chat backend of the
+    pool by what is known (``default_reference``'s rule over every route's backends), among
+    those with a price above 0, so its calls are booked at what they cost (a $0 or unpriced
+    backend never judges by default). None when no backend qualifies."""
+    from gateway.pool.modes import CHAT
+    from gateway.pool.promise import default_reference
+
+    names = [b.model_name for b in pool.settings.model_list
+             if pool.modes.get(b.model_name) == CHAT and b.model_name in pool.prices
+             and (pool.prices[b.model_name].input_per_token > 0
+                  or pool.prices[b.model_name].output_per_token > 0)
+             and pool.expert_of(b.model_name) in pool.qualities]
+    if not names:
         return None
-    if pool.backend(j["model"]) is None:
-        raise ValueError(f"exploration judge: {j['model']!r} is not a backend in model_list")
-    if j["model"] not in pool.prices:
-        raise ValueError(f"exploration judge: {j['model']!r} has no price (model_info or "
+    best, why = default_reference(names, pool.known, pool.qualities, pool.prices)
+    return best, why
+
+
+def build_judge(pool: Pool, cfg: ExplorationSettings) -> LLMJudge | None:
+    """The LLM judge: ``judge.model`` (a priced backend of model_list, checked on ``pool``, the
+    one at startup) or, named nowhere, ``default_judge``'s pick; None for ``kind: reference``
+    (the code supplies that judge) or when no backend qualifies."""
+    j = cfg.judge
+    if j.kind != "llm":
+        return None
+    rubric = j.rubric or DEFAULT_RUBRIC
+    if j.model is None:
+        picked = default_judge(pool)
+        if picked is None:
+            return None
+        return LLMJudge(picked[0], rubric=rubric, chosen=f"by default: {picked[1]}")
+    if pool.backend(j.model) is None:
+        raise ValueError(f"exploration judge: {j.model!r} is not a backend in model_list")
+    if j.model not in pool.prices:
+        raise ValueError(f"exploration judge: {j.model!r} has no price (model_info or "
                          "litellm's cost map): its calls could not be booked")
-    return LLMJudge(j["model"], rubric=j.get("rubric", DEFAULT_RUBRIC))
+    return LLMJudge(j.model, rubric=rubric)
 
 
 async def compare(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str

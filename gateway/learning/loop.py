@@ -1,17 +1,9 @@
 """The learning loop inside one gateway: remember routed requests, hot-swap, retrain on time.
 
 Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Options come from the
-``retraining:`` section of config.yaml (all optional)::
-
-    retraining:
-      min_observations: 500     # new observations before a scheduled retrain
-      interval_s: 3600          # how often a replica tries (off when absent)
-      poll_s: 5                 # how often a replica checks for a promoted version
-      margin: 0.005             # promotion guard
-      store_prompt_text: false  # privacy: keep only Φ(x) (default: log_prompts)
-      exploration: {...}        # shadow calls and their judge, see gateway/learning/shadow.py
-      refine_priors_s: 600      # refine cold-start backends from new outcomes (null: off);
-                                # one whose belief has seen no outcome: at its first, within poll_s
+``retraining:`` section of config.yaml, typed in gateway/config/retraining.py (a key it
+does not know is a config error). A cold-start backend whose belief has seen no outcome is
+refined at its first, within ``poll_s``.
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip. Requests that
@@ -30,9 +22,8 @@ from typing import Any
 
 import anyio.to_thread
 
-from gateway.config import ExplorationSettings
 from gateway.context import GatewayContext
-from gateway.learning import leases
+from gateway.learning import exploration_ledger, leases
 from gateway.learning import tables as ldb
 from gateway.learning.hotswap import HotSwapper
 from gateway.learning.judges import build_judge
@@ -52,20 +43,18 @@ MAX_UNRECORDED = 50_000  # waiting beyond this (a database far behind), the olde
 class Learning:
     def __init__(self, ctx: GatewayContext) -> None:
         self.ctx = ctx
-        extra = dict(ctx.settings.retraining.model_extra or {})
-        self.poll_s = float(extra.get("poll_s", 5.0))
-        self.interval_s = extra.get("interval_s")
-        self.refine_s = extra.get("refine_priors_s", 600)  # cold start; null = off
+        opts = ctx.settings.retraining
+        self.poll_s = opts.poll_s
+        self.interval_s = opts.interval_s
+        self.refine_s = opts.refine_priors_s  # cold start; None = off
         self.holder_id = uuid.uuid4().hex
         self._refining: asyncio.Task[None] | None = None
         self._seeding: asyncio.Task[None] | None = None  # the seed version, once reachable
-        self.store_text = bool(extra.get("store_prompt_text", ctx.settings.log_prompts))
-        self.retrain_config = RetrainConfig(
-            min_new=int(ctx.settings.retraining.min_observations),
-            margin=float(extra.get("margin", RetrainConfig.margin)),
-        )
+        self.store_text = (ctx.settings.log_prompts if opts.store_prompt_text is None
+                           else opts.store_prompt_text)
+        self.retrain_config = RetrainConfig(min_new=opts.min_observations, margin=opts.margin)
         self.swapper = HotSwapper(ctx.store.engine, ctx.pool, self.poll_s)
-        xcfg = ExplorationSettings.from_settings(ctx.settings)
+        xcfg = opts.exploration
         self.explorer = Explorer(ctx.store.engine, ctx.pool, xcfg,
                                  build_judge(ctx.pool.current, xcfg))
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -76,6 +65,11 @@ class Learning:
         self._schedule: asyncio.Task[None] | None = None
         self._unrecorded: list[dict] = []  # requests waiting for the next learning write
         self._recording = False
+        # requests numbered as they are remembered; an exploration waits until its own request
+        # is written, and with it the route's share allowance credited (``_record``)
+        self._seq = 0
+        self._written = 0
+        self._written_cond: asyncio.Condition | None = None
         self.unrecorded_dropped = 0  # requests never recorded: the queue was full
 
     @property
@@ -111,11 +105,13 @@ class Learning:
             "backend": served.backend,
             "cost_usd": served.cost_usd,
         }
+        self._seq += 1
+        seq = self._seq
         self._recent[served.request_id] = {
             k: v for k, v in kwargs.items() if k not in ("embedding", "text")}
         while len(self._recent) > self.recent_size:
             self._recent.popitem(last=False)
-        self._unrecorded.append(kwargs)
+        self._unrecorded.append({**kwargs, "_seq": seq})
         if len(self._unrecorded) > MAX_UNRECORDED:  # the database is far behind: keep the newest
             del self._unrecorded[0]
             self.unrecorded_dropped += 1
@@ -126,10 +122,11 @@ class Learning:
             self._recording = True
             self._spawn(self._record())
         if self.explorer.wants(served.route):
-            self._spawn(self._explore(served, text))
+            self._spawn(self._explore(served, text, seq))
 
-    async def _explore(self, served: Served, prompt: str) -> None:
+    async def _explore(self, served: Served, prompt: str, seq: int) -> None:
         try:
+            await self._until_written(seq)
             await self.explorer.explore(served, prompt)
         except Exception:  # exploration must never break serving
             log.exception("shadow exploration of %s failed", served.request_id)
@@ -141,6 +138,36 @@ class Learning:
             return None
         return {**row, "prompt_key": row["key"]}
 
+    def _cond(self) -> asyncio.Condition:
+        if self._written_cond is None:
+            self._written_cond = asyncio.Condition()
+        return self._written_cond
+
+    async def _until_written(self, seq: int, timeout_s: float = 30.0) -> None:
+        """Wait (bounded) until request ``seq`` is written and its spend credited to its
+        route's exploration allowance, so that request's exploration can be booked on it."""
+        cond = self._cond()
+        async with cond:
+            try:
+                await asyncio.wait_for(cond.wait_for(lambda: self._written >= seq), timeout_s)
+            except TimeoutError:
+                pass
+
+    def _write(self, batch: list[dict]) -> None:
+        """One learning write: the requests, then their routes' exploration allowances
+        (``max_share`` of what each was charged; gateway/learning/exploration_ledger.py)."""
+        ldb.record_served_many(self.engine, [
+            {k: v for k, v in row.items() if k != "_seq"} for row in batch])
+        share = self.explorer.cfg.max_share
+        if share is None or not self.explorer.active:
+            return
+        credit: dict[str, float] = {}
+        for row in batch:
+            if row["route"] and row["cost_usd"]:
+                scope = exploration_ledger.share_scope(row["route"])
+                credit[scope] = credit.get(scope, 0.0) + share * float(row["cost_usd"])
+        exploration_ledger.credit(self.engine, credit)
+
     async def _record(self) -> None:
         """Write what waits, in batches, until nothing does (one such task at a time)."""
         try:
@@ -148,10 +175,14 @@ class Learning:
                 batch = self._unrecorded[:RECORD_BATCH]
                 del self._unrecorded[:RECORD_BATCH]
                 try:
-                    await anyio.to_thread.run_sync(ldb.record_served_many, self.engine, batch)
+                    await anyio.to_thread.run_sync(self._write, batch)
                 except Exception:  # the learning record must never break serving
                     log.exception("could not record %d requests for learning (first %s)",
                                   len(batch), batch[0]["request_id"])
+                cond = self._cond()
+                async with cond:
+                    self._written = max(self._written, batch[-1]["_seq"])
+                    cond.notify_all()
         finally:
             self._recording = False
 

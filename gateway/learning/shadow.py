@@ -7,26 +7,30 @@ observation (source ``shadow``; the served answer's as ``judge``). The client's 
 already been sent, so its latency does not change.
 
 Money: every shadow or judge call first books its worst-case cost (prompt tokens × input
-price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) in the
-exploration ledger, a budget in USD per period separate from every tenant's, with one
-conditional UPDATE; a call that does not fit is skipped. So the budget is never exceeded,
-whatever the concurrency or number of replicas. On a route with a promise, the reference's
-answer and the judge's comparison of both answers (``Explorer._beside_reference``) are also
-booked, the same way, on that route's cap per UTC day (``reference_budget_usd``), and their
-spend is logged. Disabled by default.
+price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) before it is
+made, with one conditional UPDATE each, on (1) the route's share allowance, ``max_share`` (5%
+by default) of what the route's requests were charged (exploration_ledger.share_scope);
+(2) the global budget in USD per period, when ``budget_usd`` is set; (3) on a route with a
+promise, for the reference's answer and the judge's comparison of both answers
+(``Explorer._beside_reference``), the route's cap per UTC day (``reference_budget_usd``),
+when set. A call that does not fit one of them is skipped and what it booked released, so no
+bound is exceeded, whatever the concurrency or number of replicas; each is settled at the
+call's actual cost. On by default (gateway/config/exploration.py).
 
 Config (``retraining.exploration`` in config.yaml)::
 
     exploration:
-      enabled: true
+      enabled: true             # the default; false turns learning from traffic off
       epsilon: 0.1              # or per route: {auto: 0.1, best: 0.0}
       candidates: 1             # other backends per explored request
-      budget_usd: 5.0           # per period, separate from tenants' budgets
+      max_share: 0.05           # of each route's spend (null: no share bound)
+      budget_usd: 5.0           # per period, separate from tenants' budgets (default: none)
       period: daily             # daily | weekly | monthly | total
       reference_budget_usd: 1.0 # per route and UTC day on shadowing the route's reference
                                 # (or per route: {auto: 1.0}; default: only budget_usd)
       max_tokens: 512           # cap on each shadow answer (bounds its cost)
-      judge: {kind: llm, model: gpt-4o-mini, rubric: "..."}   # or kind: reference
+      judge: {kind: llm, model: gpt-4o-mini, rubric: "..."}   # or kind: reference;
+                                # no model: the pool's strongest priced backend
 """
 
 from __future__ import annotations
@@ -85,34 +89,53 @@ class Explorer:
         self.judge_served = True  # False when clients' feedback scores the served answers
         self.skipped_budget = 0
         self.skipped_reference_cap = 0  # reference shadowing refused by a route's daily cap
+        self.skipped_share = 0  # calls refused by their route's share allowance (max_share)
         self.calls = 0
+
+    @property
+    def active(self) -> bool:
+        """Whether this explorer ever explores (enabled, with a judge)."""
+        return self.cfg.enabled and self.judge is not None
 
     def wants(self, route: str | None) -> bool:
         """Sample the ε coin for this request (always False when disabled or judgeless)."""
-        if not self.cfg.enabled or self.judge is None:
+        if not self.active:
             return False
         return self.rng.random() < self.cfg.epsilon_for(route)
 
     def _period(self) -> int:
         return period_start_s(self.cfg.period, self.clock())
 
-    async def _book(self, usd: float, route: str | None = None) -> Holds | None:
-        """Book ``usd`` on the global budget and, for ``route``'s reference shadowing when
-        the route has a cap (``reference_budget_usd``), on the route's daily cap too: each
-        refusal releases what was booked first. The holds to settle, or None if refused."""
-        cap = None if route is None else self.cfg.reference_budget_for(route)
+    async def _book(self, usd: float, route: str | None = None, *, share: str | None = None
+                    ) -> Holds | None:
+        """Book ``usd`` on the bounds it falls under (module docstring): ``share``'s allowance
+        (the explored request's route) when ``max_share`` is set, ``route``'s daily cap on
+        shadowing its reference when it has one, the global budget when ``budget_usd`` is
+        set. Each refusal releases what was booked first. The holds to settle, or None."""
         holds: Holds = []
+        if share is not None and self.cfg.max_share is not None:
+            scope = exploration_ledger.share_scope(share)
+            ok = await anyio.to_thread.run_sync(
+                exploration_ledger.reserve_within, self.engine, scope, usd)
+            if not ok:
+                self.skipped_share += 1
+                return None
+            holds.append((scope, exploration_ledger.SHARE_PERIOD_START))
+        cap = None if route is None else self.cfg.reference_budget_for(route)
         if cap is not None:
             scope = exploration_ledger.reference_scope(route or "")
             day = period_start_s(exploration_ledger.REFERENCE_PERIOD, self.clock())
             ok = await anyio.to_thread.run_sync(
                 exploration_ledger.reserve, self.engine, day, cap, usd, scope)
             if not ok:
+                await self._settle(holds, usd, 0.0)
                 self.skipped_reference_cap += 1
                 log.info("reference shadowing on route %s skipped: %.6f USD does not fit its "
                          "daily cap of %.4f USD", route, usd, cap)
                 return None
             holds.append((scope, day))
+        if self.cfg.budget_usd is None:
+            return holds
         start = self._period()
         ok = await anyio.to_thread.run_sync(
             exploration_ledger.reserve, self.engine, start, self.cfg.budget_usd, usd
@@ -154,13 +177,13 @@ class Explorer:
             ).all()
         return {r[0] for r in rows}
 
-    async def _judge(self, pool: Pool, prompt: str, router_model: str, answer: str
-                     ) -> float | None:
-        """Judge one answer on ``pool``; its worst-case cost is booked first (None if it does
-        not fit)."""
+    async def _judge(self, pool: Pool, prompt: str, router_model: str, answer: str,
+                     share: str | None) -> float | None:
+        """Judge one answer on ``pool``; its worst-case cost is booked first, on ``share``'s
+        allowance too (None if it does not fit)."""
         assert self.judge is not None
         worst = self.judge.worst_case_usd(pool, prompt, answer)
-        start = await self._book(worst) if worst > 0 else []
+        start = await self._book(worst, share=share) if worst > 0 else []
         if start is None:
             return None
         cost = 0.0
@@ -205,20 +228,22 @@ class Explorer:
 
         paired = await self._beside_reference(pool, served, prompt, store)
         if self.judge_served and paired is None:
-            q = await self._judge(pool, prompt, served.router_model, served.answer_text)
+            q = await self._judge(pool, prompt, served.router_model, served.answer_text,
+                                  served.route)
             if q is not None:
                 await store(served.backend, served.router_model, q,
                             float(served.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
         others = [b for b in served.pool if b != paired]
         for name in self._pick(pool, others, served.backend, observed):
-            booked, text, actual = await self._shadow_call(pool, name, messages)
+            booked, text, actual = await self._shadow_call(pool, name, messages,
+                                                           share=served.route)
             if not booked:
                 break
             if text is None:
                 continue
             router_model = pool.backends[name].router_model
-            q = await self._judge(pool, prompt, router_model, text)
+            q = await self._judge(pool, prompt, router_model, text, served.route)
             if q is not None:
                 await store(name, router_model, q, actual, "shadow")
         log.info("explored request %s: %s", served.request_id, stored)
@@ -237,11 +262,12 @@ class Explorer:
             return None
         route = served.route or ""  # the reference's answer and the judge's comparisons are
         # booked on the global budget and on the route's daily cap (reference_budget_usd)
-        booked, text, actual = await self._shadow_call(pool, ref, served.messages, route=route)
+        booked, text, actual = await self._shadow_call(pool, ref, served.messages, route=route,
+                                                       share=route)
         if not booked or text is None:
             return ref if booked else None
         worst = compare_worst_usd(self.judge, pool, prompt, served.answer_text, text)
-        start = await self._book(worst, route=route)
+        start = await self._book(worst, route=route, share=route)
         if start is None:
             return ref
         q_served = q_ref = None
@@ -261,15 +287,15 @@ class Explorer:
             await store(ref, ref_model, q_ref, actual, "paired")
         return ref
 
-    async def _shadow_call(self, pool: Pool, name: str, messages: Any, route: str | None = None
-                           ) -> tuple[bool, str | None, float]:
+    async def _shadow_call(self, pool: Pool, name: str, messages: Any, route: str | None = None,
+                           share: str | None = None) -> tuple[bool, str | None, float]:
         """One shadow call to ``pool``'s backend ``name``, its worst case booked first
-        (``route``: also on that route's reference cap) and settled at its actual cost:
-        (booked, the answer or None if the call failed, actual USD)."""
+        (``route``: also on that route's reference cap; ``share``: on that route's allowance)
+        and settled at its actual cost: (booked, the answer or None if it failed, USD)."""
         backend, price = pool.backends[name], pool.prices[name]
         n_prompt = count_prompt_tokens(backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)
-        start = await self._book(worst, route=route)
+        start = await self._book(worst, route=route, share=share)
         if start is None:
             return False, None, 0.0
         self.calls += 1

@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from gateway.config import Backend, ExplorationSettings, Route, Settings
+from gateway.config import Backend, Route, Settings
 from gateway.pool.adopt import adopted_pool
 from gateway.pool.known import PRIOR_KIND, Known, know_backends
 from gateway.pool.modes import CHAT, backend_mode
@@ -164,7 +164,7 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
                phi_ref: np.ndarray | None = None) -> Pool:
     """The pool of ``settings`` priced by ``prices`` on ``router`` (priors added); ``phi_ref``:
     Φ(x) of the prompts estimates are levelled on (gateway/pool/promise.py)."""
-    judge = ExplorationSettings.from_settings(settings).judge_backend
+    judge = settings.retraining.exploration.judge_backend
     modes = {b.model_name: backend_mode(b) for b in settings.model_list}
     not_routed = {name for name, mode in modes.items() if mode != CHAT} | ({judge} - {None})
     router = with_priors(router, settings, prices, exclude=not_routed)

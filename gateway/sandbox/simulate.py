@@ -121,7 +121,10 @@ def gateway_settings(replay: Replay, base_url: str, db_url: str, *, epsilon: flo
     ]
     exploration = {"enabled": epsilon > 0, "epsilon": {"auto": epsilon}, "candidates": candidates,
                    "budget_usd": budget_usd, "period": "total", "max_tokens": MAX_TOKENS,
-                   "judge": {"kind": "reference"}}
+                   "judge": {"kind": "reference"},
+                   # the simulation measures learning at the ε it is given; its recorded
+                   # judge is free and the shadow spend is bounded by budget_usd alone
+                   "max_share": None}
     return settings_from_dict({
         "model_list": model_list, "routes": {"auto": {"cost_weight": 0.5}},
         "database_url": db_url, "admin_key": admin_key,

@@ -45,8 +45,6 @@ class SummaryJob:
 
 def job_for(ctx: Any, scope: tuple[str, ...] | None, start: datetime, now: datetime
             ) -> SummaryJob:
-    from gateway.config import ExplorationSettings
-
     pool = ctx.pool.current
     return SummaryJob(
         url=ctx.store.engine.url.render_as_string(hide_password=False), scope=scope,
@@ -56,7 +54,7 @@ def job_for(ctx: Any, scope: tuple[str, ...] | None, start: datetime, now: datet
         promises={name: {"reference": p.reference, "max_drop": p.max_drop}
                   for name, p in pool.promises.items()},
         routes=list(pool.routes), secret=ctx.store.prompt_secret,
-        exploration_period=(ExplorationSettings.from_settings(ctx.settings).period
+        exploration_period=(ctx.settings.retraining.exploration.period
                             if scope is None else None))
 
 

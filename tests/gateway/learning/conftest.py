@@ -52,5 +52,7 @@ def promised_config(up: FakeUpstream, database_url: str, exploration: dict[str, 
     cfg["retraining"] = {**retraining, "exploration": {
         "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 0, "budget_usd": 10.0,
         "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": JUDGE},
-        **(exploration or {})}}
+        # every request shadowed from the first: no share-of-spend bound unless a test sets
+        # one (max_share, on by default, has its own test: test_exploration_share.py)
+        "max_share": None, **(exploration or {})}}
     return cfg

@@ -49,7 +49,10 @@ def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: 
     cfg["routes"] = {"best": {"cost_weight": 0.0, "explore_share": 1.0}}
     cfg["retraining"] = {"poll_s": 0.2, "exploration": {
         "enabled": True, "epsilon": {"best": 1.0}, "candidates": 8, "budget_usd": 10.0,
-        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"}}}
+        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": "fake-judge"},
+        # every request explored from the first: no share-of-spend bound (its own test:
+        # test_exploration_share.py)
+        "max_share": None}}
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 

@@ -67,7 +67,10 @@ def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: 
     cfg["routes"] = {"promised": {"max_drop": 0.01, "reference": FRONTIER}}
     cfg["retraining"] = {"refine_priors_s": None, "poll_s": 3600, "exploration": {
         "enabled": True, "epsilon": {"promised": 1.0}, "candidates": 2, "budget_usd": 10.0,
-        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": JUDGE}}}
+        "period": "total", "max_tokens": 64, "judge": {"kind": "llm", "model": JUDGE},
+        # every request explored from the first: no share-of-spend bound (its own test:
+        # test_exploration_share.py)
+        "max_share": None}}
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 

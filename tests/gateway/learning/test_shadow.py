@@ -63,6 +63,9 @@ def gw(
             "period": "total",
             "max_tokens": 512,
             "judge": {"kind": "llm", "model": "fake-judge"},
+            # this test is about the global budget_usd; the share of route spend
+            # (max_share, on by default) is tested in test_exploration_share.py
+            "max_share": None,
         }
     }
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
@@ -136,9 +139,11 @@ def test_exploration_stays_within_its_budget_and_records_judged_observations(
     assert info["spent_usd"] == pytest.approx(12 * (4 * strong_in + 8 * strong_out) / 1e6, abs=1e-7)
 
 
-def test_exploration_is_off_by_default_and_scores_parse() -> None:
+def test_exploration_is_on_by_default_and_scores_parse() -> None:
+    """Exploration is on by default since issue 46 (bounded by max_share of each route's
+    spend); this test asserted it was off before."""
     cfg = ExplorationSettings()
-    assert cfg.enabled is False and cfg.epsilon_for("auto") == 0.1
+    assert cfg.enabled is True and cfg.max_share == 0.05 and cfg.epsilon_for("auto") == 0.1
     assert ExplorationSettings(epsilon={"auto": 0.3}).epsilon_for("best") == 0.0
     assert parse_score("Score: 7") == pytest.approx(0.7)
     assert parse_score("score=10, great") == 1.0
