@@ -58,6 +58,7 @@ MODES = (
     "stall_mid_stream",  # streams: half the content, then nothing; non-streams: like "hang"
     "malformed_json",  # HTTP 200 with a body that is not JSON (streams: a broken data line)
     "no_usage",  # streams: no usage chunk, whatever stream_options asks (some servers do not)
+    "end_mid_stream",  # /v1/messages streams: half the content, then a clean end, no usage
 )
 
 Reply = str | Callable[[dict], str]

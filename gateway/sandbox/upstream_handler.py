@@ -26,6 +26,7 @@ from gateway.sandbox.upstream_media import ROUTES as MEDIA_ROUTES
 from gateway.sandbox.upstream_messages import answer_messages
 from gateway.sandbox.upstream_responses import answer_completions, answer_responses
 from gateway.sandbox.upstream_wire import (
+    StreamEnd,
     count_prompt_tokens,
     open_event_stream,
     send_bytes,
@@ -35,16 +36,6 @@ from gateway.sandbox.upstream_wire import (
 
 if TYPE_CHECKING:
     from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
-
-
-@dataclass(frozen=True)
-class StreamEnd:
-    """How one streamed answer ended: ``how`` is "done", "peer_closed" (the caller closed
-    the connection mid-stream), "stalled" or "malformed"; ``chunks`` words were sent."""
-
-    model: str
-    chunks: int
-    how: str
 
 
 @dataclass(frozen=True)

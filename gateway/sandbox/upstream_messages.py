@@ -17,6 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from gateway.sandbox.upstream_wire import (
+    StreamEnd,
     capped_words,
     count_prompt_tokens,
     open_event_stream,
@@ -68,12 +69,15 @@ def answer_messages(h: UpstreamHandler, raw: bytes) -> None:
                "stop_reason": "max_tokens" if cut else "end_turn", "stop_sequence": None,
                "usage": usage}
     if call.stream:
-        _stream_message(h, message, words)
+        _stream_message(h, message, words, call.mode)
     else:
         send_json(h, 200, message)
 
 
-def _stream_message(h: UpstreamHandler, message: dict, words: list[str]) -> None:
+def _stream_message(h: UpstreamHandler, message: dict, words: list[str], mode: str) -> None:
+    """Anthropic's events, word by word; ``StreamEnd`` records how many words were sent
+    (what the provider generated) and how the stream ended ("end_mid_stream": cleanly, half
+    way, with no final usage)."""
     open_event_stream(h)
     delay = h.up.backends[message["model"]].chunk_delay_s
 
@@ -88,7 +92,8 @@ def _stream_message(h: UpstreamHandler, message: dict, words: list[str]) -> None
             if split:
                 h.wait(0.005)  # two reads on the caller's side, most likely
 
-    usage = message["usage"]
+    usage, name, sent = message["usage"], message["model"], [0]
+    cut = len(words) // 2 if mode == "end_mid_stream" else None
     try:
         event("message_start", message={**message, "content": [], "stop_reason": None,
                                         "usage": {**usage, "output_tokens": 1}})
@@ -96,13 +101,20 @@ def _stream_message(h: UpstreamHandler, message: dict, words: list[str]) -> None
         event("ping")
         for i, w in enumerate(words):
             if i and delay and h.wait_watching(delay):
+                h.up.stream_ended(StreamEnd(name, sent[0], "peer_closed"))
+                return
+            if i == cut:  # ends cleanly mid-way: no message_delta, no message_stop
+                h.up.stream_ended(StreamEnd(name, sent[0], "ended_early"))
                 return
             event("content_block_delta", index=0,
                   delta={"type": "text_delta", "text": w if i == 0 else " " + w})
+            sent[0] += 1
         event("content_block_stop", index=0)
         event("message_delta", delta={"stop_reason": message["stop_reason"],
                                       "stop_sequence": None},
               usage={"output_tokens": usage["output_tokens"]})
         event("message_stop")
     except (BrokenPipeError, ConnectionResetError):
+        h.up.stream_ended(StreamEnd(name, sent[0], "peer_closed"))
         return
+    h.up.stream_ended(StreamEnd(name, sent[0], "done"))

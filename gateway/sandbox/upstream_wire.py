@@ -9,8 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """How one streamed answer ended: ``how`` is "done", "peer_closed" (the caller closed
+    the connection mid-stream), "stalled", "malformed" or "ended_early" (a clean end half
+    way, no final usage); ``chunks`` words were sent."""
+
+    model: str
+    chunks: int
+    how: str
 
 
 def word_count(text: str) -> int:

@@ -182,10 +182,17 @@ def messages_answer(reply: Any, b: Backend) -> Answer:
 
 @dataclass
 class MessagesRelay:
-    """Anthropic's events with ``model`` the backend's name; settled before ``message_stop``."""
+    """Anthropic's events with ``model`` the backend's name; settled before ``message_stop``.
+
+    ``message_start``'s ``output_tokens`` is a placeholder (Anthropic sends 1, a bridge 0):
+    the output count is believed only from a ``message_delta``, which carries the cumulative
+    count. A stream that ends before one (the client gone, the upstream ending cleanly
+    mid-way) settles its output from the text relayed (``Outcome.settle`` counts it), so it
+    pays for what the provider generated, not for one token."""
 
     backend: Backend
     usage: dict[str, Any] = field(default_factory=dict)  # each count the largest seen
+    output_known: bool = False  # a message_delta reported the output count
 
     async def events(self, opened: OpenStream) -> AsyncIterator[Event]:
         async for kind, data in frames(opened):
@@ -196,7 +203,10 @@ class MessagesRelay:
             elif kind == "content_block_delta":
                 yield Text(delta_text(data.get("delta")))
             elif kind == "message_delta":
-                if self.took(data.get("usage")):
+                delta_usage = data.get("usage")
+                if isinstance(delta_usage, dict) and "output_tokens" in delta_usage:
+                    self.output_known = True
+                if self.took(delta_usage):
                     yield self.counts()
             elif kind == "message_stop":
                 yield SETTLE
@@ -216,7 +226,12 @@ class MessagesRelay:
         return bool(self.usage)
 
     def counts(self) -> Usage:
-        return Usage(usage_counts(self.usage, cache_ratios(self.backend)))
+        """The usage so far; the output count left out (counted from the text at settling)
+        until a ``message_delta`` reports it (class docstring)."""
+        counts = usage_counts(self.usage, cache_ratios(self.backend))
+        if not self.output_known:
+            counts["completion_tokens"] = None
+        return Usage(counts)
 
     def broken(self, status: int, error: str) -> bytes:
         return anthropic_error_event(status, error)
