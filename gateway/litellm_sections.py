@@ -219,6 +219,10 @@ def _cache(on: Any, params: Any) -> tuple[dict[str, Any], list[str]]:
             raise SectionError(f"litellm_settings.cache_params.ttl: must be a positive number "
                                f"of seconds, got {ttl!r}")
         out["ttl_s"] = ttl
+        from gateway.config.cache import CacheSettings  # typed settings load this module
+
+        if ttl > CacheSettings.model_fields["max_ttl_s"].default:  # the operator's own choice
+            out["max_ttl_s"] = ttl
     if params.get("namespace") is not None:
         out["namespace"] = str(resolve_env(params["namespace"]))
     if kind == "redis":

@@ -13,8 +13,8 @@ request gets the first sample; ``no-cache`` asks for a fresh one).
 
 Per request, LiteLLM's ``cache`` object (docs.litellm.ai/docs/proxy/caching_controls and
 litellm/caching/caching_handler.py): ``no-cache`` true = do not read, ``no-store`` true = do
-not write, ``ttl`` = seconds this answer is kept, ``s-maxage`` = accept only answers at most
-this old, ``namespace`` = a separate key space.
+not write, ``ttl`` = seconds this answer is kept (cut to the operator's ``cache.max_ttl_s``),
+``s-maxage`` = accept only answers at most this old, ``namespace`` = a separate key space.
 """
 
 from __future__ import annotations
@@ -139,11 +139,12 @@ class RequestCache:
 
     async def store(self, backend: str, body: dict[str, Any]) -> None:
         """Keep ``backend``'s answer (unless ``no-store``) for the request's ttl or the
-        configured one."""
+        configured one, at most the operator's ``max_ttl_s``."""
         if self.control.no_store or self.state == "hit":
             return
         self.key = self.key_for(backend)
-        ttl = self.control.ttl_s or self.cache.settings.ttl_s
+        settings = self.cache.settings
+        ttl = min(self.control.ttl_s or settings.ttl_s, settings.max_ttl_s)
         if await self.cache.put(self.key, body, ttl):
             self.cache.counter.labels("store").inc()
 

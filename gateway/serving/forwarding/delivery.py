@@ -29,6 +29,7 @@ from gateway.serving.forwarding.cached_answer import RequestCache, replayed
 from gateway.serving.forwarding.upstream import OpenStream, classify
 from gateway.serving.plan.planning import Plan
 from gateway.serving.record.outcome import Outcome
+from gateway.store.records import Tenant
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,19 @@ class Relay(Protocol):
     def broken(self, status: int, error: str) -> bytes: ...
 
 
+def zero_budget(tenant: Tenant) -> bool:
+    """Whether the tenant's or the key's budget is set to $0: it pays for no answer, so it
+    is served none from the cache either (issue 48.13); its request goes on to the
+    reservation, which refuses it unless the operator priced the backend at 0."""
+    return any(b is not None and b <= 0 for b in (tenant.budget_usd, tenant.key_budget_usd))
+
+
 async def replay(out: Outcome, plan: Plan) -> Response | None:
     """With the response cache on, the stored answer of the backend routing ranked first,
     replayed at no cost to the tenant (gateway/serving/forwarding/cached_answer.py); None on a
-    miss."""
+    miss, or for a tenant or key whose budget is $0 (``zero_budget``)."""
     req = plan.request
-    if not plan.candidates:
+    if not plan.candidates or zero_budget(out.tenant):
         return None
     cache = await RequestCache.for_request(out.ctx, out.tenant.id, req.messages, req.params,
                                            req.cache)
