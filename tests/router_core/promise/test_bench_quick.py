@@ -46,8 +46,12 @@ def test_quick_run_prints_the_last_line(tmp_path, monkeypatch, capsys):
     main(["--quick", "--dataset", str(path), "--hold-out", "1"], encoder=HashEncoder())
     last = capsys.readouterr().out.strip().splitlines()[-1]
     keys = [kv.split("=")[0] for kv in last.split()]
+    # the issue-46 fields follow the cold-start ones (the curve now runs to 5000 outcomes)
     assert keys == ["auto_drop", "auto_saving", "balanced_drop", "cheap_drop", "cheap_saving",
-                    "auto_drop_after_1000", "auto_saving_after_1000"]
+                    "auto_drop_after_5000", "auto_saving_after_5000",
+                    "balanced_saving_after_5000", "cheap_saving_after_5000",
+                    "auto_category_ceiling", "balanced_category_ceiling",
+                    "cheap_category_ceiling", "worst_drop_excess"]
     assert all(np.isfinite(float(kv.split("=")[1])) for kv in last.split())
 
 
