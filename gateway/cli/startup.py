@@ -18,6 +18,7 @@ from gateway.config import Backend, Settings
 from gateway.litellm_callbacks import describe as describe_callbacks
 from gateway.litellm_sections import ENV_PREFIX
 from gateway.pool import Pool
+from gateway.pool.exploring import exploring
 from gateway.price_like import price_origin
 
 LABEL_WIDTH = 11
@@ -224,6 +225,7 @@ def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str, *,
                            "counts the others with tiktoken"))] if hub_problem else []),
         ("backends", backend_lines(pool)),
         ("promises", promise_lines(pool)),
+        ("learning", exploring(pool).lines(pool)),
         ("provider keys", keys),
         ("admin API", admin),
         ("callbacks", describe_callbacks(settings) or ["none (litellm_settings callbacks)"]),

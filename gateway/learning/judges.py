@@ -20,6 +20,7 @@ from typing import Protocol
 
 from gateway.config import Backend, ExplorationSettings
 from gateway.pool import Pool
+from gateway.pool.exploring import default_judge
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.serving.forwarding.upstream import complete
 
@@ -124,29 +125,10 @@ def parse_score(text: str) -> float | None:
     return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
 
 
-def default_judge(pool: Pool) -> tuple[str, str] | None:
-    """(backend, why) judging when the config names none: the strongest chat backend of the
-    pool by what is known (``default_reference``'s rule over every route's backends), among
-    those with a price above 0, so its calls are booked at what they cost (a $0 or unpriced
-    backend never judges by default). None when no backend qualifies."""
-    from gateway.pool.modes import CHAT
-    from gateway.pool.promise import default_reference
-
-    names = [b.model_name for b in pool.settings.model_list
-             if pool.modes.get(b.model_name) == CHAT and b.model_name in pool.prices
-             and (pool.prices[b.model_name].input_per_token > 0
-                  or pool.prices[b.model_name].output_per_token > 0)
-             and pool.expert_of(b.model_name) in pool.qualities]
-    if not names:
-        return None
-    best, why = default_reference(names, pool.known, pool.qualities, pool.prices)
-    return best, why
-
-
 def build_judge(pool: Pool, cfg: ExplorationSettings) -> LLMJudge | None:
     """The LLM judge: ``judge.model`` (a priced backend of model_list, checked on ``pool``, the
-    one at startup) or, named nowhere, ``default_judge``'s pick; None for ``kind: reference``
-    (the code supplies that judge) or when no backend qualifies."""
+    one at startup) or, named nowhere, the pool's default judge (gateway/pool/exploring.py);
+    None for ``kind: reference`` (the code supplies that judge) or when none qualifies."""
     j = cfg.judge
     if j.kind != "llm":
         return None

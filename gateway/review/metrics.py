@@ -204,6 +204,7 @@ class StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from self._budgets()
+        yield from self._exploration()
         ctx = self._ctx
         info = GaugeMetricFamily("tollgate_router_info",
                                  "The live router artifact (value 1; its version in a label).",
@@ -251,6 +252,42 @@ class StateCollector(Collector):
         yield budget
         yield spent
         yield remaining
+
+    def _exploration(self) -> Iterator[Metric]:
+        """Per route: exploration spent and what ``max_share`` of the route's spend allows
+        (gateway/learning/exploration_ledger.py), and the share itself."""
+        cfg = self._ctx.settings.retraining.exploration
+        share = GaugeMetricFamily(
+            "tollgate_exploration_max_share",
+            "Exploration spend bound as a share of each route's spend (0: exploration off; "
+            "absent: no share bound).")
+        if not cfg.enabled:
+            share.add_metric([], 0.0)
+        elif cfg.max_share is not None:
+            share.add_metric([], cfg.max_share)
+        yield share
+        spent = GaugeMetricFamily(
+            "tollgate_exploration_spent_usd",
+            "Exploration spend per route (shadow answers, the reference's answers, the "
+            "judge's calls), on the operator.", labels=["route"])
+        allowed = GaugeMetricFamily(
+            "tollgate_exploration_allowance_usd",
+            "What max_share of the route's recorded spend allows exploration so far.",
+            labels=["route"])
+        engine = self._ctx.store.engine
+        if engine is not None:
+            from gateway.learning.exploration_ledger import shares
+
+            try:
+                rows = shares(engine)
+            except SQLAlchemyError:  # a scrape must answer even with the db down
+                log.warning("exploration gauges skipped: the database is unavailable")
+                rows = {}
+            for route, v in rows.items():
+                spent.add_metric([route], v["spent_usd"] + v["reserved_usd"])
+                allowed.add_metric([route], v["budget_usd"])
+        yield spent
+        yield allowed
 
 
 def install(ctx: Any, *, store_owns_writer: bool) -> None:

@@ -23,6 +23,7 @@ from gateway.auth import authenticate, may_use_model
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, model_not_found
 from gateway.pool import Pool
+from gateway.pool.exploring import exploring
 from gateway.pool.promise import RoutePromise
 from gateway.store.records import Tenant
 
@@ -64,6 +65,7 @@ async def retrieve_model(request: Request, model_id: str) -> Response:
 def model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
     allowed = tenant.policy.allowed_models
     pool = ctx.pool.current
+    learning = exploring(pool)
     data: list[dict[str, Any]] = []
     for name, route in pool.routes.items():
         if not may_use_model(tenant, name):  # the calling key's ``models`` list
@@ -79,7 +81,8 @@ def model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:
                          "promise_by_default": route.promise_by_default,
                          "description": route.description,
                          "backends": sorted(pool.deployable(name, allowed).values()),
-                         "promise": promise_entry(pool, promise)},
+                         "promise": promise_entry(pool, promise),
+                         "learning": learning.entry(pool, name)},
         })
     for k in pool.known.values():
         if (allowed is not None and k.backend not in allowed) or not may_use_model(
