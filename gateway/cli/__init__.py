@@ -29,7 +29,7 @@ COMMANDS: dict[str, tuple[str, str | None, str]] = {
              "Show routed requests: decisions, costs, latency, fallbacks and feedback."),
     "retrain": ("gateway.cli.learning", None,
                 "Retrain on the observations, promote if not worse, record the version."),
-    "router": ("gateway.cli.learning", None, "Router versions: history and rollback."),
+    "router": ("gateway.cli.learning", None, "Router versions: history, rollback and resume."),
     "train": ("router_core.cli.train", "train_command",
               "Train a Tollgate router (CSCR head + calibration) and save it to OUT."),
     "eval": ("router_core.evaluation.cli", "eval_command",

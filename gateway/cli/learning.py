@@ -1,4 +1,4 @@
-"""`tollgate retrain` and `tollgate router history|rollback`: the learning loop by hand."""
+"""`tollgate retrain` and `tollgate router history|rollback|resume`: the learning loop by hand."""
 
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def retrain_cmd(
 
 @click.group("router")
 def router_group() -> None:
-    """Router versions: history and rollback."""
+    """Router versions: history, rollback and resume."""
 
 
 @router_group.command("history")
@@ -81,8 +81,12 @@ def history_cmd(database_url: str | None, config_path: str | None, as_json: bool
     engine, _ = _cli_engine(database_url, config_path)
     try:
         rows = router_versions.history(engine)
+        on_hold = router_versions.held(engine)
     finally:
         engine.dispose()
+    if on_hold and not as_json:
+        click.echo("held: an operator's rollback; refinement and retraining publish nothing "
+                   "until `tollgate router resume`")
     for r in rows:
         m = r.get("metrics") or {}
         cand = m.get("candidate") or {}
@@ -104,7 +108,8 @@ def history_cmd(database_url: str | None, config_path: str | None, as_json: bool
 @click.argument("version")
 @_db_options
 def rollback_cmd(version: str, database_url: str | None, config_path: str | None) -> None:
-    """Make VERSION the live router again (replicas hot-swap to it)."""
+    """Make VERSION the live router again (replicas hot-swap to it) and hold it: refinement
+    and retraining publish nothing until `tollgate router resume`."""
     engine, _ = _cli_engine(database_url, config_path)
     try:
         router_versions.activate(engine, version)
@@ -112,10 +117,24 @@ def rollback_cmd(version: str, database_url: str | None, config_path: str | None
         raise click.ClickException(str(e)) from e
     finally:
         engine.dispose()
-    click.echo(f"active router version: {version}")
+    click.echo(f"active router version: {version} (held until `tollgate router resume`)")
+
+
+@router_group.command("resume")
+@_db_options
+def resume_cmd(database_url: str | None, config_path: str | None) -> None:
+    """Lift a rollback's hold: refinement and retraining publish again, on the active
+    version."""
+    engine, _ = _cli_engine(database_url, config_path)
+    try:
+        was = router_versions.release_hold(engine)
+    finally:
+        engine.dispose()
+    click.echo("resumed: refinement and retraining publish on the active version"
+               if was else "no hold: nothing to resume")
 
 
 def register(main: click.Group) -> None:
-    """Add ``tollgate retrain`` and ``tollgate router history|rollback`` to the CLI."""
+    """Add ``tollgate retrain`` and ``tollgate router history|rollback|resume`` to the CLI."""
     main.add_command(retrain_cmd)
     main.add_command(router_group)

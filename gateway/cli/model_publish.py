@@ -49,16 +49,21 @@ def publish(router: Any, t: Targets, engine: Any, parent: str, status: str) -> N
     from gateway.learning import router_versions
 
     row = router_versions.active_version(engine) or {}
-    router_versions.record_version(
-        engine,
-        router,
-        status=status,
-        parent=parent,
-        metrics={"change": status},
-        n_observations=int(row.get("n_observations") or 0),
-        max_obs_id=int(row.get("max_observation_id") or 0),
-        activate=True,
-    )
+    try:  # the operator's own publish: past a hold, but never over a version it did not see
+        router_versions.record_version(
+            engine,
+            router,
+            status=status,
+            parent=parent,
+            metrics={"change": status},
+            n_observations=int(row.get("n_observations") or 0),
+            max_obs_id=int(row.get("max_observation_id") or 0),
+            activate=True,
+            operator=True,
+        )
+    except router_versions.StaleParent as e:
+        raise click.ClickException(f"not published: {e}; run the command again to build on "
+                                   "it") from e
 
 
 def wrote(t: Targets) -> str:

@@ -203,7 +203,9 @@ class Learning:
         Between scheduled rounds, every ``poll_s``, a backend whose belief has seen no outcome
         yet is refined as soon as it has one (``first_only``): until then it routes on a prior
         or a published claim that nothing has checked, and a wrong one would route for a
-        whole period. Its pool is then left alone until the result is swapped in."""
+        whole period. Its pool is then left alone until the result is swapped in (any swap:
+        back to that pool too, after a rollback). What is refined is the database's active
+        version, never one an operator's rollback holds (refine_priors.refine_due)."""
         tick = min(self.poll_s, every_s)
         last_round = time.monotonic()
         refined_on: str | None = None  # the pool version a first-evidence refinement left
@@ -212,7 +214,9 @@ class Learning:
             await asyncio.sleep(tick)
             pool = self.ctx.pool.current
             scheduled = time.monotonic() - last_round >= every_s - 1e-6
-            if not scheduled and pool.version == refined_on:
+            if refined_on is not None and pool.version != refined_on:
+                refined_on = None  # swapped since: a rollback to it is refined afresh
+            if not scheduled and refined_on is not None:
                 continue
             try:
                 if await anyio.to_thread.run_sync(

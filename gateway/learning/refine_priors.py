@@ -7,10 +7,17 @@ stored Φ(x) through the current head, and refits the readout with the trait pri
 (``router_core``'s cold-start ``refine``): the new descriptor is hot-swapped, the head is not
 retrained. Past ``min_outcomes`` the expert leaves the prior (kind ``readout``) and its
 traffic is no longer capped by ``routes.NAME.explore_share``.
+
+Refinement builds on the active version the database holds, never on the process's pool
+(which may not have swapped yet), and publishes by compare-and-set on it
+(gateway/learning/router_versions.py): a refinement whose parent was replaced meanwhile is
+dropped and logged (the next round builds on the new one), and none is published while an
+operator's rollback holds the active version.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -42,6 +49,7 @@ MIN_OUTCOMES = 100  # outcomes after which a backend leaves its prior (bench/rou
 # right 70% of the time, and auto-cheap sent it 18-33% of its requests (bench/routing/
 # live_promise.py); a shape not kept still has its level corrected (prior_level.py)
 CONFIRM_Z = 1.64
+log = logging.getLogger(__name__)
 
 
 def observed(engine: Any, router: Router, expert: str) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +153,9 @@ def publish_refinement(
     prior: LogitBelief | None = None,
 ) -> tuple[Router, int]:
     """Refine backend ``name`` and record the result as the active router version, so every
-    replica hot-swaps to it (gateway/learning/hotswap.py)."""
+    replica hot-swaps to it (gateway/learning/hotswap.py); compare-and-set on ``router``'s
+    version: raises ``router_versions.StaleParent`` or ``Held`` and records nothing when
+    ``router`` is not the active version any more or an operator holds it."""
     new, n = refine_backend(engine, router, settings, prices, name, prior=prior)
     row = router_versions.active_version(engine) or {}
     router_versions.record_version(
@@ -171,10 +181,28 @@ def unchecked(engine: Any, router: Router, settings: Settings) -> list[str]:
     return [n for n in names if n in seen]
 
 
+def active_pool(engine: Any, pool: Pool) -> Pool | None:
+    """The pool of the database's active router version (``pool`` itself when that is the
+    one it serves, or no version is recorded yet); None under an operator's hold."""
+    if router_versions.held(engine):
+        return None
+    row = router_versions.active_version(engine)
+    if row is None or row["version"] == pool.version:
+        return pool
+    return pool.with_router(router_versions.load_version(engine, row["version"]))
+
+
 def refine_due(engine: Any, pool: Pool, first_only: bool = False) -> list[str]:
-    """Refine every cold-start backend of ``pool`` that has outcomes its descriptor has not
-    seen yet (``first_only``: only those whose belief has seen none, ``unchecked``); each
-    refinement is published (the swapped-in pool carries them all)."""
+    """Refine every cold-start backend of the active version (``active_pool``: the database's,
+    not ``pool``'s when this replica has not swapped yet) that has outcomes its descriptor has
+    not seen yet (``first_only``: only those whose belief has seen none, ``unchecked``); each
+    refinement is published on the one before (the swapped-in pool carries them all). Nothing
+    under an operator's hold; a publish whose parent was replaced meanwhile is dropped and
+    logged, and the rest of the round with it."""
+    current = active_pool(engine, pool)
+    if current is None:
+        return []
+    pool = current
     router, settings, prices = pool.router, pool.settings, pool.prices
     names = (unchecked(engine, router, settings) if first_only
              else cold_start_backends(router, settings))
@@ -185,7 +213,16 @@ def refine_due(engine: Any, pool: Pool, first_only: bool = False) -> list[str]:
         _, u = observed(engine, router, name)
         if len(u) > outcomes_of(router).get(name, 0):
             quality = pool.qualities.get(name)
-            router, _ = publish_refinement(engine, router, settings, prices, name,
-                                           quality.prior if quality is not None else None)
+            try:
+                router, _ = publish_refinement(engine, router, settings, prices, name,
+                                               quality.prior if quality is not None else None)
+            except router_versions.Held:
+                log.info("refinement of %s not published: an operator's rollback holds the "
+                         "router (`tollgate router resume` lifts it)", name)
+                break
+            except router_versions.StaleParent as e:
+                log.warning("refinement of %s dropped: built on %s, but %s is active now; the "
+                            "next round builds on it", name, e.parent, e.active)
+                break
             done.append(name)
     return done

@@ -10,6 +10,11 @@
 5. score candidate and current router on the held-out slice (router_core.evaluation.promotion) and
    promote only if the candidate is not worse by more than ``margin``;
 6. record the version (promoted or refused) with its metrics; replicas hot-swap to it.
+
+The promotion is a compare-and-set on the version training started from
+(gateway/learning/router_versions.py): if an operator rolled back, or anything else was
+published, while it trained (minutes), the candidate is recorded inactive with status
+``stale`` and logged, never activated over it. Under an operator's hold nothing is trained.
 """
 
 from __future__ import annotations
@@ -99,6 +104,9 @@ def _retrain(engine: Engine, fallback: Router, cfg: RetrainConfig, force: bool, 
     from router_core.training import TrainConfig, train_router
 
     ensure_seed_version(engine, fallback)
+    if router_versions.held(engine):
+        return {"status": "held", "reason": "an operator's rollback holds the router "
+                "(`tollgate router resume` lifts it)"}
     active = router_versions.active_version(engine)
     current = router_versions.load_version(engine, active["version"])
     max_id = ldb.max_observation_id(engine)
@@ -136,12 +144,20 @@ def _retrain(engine: Engine, fallback: Router, cfg: RetrainConfig, force: bool, 
         "seconds": round(time.perf_counter() - t0, 2),
     }
     status = "promoted" if decision.promote else "refused"
-    router_versions.record_version(
-        engine, candidate, status=status, parent=current.version, metrics=metrics,
-        n_observations=len(obs),
-        max_obs_id=max_id if decision.promote else int(active["max_observation_id"]),
-        activate=decision.promote,
-    )
+    record = {"engine": engine, "router": candidate, "parent": current.version,
+              "metrics": metrics, "n_observations": len(obs)}
+    try:
+        router_versions.record_version(
+            **record, status=status, activate=decision.promote,
+            max_obs_id=max_id if decision.promote else int(active["max_observation_id"]))
+    except (router_versions.StaleParent, router_versions.Held) as e:
+        # trained on a version that is not the live one any more (or under a hold taken
+        # meanwhile): kept for the record, never activated over what replaced it
+        status = "stale"
+        router_versions.record_version(**record, status=status, activate=False,
+                                       max_obs_id=int(active["max_observation_id"]))
+        log.warning("retrain %s not promoted: %s", candidate.version, e)
+        metrics = {**metrics, "not_promoted": str(e)}
     log.info("retrain %s: %s", candidate.version, decision.reason)
     return {"status": status, "version": candidate.version, **metrics}
 

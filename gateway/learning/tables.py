@@ -115,7 +115,7 @@ class RouterVersionRow(Base):
     version: Mapped[str] = mapped_column(String(200), unique=True)
     parent: Mapped[str | None] = mapped_column(String(200), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
-    status: Mapped[str] = mapped_column(String(16))  # promoted | refused | rolled_back | seed
+    status: Mapped[str] = mapped_column(String(16))  # promoted | refused | stale | learned | seed | ...
     active: Mapped[bool] = mapped_column(Boolean, default=False)
     n_observations: Mapped[int] = mapped_column(Integer, default=0)
     max_observation_id: Mapped[int] = mapped_column(Integer, default=0)

@@ -55,7 +55,9 @@ def test_a_version_trained_on_other_embeddings_is_not_swapped_in(
         assert len(errors) == 1 and "before-truncation-side not swapped in" in errors[0]
 
         same = dataclasses.replace(live, version="retrained-same-encoder")
-        _record(engine, same, live.version)
+        # published on the active version (a version is activated by compare-and-set on its
+        # parent, gateway/learning/router_versions.py; it was ``live.version`` before that)
+        _record(engine, same, old.version)
         assert swapper.check_once() == "retrained-same-encoder"
         assert holder.current.version == "retrained-same-encoder" and swapper.swaps == 1
     finally:

@@ -1,6 +1,8 @@
 """Retraining on real RouterBench outcomes: a candidate trained on shuffled labels is refused,
 an honest one promoted; ``retrain_once`` end to end on a database of observations; the
-``tollgate router history|rollback`` commands."""
+``tollgate router history|rollback|resume`` commands. A rollback now holds the router: retraining
+under it trains nothing, and a candidate whose parent was rolled back while it trained is
+recorded ``stale``, never activated (issue 48)."""
 
 from __future__ import annotations
 
@@ -111,4 +113,29 @@ def test_retrain_once_promotes_records_and_rolls_back(data, tmp_path) -> None:
     assert out.exit_code == 0 and router_versions.active_version(engine)["version"] == "cold"
     out = runner.invoke(main, ["router", "rollback", "nope", "--database-url", url])
     assert out.exit_code != 0 and "no router version" in out.output
+    assert retrain_once(engine, cold, cfg, force=True)["status"] == "held"
+    out = runner.invoke(main, ["router", "resume", "--database-url", url])
+    assert out.exit_code == 0 and out.output.startswith("resumed"), out.output
+    # the operator rolls back to the seed while a retrain on "cold" trains: the candidate is
+    # recorded for the record but the rollback stands (a hook in the training call, to land
+    # the rollback inside the minutes a real retrain takes)
+    real_train = train_router
+
+    def train_then_rollback(*args, **kwargs):
+        result = real_train(*args, **kwargs)
+        router_versions.activate(engine, hist[1]["version"])
+        return result
+
+    import router_core.training
+
+    original = router_core.training.train_router
+    router_core.training.train_router = train_then_rollback
+    try:
+        report = retrain_once(engine, cold, cfg, force=True)
+    finally:
+        router_core.training.train_router = original
+    assert report["status"] == "stale" and "no longer the active" in report["not_promoted"]
+    assert router_versions.active_version(engine)["version"] == hist[1]["version"]
+    last = router_versions.history(engine)[-1]
+    assert last["status"] == "stale" and not last["active"] and last["parent"] == "cold"
     engine.dispose()
