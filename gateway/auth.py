@@ -230,7 +230,7 @@ def may_use_model(tenant: Tenant, *names: str) -> bool:
 
 
 def require_model(tenant: Tenant, requested: str, resolved: str | None = None) -> None:
-    """401 in LiteLLM's terms for a model outside the calling key's ``models``: a named
+    """403 in LiteLLM's terms for a model outside the calling key's ``models``: a named
     backend, or a route (``auto``) itself, must be listed; a listed route then routes among
     every backend the tenant's policy allows."""
     if may_use_model(tenant, requested, resolved or requested):
@@ -240,10 +240,13 @@ def require_model(tenant: Tenant, requested: str, resolved: str | None = None) -
 
 def key_model_denied(key_models: Sequence[str] | None, requested: str,
                      param: str = "model") -> GatewayError:
-    """The 401 for a model outside the calling key's ``models`` (LiteLLM's words)."""
-    return GatewayError(401, f"key not allowed to access model. This key can only access "
+    """The 403 for a model outside the calling key's ``models`` (LiteLLM's words, LiteLLM's
+    code): the key is good, the model is not its to use. Not a 401, which clients take as a
+    bad key (Claude Code asks the developer to log in again): OpenAI's SDKs raise
+    PermissionDeniedError on a 403, Anthropic's a ``permission_error``."""
+    return GatewayError(403, f"key not allowed to access model. This key can only access "
                         f"models={list(key_models or ())}. Tried to access {requested}",
-                        "key_model_access_denied", code="key_model_access_denied",
+                        "permission_denied", code="key_model_access_denied",
                         param=param)
 
 

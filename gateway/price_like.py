@@ -42,9 +42,10 @@ def unpriced_fix(b: Backend) -> str:
     startup warning)."""
     like = (b.model_info.model_extra or {}).get("price_like") or (
         b.model_info.model_extra or {}).get("base_model")
-    told = (f"; its model_info names {like!r}, which litellm's price map does not list either"
+    told = (f"; its model_info names {like!r}, which litellm's price map does not price either"
             if like else "")
-    return (f"litellm's price map does not list {b.litellm_model!r}{told}. Fix: set its "
+    return (f"litellm's price map does not price {b.litellm_model!r} (it lists no price, "
+            f"or 0 in and 0 out, which is not taken as free){told}. Fix: set its "
             "model_info input_cost_per_million and output_cost_per_million, or "
             "model_info.price_like: a model litellm prices the same (e.g. "
             "claude-sonnet-4-5 for a retired Claude Sonnet)")

@@ -17,6 +17,8 @@ serve_memory.py):  n̂_prompt = ⌈B / 4⌉ + 3 + k · I + k_f · F
 an estimate's). Otherwise the text is counted with litellm's tokenizer for the backend
 (``litellm.encode``, offline) plus OpenAI's per-message framing, images k and files k_f
 each; no image URL is ever read (litellm's counter would fetch a ``detail: high`` image).
+A price of 0 in and 0 out from litellm's map is no price (the backend is refused, 503
+``backend_unpriced``): only a config's own 0 bills a backend at $0.
 Actual cost (what is settled):
     c = usage.prompt_tokens · p_in + usage.completion_tokens · p_out
 at the answering deployment's price (litellm's ``cost_per_token`` for a map price, never above
@@ -78,7 +80,8 @@ class Price:
                                                    service_tier=self.service_tier)))
         except Exception:  # noqa: BLE001 - litellm's look-up failing: the formula's price
             return bound
-        return min(got, bound) if got >= 0 else bound
+        # litellm answering 0 (or less) for tokens its map prices is no price: the formula's
+        return min(got, bound) if got > 0 else bound
 
     def affordable_output_tokens(self, usd: float, prompt_tokens: int) -> int:
         """The largest n_out with n_prompt·p_in + n_out·p_out ≤ usd."""
@@ -102,6 +105,8 @@ def _litellm_price(model: str) -> Price | None:
     pin, pout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     if pin is None or pout is None:
         return None
+    if not pin and not pout:  # 0/0: litellm's map answers it for a model it only half knows
+        return None  # (claude-opus-4-1-20250805 in 1.110.2): no price, never a free model
     above = []
     for key, value in info.items():
         m = _TIER.match(key)

@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from gateway.config.cache import CacheSettings
+from gateway.config.model_map import mapped_limits
 from gateway.config.reliability import ReliabilitySettings
 from gateway.config.retraining import Retraining
 from gateway.config.routes import Route, default_drop, default_routes, needs_default_promise
@@ -58,6 +59,8 @@ class ModelInfo(BaseModel):
     output_cost_per_token: float | None = Field(default=None, ge=0)
     input_cost_per_million: float | None = Field(default=None, ge=0)
     output_cost_per_million: float | None = Field(default=None, ge=0)
+    # unset: litellm's map's for the entry's base_model or model (gateway/config/model_map.py),
+    # else no window and 4096 output tokens
     max_input_tokens: int | None = Field(default=None, gt=0)
     max_output_tokens: int = Field(default=4096, gt=0)
     # The most prompt tokens the provider counts for one image part (the budget reserves it
@@ -67,6 +70,8 @@ class ModelInfo(BaseModel):
     # URL, or decoded: a PDF's compressed streams hold more text than its bytes, and its
     # pages are billed as images too). None: requests with files are refused on it (400).
     max_file_tokens: int | None = Field(default=None, gt=0)
+    # seconds per upstream attempt; unset (here and in litellm_params): 60 s plus time for
+    # the attempt's output cap (gateway/config/model_map.py)
     timeout: float = Field(default=60.0, gt=0)
     # a streamed attempt's timeout (to its first chunk and between chunks); None: ``timeout``
     stream_timeout: float | None = Field(default=None, gt=0)
@@ -111,6 +116,19 @@ class Backend(BaseModel):
         for params in [self.litellm_params, *self.deployments]:
             if not params.get("model"):
                 raise ValueError(f"{self.model_name}: litellm_params.model is required")
+        return self
+
+    @model_validator(mode="after")
+    def _limits_from_map(self) -> Backend:
+        """max_output_tokens / max_input_tokens the entry does not set, from litellm's map
+        (gateway/config/model_map.py)."""
+        if self.is_wildcard:  # each concrete model it makes is looked up on its own
+            return self
+        info = self.model_info
+        filled = mapped_limits(info.model_fields_set, (info.model_extra or {}).get(
+            "base_model"), self.litellm_params.get("model"))
+        if filled:
+            self.model_info = info.model_copy(update=filled)
         return self
 
     @property

@@ -25,6 +25,7 @@ from gateway.errors import GatewayError, model_not_found
 from gateway.pool import Pool
 from gateway.pool.exploring import exploring
 from gateway.pool.promise import RoutePromise
+from gateway.serving.messages.anthropic_errors import anthropic_error
 from gateway.store.records import Tenant
 
 
@@ -39,14 +40,54 @@ def json_safe(value: Any) -> Any:
     return value
 
 
+ANTHROPIC_PAGE_DEFAULT, ANTHROPIC_PAGE_MAX = 20, 1000  # Anthropic's models.list: limit 1-1000
+EPOCH_ISO = "1970-01-01T00:00:00Z"  # created_at of a route or backend (no release date known)
+
+
 async def list_models(request: Request) -> Response:
-    """Route names (routed) and backends (passthrough) this tenant may use."""
+    """Route names (routed) and backends (passthrough) this tenant may use; in Anthropic's
+    shape when the request carries ``anthropic-version`` (``anthropic_models``)."""
     ctx: GatewayContext = request.app.state.ctx
     try:
         tenant = await authenticate(ctx, request)
     except GatewayError as e:
+        if "anthropic-version" in request.headers:
+            return anthropic_error(e, {})
         return e.response()
-    return JSONResponse(json_safe({"object": "list", "data": model_entries(ctx, tenant)}))
+    entries = model_entries(ctx, tenant)
+    if "anthropic-version" in request.headers:
+        return anthropic_models(entries, request.query_params)
+    return JSONResponse(json_safe({"object": "list", "data": entries}))
+
+
+def anthropic_models(entries: list[dict[str, Any]], query: Any) -> Response:
+    """Anthropic's ``GET /v1/models`` page: ``data`` of {type, id, display_name, created_at},
+    ``has_more``, ``first_id``, ``last_id``; ``limit`` (1-1000, default 20), ``after_id`` and
+    ``before_id`` as Anthropic pages (https://docs.anthropic.com/en/api/models-list). Claude
+    Code discovers models here (``GET /v1/models?limit=1000``, keeping ids that start with
+    ``claude`` or ``anthropic``: https://code.claude.com/docs/en/llm-gateway-protocol)."""
+    raw = query.get("limit")
+    try:
+        limit = ANTHROPIC_PAGE_DEFAULT if raw is None else int(raw)
+        if not 1 <= limit <= ANTHROPIC_PAGE_MAX:
+            raise ValueError
+    except ValueError:
+        return anthropic_error(GatewayError(
+            400, f"limit: must be an integer from 1 to {ANTHROPIC_PAGE_MAX}, got {raw!r}",
+            "invalid_request_error", param="limit"), {})
+    ids = [e["id"] for e in entries]
+    start, end = 0, len(ids)
+    if query.get("after_id") in ids:
+        start = ids.index(query["after_id"]) + 1
+    if query.get("before_id") in ids:
+        end = ids.index(query["before_id"])
+        start = max(start, end - limit)
+    page = ids[start:end][:limit]
+    data = [{"type": "model", "id": i, "display_name": i, "created_at": EPOCH_ISO}
+            for i in page]
+    return JSONResponse({"data": data, "has_more": start + len(page) < end,
+                         "first_id": page[0] if page else None,
+                         "last_id": page[-1] if page else None})
 
 
 async def retrieve_model(request: Request, model_id: str) -> Response:

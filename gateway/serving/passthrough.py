@@ -77,7 +77,7 @@ class Passthrough:
         self.tpm_grant: Any = None  # tokens reserved against the tenant's TPM, when reserved
 
     def named(self, model: Any, mode: str) -> Backend:
-        """The backend ``model`` names: known and allowed (404; the key's models: 401), of
+        """The backend ``model`` names: known and allowed (404; the key's models: 403), of
         litellm mode ``mode`` (400)."""
         if not isinstance(model, str) or not model:
             raise invalid("'model' is required and must be a string", param="model")

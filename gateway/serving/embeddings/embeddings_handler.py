@@ -50,7 +50,7 @@ def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Bac
     """The named backend: known and allowed (404), of embedding mode (400), priced (503)."""
     allowed = tenant.policy.allowed_models
     model = pool.settings.resolve_alias(req.model)  # model_group_alias
-    require_model(tenant, req.model, model)  # the calling key's models (401)
+    require_model(tenant, req.model, model)  # the calling key's models (403)
     backend = pool.backend(model)
     if backend is None or (allowed is not None and model not in allowed):
         raise model_not_found(model)

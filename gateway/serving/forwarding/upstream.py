@@ -46,6 +46,7 @@ from typing import Any
 import httpx
 
 from gateway.config import Backend
+from gateway.config.model_map import sized_timeout
 from gateway.reliability.circuit import AMBIGUOUS, BACKEND, REQUEST
 from gateway.serving.forwarding import request_json
 from gateway.serving.forwarding.litellm_inline import inline_setup
@@ -181,9 +182,23 @@ def deployment_order(backend: Backend) -> list[dict[str, Any]]:
     return sorted(deployments, key=key, reverse=True)
 
 
-def attempt_timeout(backend: Backend, deployment: dict[str, Any], stream: bool = False) -> float:
+OUTPUT_CAP_PARAMS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+def output_cap(params: dict[str, Any]) -> int | None:
+    """The output cap a call's parameters send (the largest of its cap fields)."""
+    caps = [v for k in OUTPUT_CAP_PARAMS if isinstance(v := params.get(k), int)
+            and not isinstance(v, bool)]
+    return max(caps) if caps else None
+
+
+def attempt_timeout(backend: Backend, deployment: dict[str, Any], stream: bool = False,
+                    cap: int | None = None) -> float:
     """Seconds for one call: litellm_params.timeout, else model_info's; a stream's is its
-    ``stream_timeout`` (LiteLLM's; litellm_params', else model_info's) when one is set."""
+    ``stream_timeout`` (LiteLLM's; litellm_params', else model_info's) when one is set.
+    Neither set, a non-streamed call waits 60 s plus time for ``cap`` output tokens
+    (gateway/config/model_map.py): its first byte comes when the whole answer is written, so
+    a long answer must not meet a short default (a stream's timeout is per chunk)."""
     if stream:
         t = deployment.get("stream_timeout")
         if isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0:
@@ -191,7 +206,11 @@ def attempt_timeout(backend: Backend, deployment: dict[str, Any], stream: bool =
         if backend.model_info.stream_timeout is not None:
             return backend.model_info.stream_timeout
     t = deployment.get("timeout")
-    return float(t) if isinstance(t, (int, float)) and t > 0 else backend.model_info.timeout
+    if isinstance(t, (int, float)) and t > 0:
+        return float(t)
+    if "timeout" in backend.model_info.model_fields_set:
+        return backend.model_info.timeout
+    return sized_timeout(backend.model_info.timeout, None if stream else cap)
 
 
 def _kwargs(backend: Backend, deployment: dict[str, Any], messages: list[dict],
@@ -209,7 +228,7 @@ def _kwargs(backend: Backend, deployment: dict[str, Any], messages: list[dict],
     if drop:
         call["drop_params"] = True  # litellm leaves out what this provider does not support
     call["messages"] = messages
-    call["timeout"] = attempt_timeout(backend, deployment)
+    call["timeout"] = attempt_timeout(backend, deployment, cap=output_cap(call))
     call["num_retries"] = 0  # fallback across backends is ours; no hidden retries
     call["max_retries"] = 0
     client = request_json.sdk_client(call)  # bodies serialised with orjson (request_json.py)
@@ -331,13 +350,12 @@ async def open_stream(backend: Backend, messages: list[dict], params: dict[str, 
 
 async def _open_one(backend: Backend, deployment: dict[str, Any], messages: list[dict],
                     params: dict[str, Any]) -> OpenStream:
-    timeout = attempt_timeout(backend, deployment, stream=True)
     kwargs = _kwargs(backend, deployment, messages, params)
-    kwargs["timeout"] = timeout
+    kwargs["timeout"] = attempt_timeout(backend, deployment, True, output_cap(kwargs))
     kwargs["stream"] = True
     kwargs["stream_options"] = {"include_usage": True}  # we settle from it
     with inline_setup(kwargs), unlogged():  # as in ``complete``
-        return await _first_event(litellm.acompletion(**kwargs), timeout)
+        return await _first_event(litellm.acompletion(**kwargs), kwargs["timeout"])
 
 
 async def _first_event(started: Awaitable[Any], timeout: float) -> OpenStream:
@@ -368,7 +386,7 @@ async def over_deployments(backend: Backend, call: Callable[..., Awaitable[Any]]
 
     async def one(deployment: dict[str, Any]) -> Any:
         kwargs = {**backend.call_params(deployment), **params,
-                  "timeout": attempt_timeout(backend, deployment, stream),
+                  "timeout": attempt_timeout(backend, deployment, stream, output_cap(params)),
                   "num_retries": 0, "max_retries": 0}
         if stream:
             return await _first_event(call(**kwargs), kwargs["timeout"])

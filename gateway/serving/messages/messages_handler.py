@@ -68,15 +68,16 @@ CACHE_PRICES = {WRITE: "cache_creation_input_token_cost", READ: "cache_read_inpu
 
 def cache_ratios(backend: Backend) -> dict[str, float]:
     """Each cached-input count's price over the input price (module docstring): the config's
-    pair when it gives the cache price, else litellm's map's pair; 1 where neither does."""
+    pair when it gives the cache price, else litellm's map's pair (a 0 there is no price); 1
+    where neither does."""
     own, own_in = backend.model_info.model_extra or {}, backend.input_cost_per_token
     mapped = map_entry(backend.model_info, backend.litellm_params)
-    pairs = ((own, own_in), (mapped, mapped.get("input_cost_per_token")))
+    pairs = ((own, own_in, 0.0), (mapped, mapped.get("input_cost_per_token"), None))
     ratios = {}
     for count, price in CACHE_PRICES.items():
-        ratios[count] = next((float(table[price]) / float(p_in) for table, p_in in pairs
+        ratios[count] = next((float(table[price]) / float(p_in) for table, p_in, floor in pairs
                               if isinstance(table.get(price), (int, float))
-                              and table[price] >= 0
+                              and (table[price] > 0 or table[price] == floor)
                               and isinstance(p_in, (int, float)) and p_in > 0), 1.0)
     return ratios
 
@@ -162,10 +163,45 @@ def frame(kind: str, data: dict) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def forward_messages(req: MessagesRequest, call: Call) -> Any:
+# Providers litellm sends Anthropic's Messages to natively (Anthropic's API, Claude on Bedrock,
+# Vertex AI and Azure AI Foundry): they get the client's anthropic-* headers and
+# context_management; litellm keeps on Bedrock and Vertex the betas each supports.
+ANTHROPIC_WIRE = frozenset({"anthropic", "bedrock", "vertex_ai", "vertex_ai_beta", "azure_ai"})
+# Request headers Claude Code's gateway protocol says to forward unchanged
+# (https://code.claude.com/docs/en/llm-gateway-protocol: "anthropic-beta and anthropic-version")
+FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta")
+
+
+def anthropic_headers(request: Request) -> dict[str, str]:
+    """The client's ``FORWARDED_HEADERS``, as sent (a repeated header joined with commas)."""
+    out = {}
+    for name in FORWARDED_HEADERS:
+        values = request.headers.getlist(name)
+        if values:
+            out[name] = ",".join(values)
+    return out
+
+
+def anthropic_wire(backend: Backend) -> bool:
+    """Whether litellm calls ``backend``'s provider on Anthropic's Messages wire."""
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(backend.litellm_model)
+    except Exception:  # noqa: BLE001 - a model litellm cannot place: not Anthropic's wire
+        return False
+    return provider in ANTHROPIC_WIRE
+
+
+async def forward_messages(req: MessagesRequest, headers: dict[str, str], call: Call) -> Any:
     """One Messages attempt, with the attempt's output cap as ``max_tokens``: Anthropic's own
-    API for an Anthropic-wire provider, else litellm's bridge to the Responses API or chat."""
+    API for an Anthropic-wire provider, with the client's anthropic-* ``headers`` and its
+    ``context_management``; else litellm's bridge to the Responses API or chat (which know
+    neither: a clearing edit left out only sends more input, which the hold already covers)."""
     params = {**req.params, "messages": req.messages, "max_tokens": call.cap}
+    if anthropic_wire(call.backend):
+        if headers:
+            params["extra_headers"] = dict(headers)
+    else:
+        params.pop("context_management", None)
     if req.stream:
         params["stream"] = True
     return await over_deployments(call.backend, litellm.anthropic_messages, params,
@@ -191,6 +227,7 @@ class MessagesRelay:
     pays for what the provider generated, not for one token."""
 
     backend: Backend
+    prompt_tokens: int | None = None  # the plan's count of the prompt (for a bridged start)
     usage: dict[str, Any] = field(default_factory=dict)  # each count the largest seen
     output_known: bool = False  # a message_delta reported the output count
 
@@ -200,6 +237,7 @@ class MessagesRelay:
                 data["message"]["model"] = self.backend.model_name
                 if self.took(data["message"].get("usage")):
                     yield self.counts()
+                self.fill_input(data["message"])
             elif kind == "content_block_delta":
                 yield Text(delta_text(data.get("delta")))
             elif kind == "message_delta":
@@ -214,6 +252,16 @@ class MessagesRelay:
                 yield Failed(502, f"upstream error event: {data.get('error')}")
             yield frame(kind, data)
         yield SETTLE
+
+    def fill_input(self, message: dict) -> None:
+        """A bridged backend's ``message_start`` says ``input_tokens: 0`` (its provider
+        reports usage at the end): the client is told the plan's count instead, as Anthropic's
+        own start carries it. Only the event is changed: the bill takes reported counts."""
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            usage = message["usage"] = {}
+        if not usage.get("input_tokens") and self.prompt_tokens:
+            usage["input_tokens"] = self.prompt_tokens
 
     def took(self, usage: Any) -> bool:
         """A streamed usage (message_start, message_delta) taken: each count the largest
@@ -257,9 +305,10 @@ async def messages_endpoint(request: Request) -> Response:
         record_routing(out.ctx, plan)  # what routing decided, counted
         plan = out.planned(admissible(plan))  # the candidates that can take it (400: none)
         plan = await out.reserve_tokens(plan)  # the tenant's tokens per minute
-        tried = await out.attempt(plan, partial(forward_messages, req))  # budget per attempt
+        tried = await out.attempt(plan, partial(forward_messages, req,
+                                                anthropic_headers(request)))  # budget per attempt
         assert tried.answered is not None
         if req.stream:  # settled before ``message_stop``, logged when it ends
-            return send_stream(out, tried, MessagesRelay(tried.answered))
+            return send_stream(out, tried, MessagesRelay(tried.answered, out.prompt_tokens))
         return await send_body(out, messages_answer(tried.reply, tried.answered))
     return frame.response()  # a refusal, settled and logged

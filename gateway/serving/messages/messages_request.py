@@ -19,7 +19,14 @@ reservation could bound it: blocks whose source is read by reference (a ``file_i
 document (billed per page, as text and as an image of each page: its bytes do not bound it),
 and Anthropic-defined or server tools (web search and fetch, code execution, bash, text
 editor, computer use ...: billed per call, or with a system prompt of their own added to the
-input); ``container``, ``mcp_servers`` and ``context_management``, for the same reason.
+input); ``container`` and ``mcp_servers``, for the same reason.
+
+``context_management`` (Claude Code sends it) is accepted when each edit only clears content
+before the prompt reaches the model (``clear_tool_uses_*``, ``clear_thinking_*``: "Applied
+before the prompt reaches Claude", https://platform.claude.com/en/docs/build-with-claude/
+context-editing), so the reservation over the whole request still bounds it; an edit of any
+other type (server-side compaction writes a summary with a model call of its own) is refused,
+naming it. It is forwarded to Anthropic-wire backends only (``ANTHROPIC_WIRE``).
 """
 
 from __future__ import annotations
@@ -49,14 +56,15 @@ from gateway.serving.chat.chat_view import (
 )
 
 FORWARDED = frozenset({
-    "metadata", "stop_sequences", "system", "temperature", "thinking", "tool_choice", "tools",
-    "top_k", "top_p",
+    "context_management", "metadata", "stop_sequences", "system", "temperature", "thinking",
+    "tool_choice", "tools", "top_k", "top_p",
 })
+# context_management edits that only clear content before the model reads it (module docstring)
+CLEARING_EDITS = ("clear_tool_uses_", "clear_thinking_")
 GATEWAY_KEYS = frozenset({"model", "messages", "max_tokens", "stream", "tollgate"})
 UNBOUNDED = {
     "container": "a code execution container is billed by the hour",
     "mcp_servers": "remote MCP servers' tool calls add input the request does not hold",
-    "context_management": "compaction calls a model of its own",
 }
 ROLES = frozenset({"user", "assistant"})
 IMAGE_SOURCES = frozenset({"base64", "url"})
@@ -168,8 +176,28 @@ def _chat_tools(tools: Any) -> list[dict]:
     return out
 
 
+def _context_management(value: Any) -> None:
+    """400 unless every edit only clears content (module docstring), naming the one that
+    does not."""
+    edits = value.get("edits") if isinstance(value, dict) else None
+    if not isinstance(edits, list) or set(value) - {"edits"}:
+        raise invalid("'context_management' must be an object with an 'edits' array",
+                      param="context_management")
+    for i, edit in enumerate(edits):
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if not isinstance(kind, str):
+            raise invalid(f"'context_management.edits[{i}]' must be an object with a 'type'",
+                          param=f"context_management.edits[{i}]")
+        if not kind.startswith(CLEARING_EDITS):
+            raise _unbounded(f"context_management.edits[{i}].type", f"edit type {kind!r} is "
+                             "not a clearing edit (clear_tool_uses_*, clear_thinking_*): it may "
+                             "call a model of its own (compaction writes a summary)")
+
+
 def _check(params: dict[str, Any]) -> None:
-    check_types(params, (), (), ("metadata", "thinking", "tool_choice"))
+    check_types(params, (), (), ("context_management", "metadata", "thinking", "tool_choice"))
+    if "context_management" in params:
+        _context_management(params["context_management"])
     for name in ("temperature", "top_p"):
         if name in params:
             number_param(params[name], name, 0.0, 1.0)

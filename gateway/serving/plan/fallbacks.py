@@ -4,7 +4,7 @@ They come from the request body (``fallbacks``) or, when the body gives none, fr
 config's ``fallbacks`` for the asked model (``router_settings.fallbacks``). They are tried
 after the request's own candidates, in the order given, each at most once, within the
 tenant's allowed models and the calling key's ``models`` (gateway/serving/plan/key_models.py: a
-body fallback the key may not call is its 401, a config fallback is skipped), within the usual
+body fallback the key may not call is its 403, a config fallback is skipped), within the usual
 ``max_attempts``.
 """
 

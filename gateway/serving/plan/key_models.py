@@ -8,7 +8,7 @@ candidates are its route's, granted by construction (the key must list the route
 gateway/auth.py ``require_model``); the request's ``fallbacks`` and the config's fallbacks
 (context-window fallbacks included: they are the candidates left when the asked backend's
 window is too small) are held to this set (gateway/serving/plan/fallbacks.py), as LiteLLM
-Proxy does: a client-side fallback the key may not call is refused with the key's 401
+Proxy does: a client-side fallback the key may not call is refused with the key's 403
 (LiteLLM PR #4321, "ensure user has access to fallback models"), a server-side one is skipped
 (LiteLLM PR #38572: "unauthorized targets are skipped; if none remain, the primary model's own
 error is returned").

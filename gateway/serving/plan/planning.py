@@ -112,7 +112,7 @@ def start_plan(pool: Pool, tenant: Tenant, req: ChatRequest) -> Plan:
     policy = tenant.policy
     cap = max_cost(req.options, policy)
     resolved = pool.settings.resolve_alias(req.model)
-    require_model(tenant, req.model, resolved)  # the calling key's models (401)
+    require_model(tenant, req.model, resolved)  # the calling key's models (403)
     if resolved != req.model:
         req = replace(req, model=resolved)
     keyed = tenant.key_models or None

@@ -65,11 +65,18 @@ def _deployments(backend: Backend) -> list[tuple[dict[str, Any], dict[str, Any]]
                                     strict=True)]
 
 
-def _field(own: dict[str, Any], mapped: dict[str, Any], field: str) -> float | None:
-    for table in (own, mapped):
-        v = table.get(field)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
-            return float(v)
+def _field(own: dict[str, Any], mapped: dict[str, Any], field: str,
+           map_zero: bool = False) -> float | None:
+    """The config's price (0 included: the operator said so), else litellm's map's above 0:
+    a 0 there is no price (no backend is billed at $0 unless the operator says so), except
+    where ``map_zero`` says the map's 0 is the provider's price (moderation: OpenAI's
+    moderation models are listed at 0 in litellm's map, and served free as before)."""
+    v = own.get(field)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0:
+        return float(v)
+    v = mapped.get(field)
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and (v > 0 or map_zero and v == 0):
+        return float(v)
     return None
 
 
@@ -78,7 +85,7 @@ def unit_price(backend: Backend, mode: str) -> float:
     docstring), the dearest deployment's; a 400 when a deployment has none."""
     field, prices = FIELD[mode], []
     for own, mapped in _deployments(backend):
-        price = _field(own, mapped, field)
+        price = _field(own, mapped, field, map_zero=mode == MODERATION)
         if price is None:
             raise unpriced(backend, field)
         prices.append(price)
@@ -103,5 +110,7 @@ def image_cost(backend: Backend, n: int, size: str | None, quality: str | None) 
         except Exception as e:  # litellm raises a bare Exception when unpriced
             raise unpriced(backend, " or ".join(IMAGE_FIELDS) + f" for size {size!r}"
                            f"{f' and quality {quality!r}' if quality else ''}") from e
+        if not cost and not own:  # litellm's 0 is no price; only the config's 0 is free
+            raise unpriced(backend, " or ".join(IMAGE_FIELDS) + f" for size {size!r}")
         costs.append(float(cost))
     return max(costs)

@@ -57,9 +57,9 @@ def test_generate_info_list_update_delete(gateway: Gateway) -> None:
     # an update holds at the very next request: fake-cheap is no longer in the list
     r = gateway.admin("POST", "/key/update", json={"key": key, "models": ["fake-mid"]})
     assert r.status_code == 200 and r.json()["models"] == ["fake-mid"], r.text
-    with pytest.raises(openai.AuthenticationError) as exc:
+    with pytest.raises(openai.PermissionDeniedError) as exc:  # 403: a good key, not its model
         _chat(gateway, key)
-    assert exc.value.body["type"] == "key_model_access_denied"  # type: ignore[index]
+    assert exc.value.body["code"] == "key_model_access_denied"  # type: ignore[index]
     assert _chat(gateway, key, "fake-mid")
 
     r = gateway.admin("POST", "/key/delete", json={"key_aliases": ["ci-bot"]})
@@ -96,8 +96,8 @@ def test_models_restrict_named_models_and_auto(gateway: Gateway) -> None:
     _, tid = gateway.tenant()
     named = _generate(gateway, team_id=tid, models=["fake-cheap"])["key"]
     assert _chat(gateway, named)
-    for model in ("fake-mid", "auto"):  # auto is a model of its own: not listed, refused
-        with pytest.raises(openai.AuthenticationError) as exc:
+    for model in ("fake-mid", "auto"):  # auto is a model of its own: not listed, refused (403)
+        with pytest.raises(openai.PermissionDeniedError) as exc:
             _chat(gateway, named, model)
         assert "key not allowed to access model" in exc.value.message
     routed = _generate(gateway, team_id=tid, models=["auto"])["key"]
@@ -156,7 +156,7 @@ def test_embeddings_follow_the_key_models(gw: Gateway) -> None:  # noqa: F811 - 
     an embedding backend: the embeddings tests' own fixture)."""
     _, tid = gw.tenant()
     chat_only = _generate(gw, team_id=tid, models=["fake-cheap"])["key"]
-    with pytest.raises(openai.AuthenticationError):
+    with pytest.raises(openai.PermissionDeniedError):
         gw.client(chat_only).embeddings.create(model=EMBED, input="hi")
     embedder = _generate(gw, team_id=tid, models=[EMBED], max_budget=1.0)["key"]
     assert gw.client(embedder).embeddings.create(model=EMBED, input="hi").data

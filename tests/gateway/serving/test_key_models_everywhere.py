@@ -1,6 +1,7 @@
 """A key's ``models`` holds for every backend that answers (issue 35, finding 1): the
 request's ``fallbacks`` and the config's, a route's candidates, on chat, /v1/responses and
-/v1/completions, through a running gateway (the fake upstream, the openai SDK, SQLite)."""
+/v1/completions, through a running gateway (the fake upstream, the openai SDK, SQLite). A model
+outside the key's list is a 403 (issue 47.6: a 401 tells a client its key is bad)."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_a_body_fallback_outside_the_keys_models_is_refused_on_every_endpoint(
             extra_body={"fallbacks": ["fake-mid"]}),
     }
     for name, call in calls.items():
-        with pytest.raises(openai.AuthenticationError) as exc:
+        with pytest.raises(openai.PermissionDeniedError) as exc:
             call()
         assert exc.value.body["code"] == "key_model_access_denied", name  # type: ignore[index]
         assert exc.value.body["param"] == "fallbacks", name  # type: ignore[index]
@@ -82,6 +83,6 @@ def test_a_routed_requests_fallbacks_hold_to_the_keys_models(gateway: Gateway) -
     key = made.json()["key"]
     assert _chat(gateway, key, "no-strong").headers["x-tollgate-model"] in {
         "fake-mid", "fake-cheap"}
-    with pytest.raises(openai.AuthenticationError) as exc:
+    with pytest.raises(openai.PermissionDeniedError) as exc:
         _chat(gateway, key, "no-strong", fallbacks=["fake-strong"])
     assert exc.value.body["param"] == "fallbacks"  # type: ignore[index]
