@@ -260,16 +260,31 @@ async def _known(key: str | None, find: Callable[[str], Awaitable[Any]]) -> Any:
     return found
 
 
+# A LiteLLM user role that makes a key its team's admin for one request's own records
+# (GET /v1/routing/{id}, POST /v1/feedback): LiteLLM's admin roles
+# (litellm/proxy/_types.py LitellmUserRoles), here scoped to the key's own tenant.
+TEAM_ADMIN_ROLES = frozenset({"proxy_admin", "proxy_admin_viewer"})
+
+
 @dataclass(frozen=True)
 class Principal:
-    """Someone reading the review surfaces: the admin (every tenant) or one tenant."""
+    """Someone reading the review surfaces: the admin (every tenant) or one tenant's key."""
 
     admin: bool
     tenant_id: str | None = None
     tenant_name: str | None = None
+    key_id: str | None = None  # the calling key (a tenant's)
+    user_id: str | None = None  # its LiteLLM user
+    tenant: Tenant | None = None  # the calling key's tenant record (rate limits)
 
     def can_see(self, tenant_id: str | None) -> bool:
         return self.admin or (tenant_id is not None and tenant_id == self.tenant_id)
+
+    def made(self, tenant_id: str | None, key_id: str | None) -> bool:
+        """Whether this key made a request of ``tenant_id`` with ``key_id`` (a row logged
+        before keys were recorded, key_id None, is its tenant's)."""
+        return self.admin or (self.can_see(tenant_id)
+                              and (key_id is None or key_id == self.key_id))
 
     @property
     def label(self) -> str:
@@ -290,7 +305,30 @@ async def principal_for_key(ctx: GatewayContext, key: str | None,
     tenant = await checked_tenant(ctx, key, address)
     if tenant is None or expired(tenant) is not None:
         return None
-    return Principal(admin=False, tenant_id=tenant.id, tenant_name=tenant.name)
+    return tenant_principal(tenant)
+
+
+def tenant_principal(tenant: Tenant) -> Principal:
+    return Principal(admin=False, tenant_id=tenant.id, tenant_name=tenant.name,
+                     key_id=tenant.key_id, user_id=tenant.key_user_id, tenant=tenant)
+
+
+async def may_act_on_request(ctx: GatewayContext, who: Principal, tenant_id: str | None,
+                             key_id: str | None) -> bool:
+    """Whether ``who`` may read or score one request (issue 47 item 5, issue 48 item 14): the
+    key that made it, the admin key, or a key of the same tenant whose LiteLLM user has an
+    admin role (``TEAM_ADMIN_ROLES``, its team's admin). Another key of the same team may not."""
+    if who.made(tenant_id, key_id):
+        return True
+    if not who.can_see(tenant_id) or who.user_id is None:
+        return False
+    from gateway.store.errors import StoreUnavailable
+
+    try:
+        role = await ctx.store.litellm_admin.user_role(who.user_id)
+    except StoreUnavailable as e:
+        raise store_unavailable() from e
+    return role in TEAM_ADMIN_ROLES
 
 
 async def require_principal(request: Request) -> Principal:

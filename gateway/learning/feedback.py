@@ -1,8 +1,10 @@
 """``POST /v1/feedback``: a tenant scores an answer it received; each call is an observation.
 
 Body: ``{"request_id": str, "score": float in [0, 1]}`` or ``{"request_id": str, "correct":
-bool}``, optionally ``"comment": str``. Only the tenant that made the request may score it (any
-other key gets the same 404 as an unknown id, so ids of other tenants cannot be probed).
+bool}``, optionally ``"comment": str``. Only the key that made the request may score it, or
+its team's admin or the admin key (``gateway.auth.may_act_on_request``; issue 48, item 14):
+any other key, a teammate's included, gets the same 404 as an unknown id, so ids cannot be
+probed.
 A tenant has one feedback per request: a later one replaces it (``"replaced": true`` in the
 answer, counted in ``tollgate_feedback_replaced``), so one client cannot weigh a prompt many
 times. Limits: the body is at most ``MAX_BODY_BYTES``, the comment ``MAX_COMMENT_CHARS`` with no
@@ -25,7 +27,14 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.auth import authenticate
+from gateway.auth import (
+    Principal,
+    authenticate,
+    bearer_key,
+    is_admin_key,
+    may_act_on_request,
+    tenant_principal,
+)
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
 from gateway.learning import tables as ldb
@@ -71,14 +80,44 @@ def parse_feedback(body: Any) -> tuple[str, float, str | None]:
 
 
 def logged_request(engine: sa.Engine, request_id: str) -> dict | None:
-    """The request log's route, tenant, status and model for ``request_id`` (None until the
-    log writer has written the row)."""
+    """The request log's route, tenant, key, status and model for ``request_id`` (None until
+    the log writer has written the row)."""
     from gateway.store.models import request_logs as t
 
     with engine.connect() as conn:
-        row = conn.execute(sa.select(t.c.route, t.c.tenant_id, t.c.status, t.c.chosen_model)
+        row = conn.execute(sa.select(t.c.route, t.c.tenant_id, t.c.key_id, t.c.status,
+                                     t.c.chosen_model)
                            .where(t.c.id == request_id)).first()
     return None if row is None else dict(row._mapping)
+
+
+async def _logged_waiting(ctx: GatewayContext, request_id: str) -> dict | None:
+    """The request's log row, waiting up to ``SERVED_WAIT_S`` for the writer (the served record
+    can be remembered before the row is written)."""
+    loop = asyncio.get_running_loop()
+    deadline, pause = loop.time() + SERVED_WAIT_S, 0.05
+    while True:
+        logged = await anyio.to_thread.run_sync(logged_request, ctx.store.engine, request_id)
+        if logged is not None or loop.time() > deadline:
+            return logged
+        if ctx.log_writer.pending:
+            await ctx.log_writer.flush(pause)
+        else:
+            await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+async def _may_score(ctx: GatewayContext, who: Principal, served: dict) -> bool:
+    """Whether ``who`` may score the served request: the key that made it (read from its
+    log row), its team's admin or the admin key."""
+    if who.admin:
+        return True
+    if not who.can_see(served["tenant_id"]):
+        return False
+    logged = await _logged_waiting(ctx, served["request_id"])
+    if logged is None:
+        return False
+    return await may_act_on_request(ctx, who, logged["tenant_id"], logged["key_id"])
 
 
 async def _served(ctx: GatewayContext, request_id: str) -> tuple[dict | None, dict | None]:
@@ -109,7 +148,8 @@ async def _served(ctx: GatewayContext, request_id: str) -> tuple[dict | None, di
 
 
 def _not_served(rid: str, tenant: Tenant, logged: dict | None) -> GatewayError:
-    mine = logged is not None and logged["tenant_id"] == tenant.id
+    mine = (logged is not None and logged["tenant_id"] == tenant.id
+            and logged.get("key_id") in (None, tenant.key_id))
     if mine and logged["route"] is None:
         return invalid(
             f"request {rid!r} was a passthrough to {logged['chosen_model']!r}: feedback "
@@ -134,7 +174,10 @@ async def feedback(request: Request) -> Response:
             raise too_large(MAX_BODY_BYTES)
         rid, quality, comment = parse_feedback(await json_body(request))
         served, logged = await _served(ctx, rid)
-        if served is None or served["tenant_id"] != tenant.id:
+        key = bearer_key(request)
+        who = (Principal(admin=True) if key is not None and is_admin_key(ctx.settings, key)
+               else tenant_principal(tenant))
+        if served is None or not await _may_score(ctx, who, served):
             raise _not_served(rid, tenant, logged if served is None else None)
         obs_id, replaced = await anyio.to_thread.run_sync(
             lambda: record_feedback(

@@ -6,13 +6,23 @@ normalised cost c̃_h, predicted USD and score a_h = p̂_h − λ·c̃_h; the δ
 the winner and the reason ("cheapest of 3 equivalent ..."); on a route with a promise, the
 route's reference with its p̂ on this prompt (also when the request could not use it) and the
 winner's estimated drop from it; every forwarding attempt (the
-fallbacks); tokens, cost and timing; the feedback received. The tenant that made the
-request sees it; the admin key sees all; anyone else gets the same 404 as for an unknown id.
+fallbacks); tokens, cost and timing; the feedback received. The key that made the request
+sees it, and so do its team's admins (``gateway.auth.may_act_on_request``) and the admin key;
+anyone else, another key of the same team included, gets the same 404 as for an unknown id.
+
+Unknown ids are cheap (issue 48, item 7): an id the gateway cannot have issued is a 404
+without a database read; a missing row is re-read a bounded number of times
+(``REREAD_AFTER_S``, 5 reads in 2 s) rather than polled; a key waits for at most
+``WAITS_PER_KEY`` rows at once (a 429 past that); and each lookup counts against the key's
+request rate limit like any other call.
 """
 
 from __future__ import annotations
 
-import time
+import re
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -20,13 +30,43 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from gateway.auth import Principal, require_principal
+from gateway.auth import Principal, may_act_on_request, require_principal
 from gateway.context import GatewayContext
+from gateway.errors import GatewayError
 from gateway.review.dashboard.access import not_found
 from gateway.review.dashboard.queries import fetch_log
 
 BUDGET_SKIP = "budget"
-FLUSH_WAIT_S = 2.0
+REQUEST_ID = re.compile(r"tg-[0-9a-f]{32}")  # what gateway/serving/endpoint.py issues
+# a missing row is re-read after these pauses (the log writer writes in batches after the
+# response is sent): 5 reads over 2 s, where polling every 50 ms made 40
+REREAD_AFTER_S = (0.1, 0.2, 0.5, 1.2)
+WAITS_PER_KEY = 2
+
+
+class Waits:
+    """Lookups waiting for a row, per key: at most ``limit`` at once (one per app)."""
+
+    def __init__(self, limit: int = WAITS_PER_KEY) -> None:
+        self.limit = limit
+        self._waiting: Counter[str] = Counter()
+
+    @contextmanager
+    def slot(self, who: Principal) -> Iterator[None]:
+        """A slot to wait in; 429 when ``who`` already waits for ``limit`` rows."""
+        name = "admin" if who.admin else f"key:{who.key_id or who.tenant_id}"
+        if self._waiting[name] >= self.limit:
+            raise GatewayError(429, f"this key already waits for {self.limit} request rows "
+                               "that are not written yet; retry in a second",
+                               "rate_limit_error", code="routing_lookups_waiting",
+                               headers={"retry-after": "1"})
+        self._waiting[name] += 1
+        try:
+            yield
+        finally:
+            self._waiting[name] -= 1
+            if not self._waiting[name]:
+                del self._waiting[name]
 
 
 def _is_upstream_attempt(a: dict[str, Any]) -> bool:
@@ -127,36 +167,52 @@ def explain_row(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def load_explanation(ctx: GatewayContext, who: Principal, request_id: str
-                           ) -> dict[str, Any]:
+async def _read_waiting(ctx: GatewayContext, request_id: str) -> dict[str, Any] | None:
+    """The row, re-read after each of ``REREAD_AFTER_S`` while missing (rows this replica
+    still holds are flushed first)."""
+    engine, writer = ctx.store.engine, ctx.log_writer
+    row = None
+    for pause in REREAD_AFTER_S:
+        if writer.pending:
+            await writer.flush(pause)
+        else:
+            await anyio.sleep(pause)
+        row = await anyio.to_thread.run_sync(fetch_log, engine, request_id)
+        if row is not None:
+            break
+    return row
+
+
+async def load_explanation(ctx: GatewayContext, who: Principal, request_id: str,
+                           waits: Waits | None = None) -> dict[str, Any]:
     """The explanation if ``who`` may see it; 404 otherwise.
 
     The row is queued after the response is sent and written in batches, so a client asking
-    right away may be ahead of the writer: on a miss, flush and look again for up to
-    ``FLUSH_WAIT_S`` (ids are random UUIDs, so only a just-finished request waits)."""
-    engine = ctx.store.engine
-    writer = ctx.log_writer
-    deadline = time.monotonic() + FLUSH_WAIT_S
-    row = await anyio.to_thread.run_sync(fetch_log, engine, request_id)
-    while row is None and time.monotonic() < deadline:
-        if writer.pending:
-            await writer.flush(max(0.0, deadline - time.monotonic()))
-        else:
-            await anyio.sleep(0.05)
-        row = await anyio.to_thread.run_sync(fetch_log, engine, request_id)
-    if row is None or not who.can_see(row.get("tenant_id")):
+    right away may be ahead of the writer: a missing row is re-read a few times (module
+    docstring), in one of the key's few waiting slots."""
+    if not REQUEST_ID.fullmatch(request_id):
+        raise not_found(request_id)
+    row = await anyio.to_thread.run_sync(fetch_log, ctx.store.engine, request_id)
+    if row is None:
+        with (waits or Waits()).slot(who):
+            row = await _read_waiting(ctx, request_id)
+    if row is None or not await may_act_on_request(ctx, who, row.get("tenant_id"),
+                                                   row.get("key_id")):
         raise not_found(request_id)
     return explain_row(row)
 
 
-async def get_explanation(request_id: str, request: Request) -> Response:
-    """GatewayError (401, 404) is answered by the app as an OpenAI error body."""
-    ctx: GatewayContext = request.app.state.ctx
-    who = await require_principal(request)
-    return JSONResponse(await load_explanation(ctx, who, request_id))
-
-
 def build_router() -> APIRouter:
     r = APIRouter(tags=["review"])
+    waits = Waits()
+
+    async def get_explanation(request_id: str, request: Request) -> Response:
+        """GatewayError (401, 404, 429) is answered by the app as an OpenAI error body."""
+        ctx: GatewayContext = request.app.state.ctx
+        who = await require_principal(request)
+        if who.tenant is not None and ctx.reliability is not None:
+            await ctx.reliability.admit(who.tenant)  # the key's RPM, like any call
+        return JSONResponse(await load_explanation(ctx, who, request_id, waits))
+
     r.add_api_route("/v1/routing/{request_id}", get_explanation, methods=["GET"])
     return r

@@ -30,6 +30,7 @@ from gateway.errors import CLIENT_GONE, GatewayError
 from gateway.serving.chat.chat_request import ChatRequest
 from gateway.serving.plan.planning import Plan, start_plan
 from gateway.serving.record.access_log import log_access
+from gateway.serving.record.attribution import attribution
 from gateway.serving.record.outcome import Outcome
 from gateway.serving.record.tracing import start_request_trace
 from gateway.serving.response_headers import RATELIMIT_STATE
@@ -144,7 +145,9 @@ class Frame:
         given back when the request is settled."""
         setattr(self.request.state, RATELIMIT_STATE, await self.ctx.reliability.admit(out.tenant))
         out.admitted(await self.ctx.reliability.take_slot(out.tenant, self.rid))
-        return await json_body(self.request)
+        body = await json_body(self.request)
+        out.attribution = attribution(out.tenant.key_user_id, self.request.headers, body)
+        return body
 
     async def plan(self, out: Outcome, chat: ChatRequest, planner: Planner) -> Plan:
         """The plan of a request's chat view over one pool (whatever hot-swaps), kept on

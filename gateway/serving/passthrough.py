@@ -32,6 +32,7 @@ from gateway.serving.budget.budget_hold import BudgetHold
 from gateway.serving.endpoint import finished, new_request_id
 from gateway.serving.forwarding.upstream import UpstreamFailure, over_deployments
 from gateway.serving.record.access_log import log_access
+from gateway.serving.record.attribution import Attribution
 from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.store.records import Tenant
 
@@ -179,6 +180,7 @@ class Passthrough:
         """The request-log row, with the chat rows' keys (docs/architecture.md)."""
         return {
             "id": self.rid, "tenant_id": self.tenant.id, "key_id": self.tenant.key_id,
+            **Attribution(user_id=self.tenant.key_user_id).row_fields(),
             "created_at": self.created_at,
             "route": None, "lam": None, "router_version": None, "candidates": [],
             "equivalent": [], "reason": self.route, "stream": False, "prompt_text": None,

@@ -64,6 +64,9 @@ class LiteLLMAdmin:
     async def find_user(self, user_id: str | None, user_email: str | None = None) -> str:
         return await self._run(userlib.find_user, self._engine, user_id, user_email)
 
+    async def user_role(self, user_id: str) -> str | None:
+        return await self._run(userlib.user_role, self._engine, user_id)
+
     async def user(self, user_id: str) -> User:
         return await self._run(userlib.get_user, self._engine, user_id)
 
@@ -79,5 +82,10 @@ class LiteLLMAdmin:
         """A key's token (its keyed hash), as /key/generate answers it."""
         return keylib.hash_key(self._secret(), key)
 
-    async def spend_rows(self, f: spendlib.SpendFilter) -> list[dict[str, Any]]:
-        return await self._run(spendlib.spend_rows, self._engine, f)
+    async def spend_rows(self, f: spendlib.SpendFilter, page: int = 1,
+                         page_size: int = spendlib.PAGE_MAX
+                         ) -> tuple[list[dict[str, Any]], bool]:
+        return await self._run(spendlib.spend_rows, self._engine, f, page, page_size)
+
+    async def spend_groups(self, f: spendlib.SpendFilter) -> tuple[list[dict[str, Any]], bool]:
+        return await self._run(spendlib.spend_groups, self._engine, f)

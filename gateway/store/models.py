@@ -63,6 +63,8 @@ class UserRow(Base):
     teams: Mapped[list[str] | None] = mapped_column(JSONType, nullable=True)
     user_metadata: Mapped[dict[str, Any] | None] = mapped_column(JSONType, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # LiteLLM's per-user max_budget (USD; NULL = none), over the user's team-less keys
+    max_budget_usd: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class ApiKeyRow(Base):
@@ -153,6 +155,10 @@ class RequestLogRow(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     tenant_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     key_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    # who and which conversation (gateway/serving/record/attribution.py, migration 0009)
+    user_id: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    session_id: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    tags: Mapped[Any] = mapped_column(JSONType, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
     route: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lam: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -26,6 +26,8 @@ class Session:
     admin: bool
     tenant_id: str | None = None
     tenant_name: str | None = None
+    key_id: str | None = None  # the key it was opened with
+    user_id: str | None = None  # that key's LiteLLM user
 
 
 def _signature(secret: bytes, sid: str) -> str:
@@ -59,7 +61,8 @@ def find_session(engine: Engine, secret: bytes, cookie: str, now_s: int) -> Sess
     s = dashboard_sessions.c
     with engine.connect() as conn:
         row = conn.execute(
-            select(s.admin, tenants.c.id, tenants.c.name)
+            select(s.admin, tenants.c.id, tenants.c.name, api_keys.c.id.label("key_id"),
+                   api_keys.c.user_id)
             .select_from(dashboard_sessions
                          .outerjoin(api_keys, (api_keys.c.id == s.key_id)
                                     & api_keys.c.revoked_at.is_(None))
@@ -72,7 +75,8 @@ def find_session(engine: Engine, secret: bytes, cookie: str, now_s: int) -> Sess
         return Session(admin=True)
     if row.id is None:
         return None
-    return Session(admin=False, tenant_id=row.id, tenant_name=row.name)
+    return Session(admin=False, tenant_id=row.id, tenant_name=row.name, key_id=row.key_id,
+                   user_id=row.user_id)
 
 
 def close_session(engine: Engine, secret: bytes, cookie: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine, delete, func, insert, select, update
@@ -33,24 +33,40 @@ class User:
     metadata: dict[str, Any]
     spend_usd: float
     created_at: datetime
+    max_budget_usd: float | None = None  # LiteLLM's max_budget
 
 
 def _columns(fields: dict[str, Any]) -> dict[str, Any]:
     return {("user_metadata" if k == "metadata" else k): v for k, v in fields.items()}
 
 
+def _known_since(conn: Any, user_id: str) -> datetime | None:
+    """When a user no /user/new made was first named by a live key (its first one's
+    creation); None when no live key names it (a deleted user's keys are revoked)."""
+    return conn.execute(select(func.min(api_keys.c.created_at))
+                        .where(api_keys.c.user_id == user_id,
+                               api_keys.c.revoked_at.is_(None))).scalar()
+
+
 def _user(engine: Engine, user_id: str) -> User:
+    """The user; one that only live keys name (``/key/generate`` with a new ``user_id``, as
+    LiteLLM allows) is found too, with no fields of its own."""
     with engine.connect() as conn:
         row = conn.execute(select(users).where(users.c.id == user_id)).first()
-        if row is None:
+        since = _known_since(conn, user_id) if row is None else row.created_at
+        if since is None:
             raise NotFound(f"User not found, passed user_id={user_id}")
         spend = conn.execute(
             select(func.coalesce(func.sum(request_logs.c.cost_usd), 0.0))
-            .select_from(request_logs.join(api_keys, api_keys.c.id == request_logs.c.key_id))
-            .where(api_keys.c.user_id == user_id)).scalar()
+            .select_from(request_logs.outerjoin(api_keys,
+                                                api_keys.c.id == request_logs.c.key_id))
+            .where(func.coalesce(request_logs.c.user_id, api_keys.c.user_id) == user_id)
+        ).scalar()
+    if row is None:
+        return User(user_id, None, None, None, [], [], {}, float(spend or 0.0), since)
     return User(row.id, row.user_email, row.user_alias, row.user_role, list(row.models or []),
                 list(row.teams or []), dict(row.user_metadata or {}), float(spend or 0.0),
-                row.created_at)
+                row.created_at, row.max_budget_usd)
 
 
 def new_user(engine: Engine, now: datetime, user_id: str | None, fields: dict[str, Any]
@@ -65,10 +81,13 @@ def new_user(engine: Engine, now: datetime, user_id: str | None, fields: dict[st
 
 
 def find_user(engine: Engine, user_id: str | None, user_email: str | None) -> str:
-    """The id of the user with ``user_id`` (else the one with ``user_email``)."""
+    """The id of the user with ``user_id`` (one only live keys name included), else the one
+    with ``user_email``."""
     where = users.c.id == user_id if user_id is not None else users.c.user_email == user_email
     with engine.connect() as conn:
         uid = conn.execute(select(users.c.id).where(where)).scalar()
+        if uid is None and user_id is not None and _known_since(conn, user_id) is not None:
+            uid = user_id
     if uid is None:
         raise NotFound(f"User not found, passed user_id={user_id or user_email}")
     return str(uid)
@@ -79,9 +98,14 @@ def get_user(engine: Engine, user_id: str) -> User:
 
 
 def update_user(engine: Engine, user_id: str, fields: dict[str, Any]) -> User:
+    """Set ``fields``; a user only keys named so far gets its row here."""
     if fields:
         with engine.begin() as conn:
-            conn.execute(update(users).where(users.c.id == user_id).values(**_columns(fields)))
+            done = conn.execute(update(users).where(users.c.id == user_id)
+                                .values(**_columns(fields))).rowcount
+            if not done:
+                conn.execute(insert(users).values(id=user_id, created_at=datetime.now(UTC),
+                                                  **_columns(fields)))
     return _user(engine, user_id)
 
 
@@ -98,6 +122,12 @@ def delete_users(engine: Engine, user_ids: list[str], now: datetime) -> list[str
         conn.execute(delete(users).where(users.c.id.in_(user_ids)))
         auth_epoch.bump(conn)
     return list(user_ids)
+
+
+def user_role(engine: Engine, user_id: str) -> str | None:
+    """The user's LiteLLM ``user_role`` (None: no such user, or none set)."""
+    with engine.connect() as conn:
+        return conn.execute(select(users.c.user_role).where(users.c.id == user_id)).scalar()
 
 
 def user_teams(engine: Engine, user_id: str) -> list[str]:

@@ -48,7 +48,8 @@ async def session_principal(request: Request) -> Principal | None:
     s = await ctx.store.find_session(cookie)
     if s is None:
         return None
-    return Principal(admin=s.admin, tenant_id=s.tenant_id, tenant_name=s.tenant_name)
+    return Principal(admin=s.admin, tenant_id=s.tenant_id, tenant_name=s.tenant_name,
+                     key_id=s.key_id, user_id=s.user_id)
 
 
 async def dashboard_principal(request: Request) -> Principal:

@@ -41,7 +41,7 @@ from gateway.review.dashboard.queries import (
     tenant_names,
 )
 from gateway.review.dashboard.summary_job import job_for, run_job, shareable
-from gateway.review.explain import load_explanation
+from gateway.review.explain import Waits, load_explanation
 from gateway.store.periods import utcnow
 
 HERE = Path(__file__).resolve().parent
@@ -199,6 +199,7 @@ class _Api:
 
     def __init__(self, guard: DashboardGuard) -> None:
         self.guard = guard
+        self.waits = Waits()  # rows a key waits for at once (gateway/review/explain.py)
 
     async def _caller(self, request: Request) -> Principal:
         who = await dashboard_principal(request)
@@ -250,7 +251,7 @@ class _Api:
     async def explain(self, request_id: str, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx
         who = await self._caller(request)
-        return JSONResponse(await load_explanation(ctx, who, request_id))
+        return JSONResponse(await load_explanation(ctx, who, request_id, self.waits))
 
     async def routers(self, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx

@@ -55,9 +55,11 @@ PASSTHROUGH_PARAMS = frozenset(
 )
 GATEWAY_KEYS = frozenset({"model", "messages", "stream", "stream_options", "tollgate"})
 # LiteLLM Proxy's request keys: ``drop_params`` (leave out what the provider does not
-# support; forwarded to litellm), ``fallbacks`` (models to try when the asked one fails) and
-# ``cache`` (response-cache controls, gateway/serving/forwarding/cached_answer.py; never forwarded).
-LITELLM_KEYS = frozenset({"drop_params", "fallbacks", "cache"})
+# support; forwarded to litellm), ``fallbacks`` (models to try when the asked one fails),
+# ``cache`` (response-cache controls, gateway/serving/forwarding/cached_answer.py; never forwarded)
+# and ``tags`` / ``litellm_metadata`` (the request's attribution on its log row,
+# gateway/serving/record/attribution.py; never forwarded).
+LITELLM_KEYS = frozenset({"drop_params", "fallbacks", "cache", "tags", "litellm_metadata"})
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 # The typed content parts OpenAI defines, each with the object field its payload sits in
 # (a text or refusal part carries a string).

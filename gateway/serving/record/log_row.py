@@ -64,6 +64,7 @@ def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
         "id": outcome.rid,
         "tenant_id": outcome.tenant.id,
         "key_id": outcome.tenant.key_id,
+        **outcome.attribution.row_fields(),
         "created_at": outcome.created_at,
         **plan_fields(plan, settings.log_prompts, settings.encoder_max_chars),
         # an answer from the response cache (gateway/serving/forwarding/cached_answer.py)

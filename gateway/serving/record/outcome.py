@@ -30,6 +30,7 @@ from gateway.serving.forwarding.attempts import Attempted, Attempts, Forward
 from gateway.serving.forwarding.upstream import UpstreamFailure
 from gateway.serving.plan.planning import PASSTHROUGH_VERSION, Plan, token_bounds
 from gateway.serving.record.access_log import log_access
+from gateway.serving.record.attribution import Attribution
 from gateway.serving.record.log_row import log_row, served
 from gateway.serving.record.tracing import NO_TRACE, RequestTrace
 from gateway.store.records import Tenant
@@ -66,6 +67,8 @@ class Outcome:
         self.trace = trace  # its OpenTelemetry spans (gateway/serving/record/tracing.py)
         self.created_at = datetime.now(UTC)
         self.plan: Plan | None = None  # set by the frame as planning proceeds (endpoint.py)
+        # key, user and session on the log row; the session's once the body is read
+        self.attribution = Attribution(user_id=tenant.key_user_id)
         self.hold = BudgetHold(ctx, tenant, request_id)
         self.hold.client_gone = client_gone  # ends a wait for the budget
         self.attempts: list[dict] = []
