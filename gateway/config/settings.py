@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from gateway.config.budget import BudgetSettings
 from gateway.config.cache import CacheSettings
 from gateway.config.model_map import mapped_limits
 from gateway.config.reliability import ReliabilitySettings
@@ -236,6 +237,7 @@ class Settings(BaseModel):
     retraining: Retraining = Field(default_factory=Retraining)
     reliability: ReliabilitySettings = Field(default_factory=ReliabilitySettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)  # response caching
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)  # gateway/config/budget.py
     # LiteLLM's conventions: a passthrough model's fallbacks (router_settings.fallbacks) and
     # dropping parameters a provider does not support instead of failing (drop_params).
     fallbacks: dict[str, list[str]] = Field(default_factory=dict)

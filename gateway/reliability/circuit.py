@@ -25,7 +25,11 @@ over the failures since its last success (f_t: tenant t's), and the circuit open
 E ≥ failure_threshold and the failures are proven ones or come from at least ``min_tenants``
 tenants: one tenant's failures weigh at most s and never open it alone. While half-open, a proven failure reopens at
 once; a tenant's failing probe frees the probe slot and reopens only once ``min_tenants``
-tenants' probes failed. ``min_tenants: 1`` is the plain consecutive-failure breaker (a
+tenants' probes failed. Who is one client (issue 48.11): a principal names its tenant and,
+when its key has one, its user (``Tenant.principal``: ``tenant|user:u``); two principals that
+share either are the same client (``principal_groups``), so a user's keys in two teams, or a
+team key and the same user's own key, count once in min_tenants and in s.
+``min_tenants: 1`` is the plain consecutive-failure breaker (a
 deployment with a single tenant). Failures a request causes by its own content (a 400, a
 context window, litellm's repeated-chunk stop) never reach ``failure``: the backend answered.
 """
@@ -42,6 +46,30 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 # Who provoked a failed attempt (``UpstreamFailure.cause``, gateway/serving/forwarding/upstream.py).
 REQUEST, BACKEND, AMBIGUOUS = "request", "backend", "ambiguous"
+
+
+def principal_groups(principals: list[str]) -> list[int]:
+    """For each principal (``a|b|...``: the identities it is), the index of its group:
+    principals sharing any identity, directly or through others, are one client."""
+    parent = list(range(len(principals)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, p in enumerate(principals):
+        for ident in p.split("|"):
+            j = owner.setdefault(ident, i)
+            parent[root(i)] = root(j)
+    return [root(i) for i in range(len(principals))]
+
+
+def count_clients(principals: list[str]) -> int:
+    """How many distinct clients ``principals`` are (``principal_groups``)."""
+    return len(set(principal_groups(principals)))
 
 
 class State(IntEnum):
@@ -130,7 +158,11 @@ class CircuitBreakers:
     def evidence(self, name: str) -> int:
         """E of (C1): the failures that count towards opening ``name``."""
         b = self._get(name)
-        return b.proven + sum(min(n, self.tenant_share) for n in b.by_tenant.values())
+        per_client: dict[int, int] = {}
+        names = list(b.by_tenant)
+        for group, who in zip(principal_groups(names), names, strict=True):
+            per_client[group] = per_client.get(group, 0) + b.by_tenant[who]
+        return b.proven + sum(min(n, self.tenant_share) for n in per_client.values())
 
     def failure(self, name: str, tenant: str | None = None) -> None:
         """A failed attempt on ``name``: the backend's own (``tenant`` None) or one met by
@@ -141,13 +173,13 @@ class CircuitBreakers:
         else:
             b.by_tenant[tenant] = b.by_tenant.get(tenant, 0) + 1
         if b.state == State.HALF_OPEN:
-            if tenant is None or len(b.by_tenant) >= self.min_tenants:
+            if tenant is None or count_clients(list(b.by_tenant)) >= self.min_tenants:
                 self._open(name, b)
             elif b.probes > 0:
                 b.probes -= 1  # not enough to reopen: another request may probe
             return
         if (b.state == State.CLOSED and self.evidence(name) >= self.failure_threshold
-                and (b.proven > 0 or len(b.by_tenant) >= self.min_tenants)):
+                and (b.proven > 0 or count_clients(list(b.by_tenant)) >= self.min_tenants)):
             self._open(name, b)
 
     def _open(self, name: str, b: _Breaker) -> None:

@@ -39,11 +39,12 @@ class Tenant:
     @property
     def principal(self) -> str:
         """Who this request's failures count as for the circuit breakers
-        (gateway/reliability/circuit.py, C1): its tenant, however many keys it has; a key
-        made without a team counts as its ``user_id`` when it has one, so one user's many
-        team-less keys are one client, not many."""
-        if self.key_own_tenant and self.key_user_id:
-            return "user:" + self.key_user_id
+        (gateway/reliability/circuit.py, C1): its tenant, however many keys it has, and its
+        key's ``user_id`` when it has one (``tenant|user:u``); principals sharing either are
+        one client (``circuit.principal_groups``), so one user's keys, team-less or in
+        several teams, are one client, not many (issue 48.11)."""
+        if self.key_user_id:
+            return f"{self.id}|user:{self.key_user_id}"
         return self.id
 
 

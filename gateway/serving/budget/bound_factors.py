@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 
 from gateway.errors import GatewayError
 from gateway.pricing import Price
+from gateway.reliability.circuit import count_clients
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +61,12 @@ class BoundFactors:
     def held_out(self, backend: str, principal: str | None = None) -> bool:
         """Whether ``backend`` is held out: for everyone, or for ``principal`` alone once its
         own requests met an absurd report less than ``HOLD_OUT_S`` ago."""
-        seen = self._absurd_seen.get(backend, {}).get(principal) if principal is not None else None
-        if seen is not None and self.clock() - seen < HOLD_OUT_S:
-            return True
+        if principal is not None:  # met by this client, under any of its identities
+            now = self.clock()
+            mine = set(principal.split("|"))
+            if any(now - t < HOLD_OUT_S and mine & set(p.split("|"))
+                   for p, t in self._absurd_seen.get(backend, {}).items()):
+                return True
         until = self._held_until.get(backend)
         if until is None:
             return False
@@ -85,14 +89,15 @@ class BoundFactors:
                     if now - t < HOLD_OUT_S}
             seen[principal] = now
             self._absurd_seen[backend] = seen
-            if len(seen) < HOLD_OUT_PRINCIPALS:
+            if count_clients(list(seen)) < HOLD_OUT_PRINCIPALS:
                 log.error("backend %s reported usage %.3g× its reservation bound (over %g×); "
                           "the excess is the operator's", backend, ratio * f, ABSURD_FACTOR)
                 return "absurd"
             self._held_until[backend] = now + HOLD_OUT_S
             log.error("backend %s reported usage %.3g× its reservation bound (over %g×) to %d "
                       "principals: held out of new requests for %gs; the excess is the "
-                      "operator's", backend, ratio * f, ABSURD_FACTOR, len(seen), HOLD_OUT_S)
+                      "operator's", backend, ratio * f, ABSURD_FACTOR, count_clients(list(seen)),
+                      HOLD_OUT_S)
             return "held out"
         self._factors[backend] = min(ABSURD_FACTOR, f * ratio)
         log.warning("backend %s reported usage %.3g× its reservation bound: its later "

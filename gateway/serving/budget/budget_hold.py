@@ -104,9 +104,10 @@ class BudgetHold:
             self._deadline = time.monotonic() + self._wait_s()
         return self._deadline - time.monotonic()
 
-    async def ensure(self, usd: float, exposure_usd: float = 0.0) -> bool:
+    async def ensure(self, usd: float, exposure_usd: float = 0.0, *, wait: bool = True) -> bool:
         """Hold at least ``usd`` in total; False (and ``refusal`` set) when it does not fit.
-        Waits in the tenant's line while it could fit once others settle (module docstring)."""
+        Waits in the tenant's line while it could fit once others settle (module docstring);
+        with ``wait=False`` it only tries once, and not before others already in line."""
         if usd <= self.held and exposure_usd <= self.exposure_usd:
             return True
         lid, gate = self._line_id, self._gate
@@ -114,6 +115,8 @@ class BudgetHold:
         extra = max(0.0, exposure_usd - self.exposure_usd)
         turn = None
         if gate.queued(lid):  # others of this key wait already: behind them, not before
+            if not wait:
+                return False
             turn = gate.join(lid)
         try:
             poll = _FIRST_POLL_S
@@ -137,7 +140,7 @@ class BudgetHold:
                 elif self.refusal is None:  # a refusal to report: the exposure bound
                     self.refusal = BudgetExceeded(self._tenant.budget_usd or 0.0, 0.0, 0.0, usd)
                 left = self._time_left()
-                if left <= 0 or await self._gone():
+                if not wait or left <= 0 or await self._gone():
                     return False
                 if turn is None:
                     turn = gate.join(lid)
@@ -250,15 +253,25 @@ class BudgetHold:
         """Hold enough for a prompt of ``prompt_tokens`` (the bound) and ``n`` answers of
         ``want`` tokens, on top of what is owed; the output cap to send, or None.
 
-        With ``shrink`` (the client set no max_tokens) a budget too small for ``want`` lowers
-        the cap to what the room left pays, unless that is below ``min_tokens``.
+        With ``shrink`` (the client set no max_tokens, or ``budget.lower_max_tokens``) a
+        budget too small for ``want`` lowers the cap, unless that is below ``min_tokens``:
+        first, without waiting, to half the free room (``_share_cap``), then, after waiting
+        for others' reservations, to what the settled spend's room pays.
         ``worst_tokens``: the most the backend can answer (its max_output_tokens), for the
         request's overrun exposure.
         """
         least = price.cost(prompt_tokens, (min(min_tokens, want) if shrink else want) * n)
         self.smallest_usd = least if self.smallest_usd is None else min(self.smallest_usd, least)
         worst = price.cost(prompt_tokens, max(worst_tokens or 0, want) * n)
-        if await self._fits(price.cost(prompt_tokens, want * n), worst):
+        full = price.cost(prompt_tokens, want * n)
+        if shrink:  # lowered at once to a share of the free room rather than waiting
+            if await self._fits(full, worst, wait=False):
+                return want
+            cap = self._share_cap(price, prompt_tokens, want, n, min_tokens)
+            if cap is not None and await self._fits(price.cost(prompt_tokens, cap * n), worst,
+                                                    wait=False):
+                return cap
+        if await self._fits(full, worst):
             return want
         room = self.room_usd() - self.owed
         cap = min(want, price.affordable_output_tokens(room, prompt_tokens) // n)
@@ -271,9 +284,25 @@ class BudgetHold:
             return cap
         return None
 
-    async def _fits(self, attempt_usd: float, worst_usd: float) -> bool:
+    def _share_cap(self, price: Price, prompt_tokens: int, want: int, n: int,
+                   min_tokens: int) -> int | None:
+        """The output cap paid by half the free room the last refusal saw (all of it when
+        half pays for less than ``min_tokens``): the rest stays free for a parallel request,
+        which then starts at once instead of waiting for this one (issue 47.4). None when
+        the free room pays for less than ``min_tokens``."""
+        e = self.refusal
+        if e is None or e.overrun_usd:
+            return None
+        free = e.budget_usd - e.spent_usd - e.reserved_usd + self.held - self.owed
+        for share in (0.5, 1.0):
+            cap = min(want - 1, price.affordable_output_tokens(share * free, prompt_tokens) // n)
+            if cap >= min_tokens:
+                return cap
+        return None
+
+    async def _fits(self, attempt_usd: float, worst_usd: float, *, wait: bool = True) -> bool:
         exposure = max(0.0, worst_usd - attempt_usd)
-        if await self.ensure(self.owed + attempt_usd, exposure):
+        if await self.ensure(self.owed + attempt_usd, exposure, wait=wait):
             self.attempt_usd = attempt_usd
             return True
         return False

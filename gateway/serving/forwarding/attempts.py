@@ -12,8 +12,11 @@ Budget rule (the hard budget is never exceeded by design, not by luck):
   none, h's ``max_output_tokens``; the upstream receives m in every output-cap field the
   client sent, so the settled cost cannot pass the reservation. A provider reporting more
   anyway is an overrun (gateway/store/ledger.py, ``tollgate_budget_overruns``).
-- No client max_tokens and ĉ_h does not fit the remaining budget: m is lowered to what the
-  remaining budget pays unless that is below ``min_output_tokens``; then h does not fit.
+- ĉ_h does not fit the remaining budget (no client max_tokens, or with
+  ``budget.lower_max_tokens``, the default, h the last candidate): m is lowered at once to what half the free room
+  pays (so a parallel request starts too), else, after waiting for the tenant's other
+  reservations, to what the settled spend's room pays; below ``min_output_tokens`` h does
+  not fit. The cap sent is announced in ``x-tollgate-output-cap`` (issue 47.4).
 - The candidates are tried in order, one loop for streamed and non-streamed requests; one that
   does not fit is skipped (an attempt with status 429), one whose circuit is open too (503).
   When no candidate fits: a retryable 429 ``budget_busy`` (``Retry-After``) if the settled
@@ -85,6 +88,7 @@ class Attempted:
     # it): their answer depends on more than the request, so it is not cached
     lowered: frozenset[str] = frozenset()
     refusal: GatewayError | None = None  # why nothing answered (None when one did)
+    caps: Mapping[str, int] = field(default_factory=dict)  # output cap sent, per backend
 
     @property
     def cacheable(self) -> bool:
@@ -105,13 +109,14 @@ class Attempts:
         self.charges_logged = 0
         self.bounds: dict[str, tuple[int, int]] = {}
         self.lowered: set[str] = set()
+        self.caps: dict[str, int] = {}
         self.deployment: int | None = None
 
     def so_far(self, answered: Backend | None = None, reply: Any = None,
                refusal: GatewayError | None = None) -> Attempted:
         return Attempted(tuple(self.tried), answered, self.deployment, reply,
                          tuple(self.charges), dict(self.bounds), frozenset(self.lowered),
-                         refusal)
+                         refusal, dict(self.caps))
 
     async def run(self, plan: Plan, forward: Forward) -> Attempted:
         """The candidates in order, each admitted (circuit, bound factor, budget) then
@@ -160,7 +165,7 @@ class Attempts:
             return None
         cap = await self.hold.fit(  # at the price widened by its factor f_h (B1)
             widened_price(plan.pool.prices[name], f), plan.prompt_bound(b), plan.output_cap(b),
-            plan.n, shrink=plan.request.max_tokens is None,
+            plan.n, shrink=plan.request.max_tokens is None or self.lowers(plan, name),
             min_tokens=settings.min_output_tokens,
             worst_tokens=None if self.ctx.budget_gate.trusted(name)
             else b.model_info.max_output_tokens)
@@ -174,9 +179,16 @@ class Attempts:
             self.circuit_open = self.circuit_open or held_out_error(name)
             return None
         self.bounds[name] = (widened(plan.prompt_bound(b), f), widened(cap * plan.n, f))
+        self.caps[name] = cap
         if cap < (plan.request.max_tokens or b.model_info.max_output_tokens):
             self.lowered.add(name)
         return cap
+
+    def lowers(self, plan: Plan, name: str) -> bool:
+        """Whether the client's own max_tokens may be lowered to fit the budget on ``name``:
+        with ``budget.lower_max_tokens``, on the last candidate only, so a routed request
+        takes a later candidate's whole answer before an earlier one's cut answer."""
+        return self.ctx.settings.budget.lower_max_tokens and name == plan.candidates[-1]
 
     def call(self, plan: Plan, b: Backend, cap: int) -> Call:
         params = dict(plan.request.params)

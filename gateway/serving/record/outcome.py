@@ -82,6 +82,7 @@ class Outcome:
         self.timeout_charges: list[tuple[str, float]] = []  # (backend, USD) owed for timeouts
         # per backend attempted: (prompt-token bound, output tokens sent as the cap × n)
         self.bounds: dict[str, tuple[int, int]] = {}
+        self.output_cap: int | None = None  # the lowered cap sent upstream, if any
         self.excess_tokens = (0, 0)  # reported past the bounds (prompt, completion): overrun
         self.reported: tuple[int | None, int | None] = (None, None)  # as reported, unclamped
         self.overrun_usd = 0.0  # what the provider reported past the hold: the operator's
@@ -138,6 +139,10 @@ class Outcome:
         self.answered, self.deployment = tried.answered, tried.deployment
         self.timeout_charges = list(tried.charges)
         self.bounds = dict(tried.bounds)
+        a = tried.answered
+        # the output cap the budget (or TPM) lowered the answering attempt to (issue 47.4)
+        self.output_cap = tried.caps.get(a.model_name) if a and a.model_name in tried.lowered \
+            else None
 
     def streaming(self) -> None:
         """The first chunk is on its way to the client: time to first token."""
@@ -221,6 +226,8 @@ class Outcome:
         h = {"x-tollgate-request-id": self.rid, "x-tollgate-router-version": version}
         if self.answered is not None:
             h["x-tollgate-model"] = self.answered.model_name
+        if self.output_cap is not None:
+            h["x-tollgate-output-cap"] = str(self.output_cap)
         if self.cache is not None:
             h.update(self.cache.headers())
         return h

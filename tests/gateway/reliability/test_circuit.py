@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.reliability.circuit import CircuitBreakers, State
+from gateway.reliability.circuit import CircuitBreakers, State, count_clients
 from gateway.reliability.guards import Reliability, ReliabilitySettings
 from gateway.serving.forwarding.upstream import UpstreamFailure
 from tests.fakes.upstream import FakeUpstream
@@ -251,3 +251,41 @@ def test_a_tenants_many_keys_count_once(make_gateway: MakeGateway,
             gw.client(other).chat.completions.create(model="fake-mid", messages=MSG,
                                                      max_tokens=8)
     assert _gauge(gw, "fake-mid") == State.OPEN
+
+
+def test_one_users_keys_in_several_teams_count_once(make_gateway: MakeGateway,
+                                                    upstream: FakeUpstream) -> None:
+    """Issue 48.11: one user's keys in two teams and one without a team are one client
+    (principals sharing a tenant or a user, circuit.principal_groups): their 500s leave the
+    breaker closed for everyone (before: each team and the user counted as a tenant, so one
+    user met min_tenants alone). A second user's failures on top then open it."""
+    gw = make_gateway(reliability={"circuit": {"failure_threshold": 4, "cooldown_s": 60,
+                                               "min_tenants": 2}})
+    _, team_a = gw.tenant()
+    _, team_b = gw.tenant()
+
+    def generate(**body: object) -> str:
+        r = gw.admin("POST", "/key/generate", json=body)
+        assert r.status_code == 200, r.text
+        return r.json()["key"]
+
+    keys = [generate(team_id=team_a, user_id="u-48"), generate(team_id=team_b, user_id="u-48"),
+            generate(user_id="u-48")]
+    upstream.set_mode("fake-mid", "error_500", times=1000)
+    for key in keys * 3:
+        with pytest.raises(openai.InternalServerError):
+            gw.client(key).chat.completions.create(model="fake-mid", messages=MSG,
+                                                   max_tokens=8)
+    assert _gauge(gw, "fake-mid") == State.CLOSED
+    other = generate(user_id="u-other")
+    for _ in range(2):
+        with pytest.raises(openai.APIStatusError):
+            gw.client(other).chat.completions.create(model="fake-mid", messages=MSG,
+                                                     max_tokens=8)
+    assert _gauge(gw, "fake-mid") == State.OPEN
+
+
+def test_principal_groups_join_on_any_shared_identity() -> None:
+    assert count_clients(["t1|user:a", "t2|user:a", "t2", "t3"]) == 2
+    assert count_clients(["t1", "t2|user:b", "t1|user:b"]) == 1
+    assert count_clients(["t1", "t2"]) == 2

@@ -120,3 +120,19 @@ def test_an_answer_without_usage_never_locks_the_tenant_out(
     assert gw.app.state.ctx.budget_gate.trusted("miscount")
     assert client.chat.completions.create(model="miscount", messages=[
         {"role": "user", "content": "hi"}], max_tokens=2).choices
+
+
+def test_one_users_absurd_reports_hold_the_backend_out_for_that_user_only() -> None:
+    """Issues 47.7 and 48.11: absurd usage reports met by one user's keys in two teams hold
+    the backend out for that user (under either key), not for everyone; a second client's
+    absurd report makes it a backend fault, held out for all."""
+    from gateway.serving.budget.bound_factors import BoundFactors
+
+    now = [0.0]
+    f = BoundFactors(clock=lambda: now[0])
+    assert f.reported("b", 50.0, "team-a|user:u") == "absurd"
+    assert f.reported("b", 50.0, "team-b|user:u") == "absurd"  # the same user: one client
+    assert f.held_out("b", "team-b|user:u") and f.held_out("b", "team-a")
+    assert not f.held_out("b", "team-c") and not f.held_out("b")
+    assert f.reported("b", 50.0, "team-c") == "held out"
+    assert f.held_out("b", "team-d") and f.held_out("b")
