@@ -104,7 +104,8 @@ def create_app(
                   lifespan=_lifespan(ctx, freeze_heap))
     app.state.ctx = ctx
     _install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=ctx.reliability.settings.max_body_bytes,
+                       timeout_s=ctx.reliability.settings.body_timeout_s)
     app.add_middleware(ResponseHeaders)  # x-request-id, x-ratelimit-*
     for routes in (
         build_router(),  # /v1/chat/completions, /v1/models[/{id}], /health, /ready, /metrics

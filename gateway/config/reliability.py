@@ -40,6 +40,10 @@ class ReliabilitySettings(BaseModel):
     outage: OutageSettings = Field(default_factory=OutageSettings)
     spool_dir: str = "./tollgate-spool"
     max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
+    # a request's whole body must arrive this long after its head, else 408 and the
+    # connection closed (gateway/serving/validation.py BodyLimit; issue 48.10): 8 MB at
+    # 1.1 Mbit/s fits
+    body_timeout_s: float = Field(default=60.0, gt=0)
     # messages (Responses: input items) and content parts per request; 400 above
     # (gateway/serving/validation.py check_counts: litellm walks each on the event loop)
     max_messages: int = Field(default=2048, ge=1)

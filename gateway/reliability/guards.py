@@ -23,9 +23,10 @@ in Redis). Per-backend upstream timeouts are ``model_info.timeout``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from prometheus_client import CollectorRegistry
 
 from gateway.config import ReliabilitySettings
@@ -81,6 +82,9 @@ class Reliability:
     limiter: RateLimiter
     circuits: CircuitBreakers
     parallel: ParallelLimiter
+    # CPU work a tenant asks for and pays nothing for (count_tokens): one worker thread at a
+    # time in this process, so a flood of it holds one thread's share of the GIL
+    counting: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
 
     @classmethod
     def build(cls, settings: ReliabilitySettings | None,

@@ -95,6 +95,13 @@ class Passthrough:
         self.backend = name
         return backend
 
+    async def reserve_tokens(self, tokens: int) -> None:
+        """Reserve ``tokens`` (the input's bound, counted in the units' TPM as its UTF-8 bytes)
+        against the tenant's and the key's tokens per minute (429 over either); settled to
+        the same count when the request ends (the input is what was sent)."""
+        self.prompt_tokens = tokens
+        self.tpm_grant = await self.ctx.reliability.reserve_tokens(self.tenant, tokens, tokens)
+
     async def call(self, backend: Backend, bound_usd: float,
                    fn: Callable[..., Awaitable[Any]], params: dict[str, Any]) -> Any:
         """``fn(**params)`` (a litellm function) over the backend's deployments, ``bound_usd``
@@ -160,7 +167,7 @@ class Passthrough:
         m.latency.labels(self.route, "false").observe(time.perf_counter() - self.t0)
         if self.cost_usd and self.backend:
             m.cost.labels(self.backend).inc(self.cost_usd)
-        if self.by_tokens:
+        if self.by_tokens or self.tpm_grant is not None:
             await self._count_tokens()
         row = self.row(status, error)
         self.ctx.log_writer.submit(row)
@@ -169,7 +176,7 @@ class Passthrough:
     async def _count_tokens(self) -> None:
         """The input's tokens in the token metric and the tenant's TPM window: what was used
         (nothing answered: what was held when the provider may bill it, else none)."""
-        if self.answered and self.backend:
+        if self.answered and self.backend and self.by_tokens:
             self.ctx.metrics.tokens.labels(self.backend, "prompt").inc(self.prompt_tokens or 0)
         if self.answered or self.tpm_grant is not None:
             used = (self.prompt_tokens or 0) if self.answered else (
@@ -197,8 +204,9 @@ Respond = Callable[[Passthrough, Request], Awaitable[Response]]
 
 async def serve_passthrough(request: Request, route: str, respond: Respond,
                             by_tokens: bool = False) -> Response:
-    """One passthrough answered by ``respond(call, request)`` after authentication and the
-    tenant's rate limit; refusals and cancellations settle and log once
+    """One passthrough answered by ``respond(call, request)`` after authentication, the
+    tenant's and key's rate limits and a slot of their ``max_parallel_requests`` (taken before
+    the body is read, so uploads in flight count as requests in flight); refusals and cancellations settle and log once
     (gateway/serving/endpoint.py ``finished``)."""
     ctx: GatewayContext = request.app.state.ctx
     t0, rid = time.perf_counter(), new_request_id()
@@ -211,6 +219,8 @@ async def serve_passthrough(request: Request, route: str, respond: Respond,
 
     async def work() -> Response:
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
+        # the slot before the body is read: an upload in flight is a request in flight
+        call.parallel_slot = await ctx.reliability.take_slot(tenant, rid)
         return await respond(call, request)
 
     return await finished(call, work)

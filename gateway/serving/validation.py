@@ -1,7 +1,8 @@
 """Bad input refused before anything is reserved, forwarded or half-written.
 
 - ``BodyLimit``: an ASGI middleware answering 413 for a body over ``max_body_bytes``, from
-  the ``content-length`` header or, for chunked bodies, as soon as the bytes read pass it.
+  the ``content-length`` header or, for chunked bodies, as soon as the bytes read pass it;
+  and 408 for a body not whole ``body_timeout_s`` after the request's head arrived.
 - ``load_json``: the body parsed as strict JSON (orjson): ``NaN``/``Infinity`` and numbers
   that overflow to infinity are refused (they fail later, in the upstream call, as the
   gateway's own error), and so is nesting deeper than ``MAX_DEPTH`` (Python's recursive
@@ -40,6 +41,7 @@ import math
 import re
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import orjson
 from starlette.requests import Request
@@ -56,12 +58,29 @@ def too_large(limit: int) -> GatewayError:
                         "invalid_request_error", code="request_too_large")
 
 
-class BodyLimit:
-    """413 for bodies over ``max_bytes`` (header check, then a running count)."""
+def body_timeout(timeout_s: float) -> GatewayError:
+    """408 for a body not received within the body deadline; the connection is closed."""
+    return BodyTimeout(408, f"The request body did not arrive within {timeout_s:g} s.",
+                       "invalid_request_error", code="request_timeout",
+                       headers={"connection": "close"})
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+
+class BodyTimeout(GatewayError):
+    """Raised by ``receive`` past the body deadline: each endpoint answers it in its own error
+    shape (its refusal path settles the request and gives its parallel slot back)."""
+
+
+class BodyLimit:
+    """413 for bodies over ``max_bytes`` (header check, then a running count); 408 for a body
+    not whole ``timeout_s`` after the request's head arrived (a client trickling its body a
+    byte at a time would otherwise hold the request, and its key's parallel slot, forever).
+    The deadline covers the body only: once it is whole, ``receive`` waits for the client's
+    disconnect (a stream's watch) without one."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int, timeout_s: float = 60.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in BODY_METHODS:
@@ -70,19 +89,26 @@ class BodyLimit:
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(send, scope.get("path", ""))
+            await self._reject(send, scope.get("path", ""), too_large(self.max_bytes))
             return
         seen = 0
         started = False
+        whole = False
+        deadline = anyio.current_time() + self.timeout_s
 
         async def counting_receive() -> Message:
-            nonlocal seen
-            msg = await receive()
-            if msg["type"] == "http.request":
-                seen += len(msg.get("body", b""))
-                if seen > self.max_bytes:
-                    raise _TooLarge
-            return msg
+            nonlocal seen, whole
+            if whole:
+                return await receive()
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                msg = await receive()
+                if msg["type"] == "http.request":
+                    seen += len(msg.get("body", b""))
+                    whole = not msg.get("more_body", False)
+                    if seen > self.max_bytes:
+                        raise _TooLarge
+                return msg
+            raise body_timeout(self.timeout_s)
 
         async def tracking_send(msg: Message) -> None:
             nonlocal started
@@ -94,14 +120,16 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await self._reject(send, scope.get("path", ""))
+                await self._reject(send, scope.get("path", ""), too_large(self.max_bytes))
+        except BodyTimeout as e:  # raised where no endpoint answered it
+            if not started:
+                await self._reject(send, scope.get("path", ""), e)
 
-    async def _reject(self, send: Send, path: str) -> None:
-        err = too_large(self.max_bytes)
-        body = anthropic_error_body(413, err.message) if path.rstrip("/") in ANTHROPIC_PATHS \
-            else err.body()  # each API's clients read their own error shape
+    async def _reject(self, send: Send, path: str, err: GatewayError) -> None:
+        anthropic = path.rstrip("/") in ANTHROPIC_PATHS  # each API's clients read their own
+        body = anthropic_error_body(err.status, err.message) if anthropic else err.body()
         data = json.dumps(body).encode()
-        await send({"type": "http.response.start", "status": 413,
+        await send({"type": "http.response.start", "status": err.status,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(data)).encode()),
                                 (b"connection", b"close")]})

@@ -67,7 +67,6 @@ def embedding_backend(pool: Pool, tenant: Tenant, req: EmbeddingsRequest) -> Bac
 async def embed_story(call: Passthrough, request: Request) -> Response:
     """One embeddings request after authentication and the rate limit, top to bottom."""
     ctx, tenant = call.ctx, call.tenant
-    call.parallel_slot = await ctx.reliability.take_slot(tenant, call.rid)
     req = parse_embeddings_request(await json_body(request))
     pool = ctx.pool.current  # one pool for the whole request
     backend = embedding_backend(pool, tenant, req)

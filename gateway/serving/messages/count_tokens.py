@@ -2,11 +2,16 @@
 input tokens of a Messages body, counted by the gateway, never by a provider.
 
 Anthropic's endpoint is free and sends nothing to a model, so this one holds no budget and
-logs no request row; it is authenticated and rate limited as any request. The body is a
+logs no request row; it is authenticated and limited as any request (issue 48.6: it was free
+CPU that slowed everyone): the key's and tenant's requests per minute, a slot of their
+``max_parallel_requests`` while it counts, and the tokens it counted added to their tokens
+per minute (a window already full refuses the next). The count runs in a worker thread, one
+at a time per replica (``Reliability.counting``), so however many arrive they hold at most
+one thread's share of the GIL against the event loop. The body is a
 Messages body (gateway/serving/messages/messages_request.py, the same checks; ``max_tokens`` may be
 left out), counted on its chat view with the tokenizer litellm selects for the backend
 ``model`` names, or for a route's first backend (gateway/pricing.py ``count_prompt_tokens``,
-in a worker thread: the work grows with the body). The count is the tokenizer's, an
+the work grows with the body). The count is the tokenizer's, an
 estimate for a provider whose tokenizer litellm does not have.
 """
 
@@ -31,9 +36,11 @@ async def count_tokens_endpoint(request: Request) -> Response:
     """``client.messages.count_tokens``: ``{"input_tokens": n}``."""
     ctx: GatewayContext = request.app.state.ctx
     headers = {"x-tollgate-request-id": new_request_id()}
+    slot = None
     try:
         tenant = await authenticate(ctx, request)
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
+        slot = await ctx.reliability.take_slot(tenant, headers["x-tollgate-request-id"])
         body = await json_body(request)
         if isinstance(body, dict) and "max_tokens" not in body:
             body = {**body, "max_tokens": 1}  # not asked for here
@@ -55,7 +62,12 @@ async def count_tokens_endpoint(request: Request) -> Response:
                                                           and name not in allowed):
                 raise model_not_found(name)
         n = await anyio.to_thread.run_sync(count_prompt_tokens, backend, req.chat.messages,
-                                           req.chat.params.get("tools"))
+                                           req.chat.params.get("tools"),
+                                           limiter=ctx.reliability.counting)
+        await ctx.reliability.used_tokens(tenant, n)  # counted in TPM as if sent
     except GatewayError as e:
         return anthropic_error(e, headers)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await ctx.reliability.free_slot(slot)
     return JSONResponse({"input_tokens": n}, headers=headers)

@@ -13,6 +13,10 @@ The bounds, each known before the call:
   docstring of unit_prices.py): a document counts once per chunk of 500 tokens less the
   query, and tokens are bounded by bytes, so chunks_d ≤ ⌈b_d / max(1, 500 − b_q)⌉ and
   units ≤ ⌈Σ chunks_d / 100⌉; settled at the search units the provider reports.
+Every one takes a slot of the key's and the tenant's ``max_parallel_requests`` before its body
+is read and counts against their requests per minute (gateway/serving/passthrough.py); the
+text ones reserve their input's UTF-8 bytes (a bound on its tokens) against their tokens per
+minute (docs/endpoints.md).
 Each body is checked key by key (an unknown key is a 400, as on chat), which keeps clients
 from litellm's own keyword arguments.
 """
@@ -93,6 +97,7 @@ async def _images(call: Passthrough, request: Request) -> Response:
     backend = call.named(body.get("model"), IMAGE)
     n = _image_count(body)
     bound = image_cost(backend, n, body.get("size"), body.get("quality"))
+    await call.reserve_tokens(len(body["prompt"].encode()))
     reply = reply_json(await call.call(backend, bound, litellm.aimage_generation,
                                        _params(body)))
     answered = len(reply.get("data") or []) or n
@@ -120,6 +125,7 @@ async def _speech(call: Passthrough, request: Request) -> Response:
     text = _text(body, "input", MAX_SPEECH_CHARS)
     fmt = _speech_format(body)
     bound = len(text) * unit_price(backend, SPEECH)
+    await call.reserve_tokens(len(text.encode()))
     reply = await call.call(backend, bound, litellm.aspeech, _params(body))
     audio = reply.content if hasattr(reply, "content") else bytes(reply)
     headers = await call.settle(bound)  # billed by the characters sent: known exactly
@@ -154,8 +160,8 @@ async def _moderations(call: Passthrough, request: Request) -> Response:
     body = await _body(request, MODERATION_KEYS)
     backend = call.named(_moderation_model(call, body), MODERATION)
     text_bytes, images = await anyio.to_thread.run_sync(_moderation_input, body.get("input"))
-    call.prompt_tokens = text_bytes + images * backend.model_info.max_image_tokens
-    bound = call.prompt_tokens * unit_price(backend, MODERATION)
+    await call.reserve_tokens(text_bytes + images * backend.model_info.max_image_tokens)
+    bound = (call.prompt_tokens or 0) * unit_price(backend, MODERATION)
     reply = await call.call(backend, bound, litellm.amoderation, {"input": body["input"]})
     headers = await call.settle(bound)
     out = {**reply_json(reply), "model": backend.model_name}
@@ -188,6 +194,8 @@ async def _rerank(call: Passthrough, request: Request) -> Response:
     query, docs = _text(body, "query"), _documents(body)
     price = unit_price(backend, RERANK)
     units = await anyio.to_thread.run_sync(search_units, query, docs)  # O(body) walk
+    await call.reserve_tokens(len(query.encode()) + await anyio.to_thread.run_sync(
+        json_bytes, docs))
     out = reply_json(await call.call(backend, units * price, litellm.arerank, _params(body)))
     billed = ((out.get("meta") or {}).get("billed_units") or {}).get("search_units")
     used = billed if isinstance(billed, (int, float)) and billed >= 0 else units
