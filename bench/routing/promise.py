@@ -66,6 +66,7 @@ from router_core.artifact import load_router
 from router_core.data import load_dataset
 from router_core.encoders import DEFAULT_KIND, bulk_encoder
 from router_core.encoders.base import default_cache_dir
+from router_core.encoders.exports import EXPORT_NAMES, ensure_export
 from router_core.promise import (
     JUDGE_ACCURACY,
     PROMISES,
@@ -107,10 +108,24 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
+def vectors_id(encoder) -> str:
+    """The encoder kind and, for a kind run from a built export, the sha256 (12 hex digits)
+    of its graph: the vectors a figure stands on (module docstring, why figures moved)."""
+    kind = str(getattr(encoder, "kind", "?"))
+    if kind not in EXPORT_NAMES:
+        return kind
+    path = ensure_export(kind, Path(getattr(encoder, "cache_dir", default_cache_dir())))
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(f.relative_to(path).as_posix().encode())
+        h.update(f.read_bytes())
+    return f"{kind}@{h.hexdigest()[:12]}"
+
+
 def cached_router(table, X, models, cfg: TrainConfig, encoder):
-    """``train_router`` on ``models`` only, cached by (table, models, settings)."""
+    """``train_router`` on ``models`` only, cached by (table, models, settings, vectors)."""
     key = json.dumps([table.name, len(table), float(np.nansum(table.quality)), sorted(models),
-                      cfg.to_dict(), getattr(encoder, "kind", "?")], sort_keys=True, default=str)
+                      cfg.to_dict(), vectors_id(encoder)], sort_keys=True, default=str)
     path = default_cache_dir() / "promise" / hashlib.sha256(key.encode()).hexdigest()[:16]
     if (path / "router.json").exists():
         return load_router(path)
@@ -366,6 +381,7 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS) -
             h = cert.choose(region[te], keys_test, fb_test, fb_saving)
             out[n][route] = (*outcome(test.Y, test.paid, h, 0), zn, tau)
     out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,
+                   "vectors": vectors_id(encoder),
                    "n_test": len(te), "n_val": len(va), "regions": G,
                    "judge": round(judge.estimate(), 3)}  # fmt: skip
     return out
@@ -395,7 +411,7 @@ def report(results: dict, counts=COUNTS) -> str:
         lines.append(f"{'':<14}frontier {m['frontier']} (reference first); priors' n0 "
                      f"{[r['meta']['n0'] for r in per_seed]}; regions {m['regions']}; judge "
                      f"agreement measured {[r['meta']['judge'] for r in per_seed]}; test "
-                     f"prompts {m['n_test']}")  # fmt: skip
+                     f"prompts {m['n_test']}; vectors {m['vectors']}")  # fmt: skip
     lines.append("(drop: reference minus route quality; saving: 1 − cost / reference cost; "
                  "seed means. all known: every frontier train outcome graded exactly; "
                  "category_ceiling: per category the cheapest model whose train mean is within "

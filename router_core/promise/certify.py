@@ -283,3 +283,19 @@ def assign_regions(X: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     X, C = np.asarray(X, float), np.asarray(centroids, float)
     d = (X**2).sum(1)[:, None] - 2.0 * X @ C.T + (C**2).sum(1)[None, :]
     return np.argmin(d, axis=1)
+
+
+def certify_route(pairs: Sequence[dict], backends: Sequence[str], reference: str,
+                  regions: int, cost: np.ndarray, promise: float, judge: Judge,
+                  alpha: float = ALPHA, seed: int = 0) -> Certificate:
+    """The interface for a route's learning loop: its judged pairs as rows ``{region,
+    backend, reference_grade, grade}`` (region an int in [0, regions), the grades the judge
+    gave the reference's and the backend's answers to one prompt) → its certificate
+    (``Certificate.mixes[g]``: backend index → share of region g's prompts)."""
+    names = list(backends)
+    ev = Evidence(regions, len(names), names.index(reference), seed=seed)
+    rows = [p for p in pairs if p["backend"] in names]
+    if rows:
+        ev.add([int(p["region"]) for p in rows], [names.index(p["backend"]) for p in rows],
+               [float(p["reference_grade"]) for p in rows], [float(p["grade"]) for p in rows])
+    return certify(ev, judge, cost, promise, alpha)

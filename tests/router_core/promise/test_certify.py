@@ -10,6 +10,7 @@ from router_core.promise.certify import (
     assign_regions,
     best_mix,
     certify,
+    certify_route,
     cp_lower,
     cp_upper,
     fit_regions,
@@ -143,3 +144,14 @@ def test_regions_from_embeddings() -> None:
     C = fit_regions(X, 3)
     r = assign_regions(X, C)
     assert len(set(r[:50])) == 1 and len(set(r)) == 3
+
+
+def test_certify_route_from_rows() -> None:
+    rng = np.random.default_rng(3)
+    jr, jh = _pairs(rng, 3000, 0.8, 0.8, 0.8)
+    rows = [{"region": 0, "backend": "cheap", "reference_grade": a, "grade": b}
+            for a, b in zip(jr, jh, strict=True)]
+    rows.append({"region": 1, "backend": "unknown-name", "reference_grade": 1.0, "grade": 0.0})
+    cert = certify_route(rows, ["ref", "cheap"], "ref", 2, np.array([1.0, 0.2]), 0.06,
+                         Judge(800, 1000))  # fmt: skip
+    assert cert.mixes[0] == {1: 1.0} and cert.mixes[1] == {}
