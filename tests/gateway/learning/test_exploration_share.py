@@ -164,3 +164,26 @@ def test_the_dashboard_shows_each_routes_learning_to_the_operator(gw: Gateway) -
     assert pool.prices[nxt["backend"]].output_per_token < pool.prices[FRONTIER].output_per_token
     key, _ = gw.tenant()
     assert "learning" not in summary(key)  # the operator's view only
+
+
+def test_a_tenant_whose_policy_leaves_out_the_judge_is_never_explored(
+    gw: Gateway, up: FakeUpstream
+) -> None:
+    """The default judge (and the reference) is the operator's choice, not the tenant's: a
+    tenant whose allowed_models leave it out never has a prompt sent to it by exploration."""
+    learning = gw.app.state.ctx.learning
+    allowed = [n for n in gw.app.state.ctx.pool.current.backends if n != FRONTIER]
+    key, _ = gw.tenant(policy={"allowed_models": allowed})
+    client = gw.client(key)
+    asked_before = len(up.requests_for(FRONTIER))
+    for i in range(10):
+        client.chat.completions.create(
+            model="promised", messages=[{"role": "user", "content": f"Private topic {i}."}])
+    deadline = time.monotonic() + 60
+    while learning._unrecorded or learning._recording or learning._tasks:
+        assert time.monotonic() < deadline, "exploration did not finish"
+        time.sleep(0.1)
+    assert len(up.requests_for(FRONTIER)) == asked_before
+    texts = [" ".join(str(m.get("content", "")) for m in r["messages"])
+             for n in allowed for r in up.requests_for(n)]
+    assert sum("Private topic" in t for t in texts) == 10  # only the tenant's own answers
