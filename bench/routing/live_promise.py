@@ -12,13 +12,23 @@ pasted LiteLLM config, and with a wrong prior the live learning loop has to catc
 3. The wrong-prior loop (wrong_prior_loop.py): ``--requests`` requests to `auto-cheap` on
    RouterBench's models with a cheap backend claimed to match the strongest; per window of
    250 its share, the realized drop and the saving; when the prior was corrected.
+4. The learning loop (learning_loop.py): ``--learn-requests`` requests alternating between
+   `auto` and `auto-balanced` on RouterBench's models, the strongest two joining on priors
+   and the wrong prior of 3 claimed, learning from the default exploration (no
+   ``exploration:`` section; judge at 80% agreement); per window of ``--learn-window`` (500)
+   requests, per route, the realized drop, the saving and the exploration spend; over
+   ``--seed`` or ``--seeds``.
 
     python -m bench.routing.live_promise [--config PATH] [--prompts 60] [--requests 3000]
-        [--skip-routes] [--skip-litellm] [--skip-loop]
+        [--learn-requests 5000] [--learn-window 500] [--seed 0 | --seeds 0,1,2,3,4]
+        [--skip-routes] [--skip-litellm] [--skip-loop] [--skip-learn]
 
 Last line: ``auto_live_drop=… balanced_live_drop=… cheap_live_drop=… auto_live_saving=…
-cheap_live_saving=… litellm_auto_live_drop=… wrong_prior_caught_after=… loop_drop_max=…``
-(a part skipped, or a route not served, prints ``nan``; a prior never corrected ``never``).
+cheap_live_saving=… litellm_auto_live_drop=… wrong_prior_caught_after=… loop_drop_max=…
+learn_drop_excess_max=… auto_learned_saving=… balanced_learned_saving=…
+exploration_share=… caught_after_median=… caught_after_worst=…`` (a part skipped, or a route
+not served, prints ``nan``; a prior never corrected ``never``; the learning loop's fields:
+learning_loop.py's docstring).
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ def main() -> None:
     ap.add_argument("--skip-routes", action="store_true")
     ap.add_argument("--skip-litellm", action="store_true")
     ap.add_argument("--skip-loop", action="store_true")
+    ap.add_argument("--learn-requests", type=int, default=5000)
+    ap.add_argument("--learn-window", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=None, help="the learning loop's seed")
+    ap.add_argument("--seeds", type=str, default=None, help="its seeds, e.g. 0,1,2,3,4")
+    ap.add_argument("--skip-learn", action="store_true")
     a = ap.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from bench.routing.live_routes import measure_routes, print_routes, sample_prompts
@@ -80,7 +95,22 @@ def main() -> None:
         ws, caught, facts = run_loop(setup)
         print_loop(ws, caught, facts, setup)
         fig.update(wrong_prior_caught_after=caught, loop_drop_max=max(w.drop for w in ws))
-    print(" ".join(f"{k}={_fmt(v)}" for k, v in fig.items()))
+    learned = dict.fromkeys(("learn_drop_excess_max", "auto_learned_saving",
+                             "balanced_learned_saving", "exploration_share",
+                             "caught_after_median", "caught_after_worst"), "nan")
+    if not a.skip_learn:
+        from bench.routing.learning_loop import LearnSetup, print_run, run, summary
+
+        seeds = ([int(x) for x in a.seeds.split(",")] if a.seeds
+                 else [a.seed if a.seed is not None else 0])
+        runs = []
+        for seed in seeds:
+            s = LearnSetup(requests=a.learn_requests, window=a.learn_window, seed=seed)
+            runs.append(run(s))
+            print_run(runs[-1], s)
+        learned = summary(runs)
+    print(" ".join([*(f"{k}={_fmt(v)}" for k, v in fig.items()),
+                    *(f"{k}={v}" for k, v in learned.items())]))
 
 
 if __name__ == "__main__":

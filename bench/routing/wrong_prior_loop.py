@@ -56,9 +56,10 @@ class LoopSetup:
     seed: int = 0
 
 
-def claimed_router(out: Path, wrong: str, strongest: str) -> Path:
+def claimed_router(out: Path, wrong: str, strongest: str, held: tuple[str, ...] = ()) -> Path:
     """The RouterBench artifact without ``wrong``'s expert, claiming for it the strongest's
-    readout and pseudo-count as its published belief (module docstring)."""
+    readout and pseudo-count as its published belief (module docstring); the experts of
+    ``held`` are left out too, so they join on their cold-start priors."""
     from gateway.pool.promise import BELIEFS_KEY, belief_record, reference_queries
     from router_core.artifact import ROUTERBENCH_ROUTER_DIR, load_probes, load_router, save_router
     from router_core.promise import LogitBelief, TrainedBelief, router_weights
@@ -73,6 +74,10 @@ def claimed_router(out: Path, wrong: str, strongest: str) -> Path:
                               None, Q)
     claim = replace(claim, n_cap=n, level=level)
     served = router.without_expert(wrong, version=f"{router.version}+claim-{wrong}")
+    for name in held:
+        served = served.without_expert(name)
+    if held:
+        served = replace(served, version=f"{served.version}+priors-{len(held)}")
     served = replace(served, config={**dict(served.config or {}),
                                      BELIEFS_KEY: {wrong: belief_record(claim)}})
     return save_router(served, out, probes=load_probes(ROUTERBENCH_ROUTER_DIR))

@@ -205,6 +205,11 @@ class Explorer:
         it, whatever is swapped in meanwhile."""
         pool = self.pools.current
         messages = served.messages
+        if (served.allowed is not None and isinstance(self.judge, LLMJudge)
+                and self.judge.model not in served.allowed):
+            log.info("request %s not explored: its tenant's policy does not allow the judge "
+                     "%s", served.request_id, self.judge.model)
+            return []
         key = ldb.prompt_key(prompt)
         stored: list[dict] = []
 
@@ -260,6 +265,8 @@ class Explorer:
         ref = promise.reference if promise is not None else None
         if ref is None or ref == served.backend or not isinstance(self.judge, LLMJudge):
             return None
+        if served.allowed is not None and ref not in served.allowed:
+            return None  # the tenant's policy keeps its prompts from the reference
         route = served.route or ""  # the reference's answer and the judge's comparisons are
         # booked on the global budget and on the route's daily cap (reference_budget_usd)
         booked, text, actual = await self._shadow_call(pool, ref, served.messages, route=route,

@@ -104,3 +104,33 @@ def exploring(pool: Pool) -> Exploring:
         return Exploring(False, "no chat backend priced above $0 to judge (name one in "
                          "retraining.exploration.judge.model)", None, None, cfg)
     return Exploring(True, None, picked[0], f"by default: {picked[1]}", cfg)
+
+
+def next_saving(pool: Pool, route: str) -> dict | None:
+    """Where ``route``'s next saving is expected: among its backends cheaper than the
+    reference (at ``TYPICAL_TOKENS``), the one whose estimated gap to the reference (mean p̂
+    on the reference prompts, ``Quality.level``) is smallest against the promise, the larger
+    saving first among equal gaps; the rule certifies it once judged outcomes put its
+    estimate within the drop. None when the route has no promise or nothing is cheaper."""
+    promise = pool.promises.get(route)
+    if promise is None or promise.reference not in pool.prices:
+        return None
+    ref_q = pool.qualities.get(pool.expert_of(promise.reference) or "")
+    ref_usd = pool.prices[promise.reference].cost(*TYPICAL_TOKENS)
+    if ref_q is None or ref_usd <= 0:
+        return None
+    best: tuple[float, float, str] | None = None
+    for expert, name in pool.route_experts.get(route, ()):
+        q = pool.qualities.get(expert)
+        usd = pool.prices[name].cost(*TYPICAL_TOKENS) if name in pool.prices else None
+        if q is None or usd is None or usd >= ref_usd or name == promise.reference:
+            continue
+        key = (ref_q.level - q.level - promise.max_drop, -(1.0 - usd / ref_usd), name)
+        if best is None or key < best:
+            best = key
+    if best is None:
+        return None
+    excess, neg_saving, name = best
+    return {"backend": name, "saving_if_certified": -neg_saving,
+            "estimated_drop": excess + promise.max_drop, "max_drop": promise.max_drop,
+            "known": pool.how_known(name)}

@@ -70,6 +70,14 @@ class RecordedJudge:
             self._asked[pair] += 1
         return float((grade >= 0.5) != self.flipped(pair, n))
 
+    @staticmethod
+    def is_rubric(text: str) -> bool:
+        """Whether ``text`` is a judge's rubric prompt (the single or the side-by-side form):
+        how the replay upstream tells a judgement from a question when the judge is one of
+        the pool's own backends (the default judge, gateway/pool/exploring.py)."""
+        _, mark, rest = text.partition(QUESTION_MARK)
+        return bool(mark) and (SINGLE_MARK in rest or PAIR_MARKS[0] in rest)
+
     def reply(self, rubric: str) -> str:
         """The judge's answer to one rubric prompt (the single or the side-by-side form)."""
         _, _, rest = rubric.partition(QUESTION_MARK)

@@ -66,12 +66,16 @@ class Replay:
         return cell[1]
 
 
+def _rubric(body: dict) -> str:
+    return "\n\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+
+
 def _judged(judge: RecordedJudge, body: dict) -> dict:
     """The judge's answer to a rubric, as a chat completion (usage: words in, 8 out)."""
-    text = "\n\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+    text = _rubric(body)
     return {
         "id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion",
-        "created": int(time.time()), "model": judge.name,
+        "created": int(time.time()), "model": body.get("model") or judge.name,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": judge.reply(text)},
                      "finish_reason": "stop"}],
         "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 8,
@@ -79,7 +83,7 @@ def _judged(judge: RecordedJudge, body: dict) -> dict:
     }
 
 
-def _handler(replay: Replay, judge: RecordedJudge | None = None
+def _handler(replay: Replay, judge: RecordedJudge | None = None, any_model: bool = False
              ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -89,7 +93,8 @@ def _handler(replay: Replay, judge: RecordedJudge | None = None
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
-            if judge is not None and body.get("model") == judge.name:
+            if judge is not None and (body.get("model") == judge.name or (
+                    any_model and judge.is_rubric(_rubric(body)))):
                 send_json(self, 200, _judged(judge, body))
                 return
             prompt = "\n\n".join(
@@ -110,9 +115,12 @@ def _handler(replay: Replay, judge: RecordedJudge | None = None
 
 
 @contextmanager
-def replay_upstream(replay: Replay, judge: RecordedJudge | None = None) -> Iterator[str]:
-    """Serve ``replay`` (and ``judge`` under its name) on 127.0.0.1; yields the base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay, judge))
+def replay_upstream(replay: Replay, judge: RecordedJudge | None = None,
+                    any_model: bool = False) -> Iterator[str]:
+    """Serve ``replay`` (and ``judge`` under its name; with ``any_model``, every rubric prompt
+    whichever backend it is sent to, as when the pool's own strongest backend judges) on
+    127.0.0.1; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(replay, judge, any_model))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

@@ -41,10 +41,14 @@ class SummaryJob:
     routes: Sequence[str]
     secret: bytes | None
     exploration_period: str | None  # the operator's exploration spend: the admin view only
+    # each promising route's learning (learning_view.route_learning): the admin view only
+    learning: Mapping[str, Mapping[str, Any]] | None = None
 
 
 def job_for(ctx: Any, scope: tuple[str, ...] | None, start: datetime, now: datetime
             ) -> SummaryJob:
+    from gateway.review.dashboard.learning_view import route_learning
+
     pool = ctx.pool.current
     return SummaryJob(
         url=ctx.store.engine.url.render_as_string(hide_password=False), scope=scope,
@@ -55,7 +59,8 @@ def job_for(ctx: Any, scope: tuple[str, ...] | None, start: datetime, now: datet
                   for name, p in pool.promises.items()},
         routes=list(pool.routes), secret=ctx.store.prompt_secret,
         exploration_period=(ctx.settings.retraining.exploration.period
-                            if scope is None else None))
+                            if scope is None else None),
+        learning=route_learning(pool) if scope is None else None)
 
 
 def shareable(engine: Engine) -> bool:
@@ -66,7 +71,8 @@ def shareable(engine: Engine) -> bool:
 
 def run_job(job: SummaryJob, engine: Engine | None = None) -> dict[str, Any]:
     """The summary of ``job`` on ``engine`` (default: one opened on ``job.url`` and closed)."""
-    from gateway.learning.exploration_ledger import current_spending
+    from gateway.learning.exploration_ledger import current_spending, shares
+    from gateway.review.dashboard.learning_view import judged_by_route, learning_rows
     from gateway.review.dashboard.log_sql import LogWindow
     from gateway.review.dashboard.summary import View, summarise
     from gateway.store.engine import make_engine
@@ -84,6 +90,9 @@ def run_job(job: SummaryJob, engine: Engine | None = None) -> dict[str, Any]:
         data["tenants"] = [{"id": t.id, "name": t.name} for t in tenants]
         if job.exploration_period is not None:
             data["exploration"] = current_spending(engine, job.exploration_period, job.now)
+        if job.learning is not None:
+            data["learning"] = learning_rows(job.learning, judged_by_route(engine),
+                                             shares(engine), data.get("route_savings") or [])
         return data
     finally:
         if own:

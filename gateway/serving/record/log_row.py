@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from gateway.errors import GatewayError
+from gateway.serving.plan.planning import allowed_backends
 from gateway.serving.plan.routing import embed_text
 from gateway.serving.record.served import Served
 
@@ -99,4 +101,15 @@ def served(outcome: Outcome, status: int) -> Served:
         router_model=b.router_model if b else None,
         cost_usd=outcome.answer_cost(),  # the answer's own cost (no timeout charges)
         answer_text=outcome.answer_text,
+        allowed=_allowed(plan) if routed else None,
     )
+
+
+def _allowed(plan: Any) -> frozenset[str] | None:
+    """The backends the request's tenant policy and options allow, as planning read them."""
+    if plan.policy.allowed_models is None and plan.request.options.allowed_models is None:
+        return None
+    try:
+        return frozenset(allowed_backends(plan))
+    except GatewayError:  # planning refused it already; nothing may be explored
+        return frozenset()

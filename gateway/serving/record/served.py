@@ -23,4 +23,7 @@ class Served:
     router_model: str | None  # that backend's router model
     cost_usd: float | None  # the settled cost
     answer_text: str  # the text the client received (streamed text included)
+    # the backends this request's tenant policy and options allow (None: not restricted);
+    # exploration never sends the prompt elsewhere (no reference, no judge outside it)
+    allowed: frozenset[str] | None = None
 

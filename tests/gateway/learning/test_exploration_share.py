@@ -134,3 +134,56 @@ def test_the_startup_block_names_the_judge_and_a_free_backend_never_judges_by_de
     none = replace(pool, prices=MappingProxyType({n: Price(0.0, 0.0) for n in pool.prices}))
     assert default_judge(none) is None
     assert exploring(none).lines(none)[0].startswith("off: no chat backend priced above $0")
+
+
+def test_the_dashboard_shows_each_routes_learning_to_the_operator(gw: Gateway) -> None:
+    """Runs after the share test (module order): the route has judged outcomes and spend."""
+    def summary(key: str) -> dict:
+        r = httpx.get(gw.base_url + "/dashboard/api/summary", timeout=60,
+                      headers={"authorization": f"Bearer {key}"})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    row = _share_row(gw.engine, "promised")
+    with gw.engine.connect() as conn:
+        judged = conn.execute(
+            sa.select(sa.func.count()).select_from(ldb.observations_t.join(
+                ldb.requests_t,
+                ldb.observations_t.c.request_id == ldb.requests_t.c.request_id))
+            .where(ldb.requests_t.c.route == "promised")).scalar_one()
+    [shown] = [r for r in summary(ADMIN_KEY)["learning"] if r["route"] == "promised"]
+    assert judged > 0 and shown["judged_outcomes"] == judged
+    assert shown["judge"] == FRONTIER and shown["exploring"] is True
+    assert shown["exploration_spent_usd"] == pytest.approx(row["spent_nusd"] / 1e9)
+    assert shown["exploration_allowed_usd"] == pytest.approx(row["budget_nusd"] / 1e9)
+    assert 0 < shown["exploration_share"] <= SHARE
+    assert shown["saving_share"] is not None
+    nxt = shown["next_saving"]
+    pool = gw.app.state.ctx.pool.current
+    assert nxt is not None and nxt["backend"] != FRONTIER and 0 < nxt["saving_if_certified"] < 1
+    assert pool.prices[nxt["backend"]].output_per_token < pool.prices[FRONTIER].output_per_token
+    key, _ = gw.tenant()
+    assert "learning" not in summary(key)  # the operator's view only
+
+
+def test_a_tenant_whose_policy_leaves_out_the_judge_is_never_explored(
+    gw: Gateway, up: FakeUpstream
+) -> None:
+    """The default judge (and the reference) is the operator's choice, not the tenant's: a
+    tenant whose allowed_models leave it out never has a prompt sent to it by exploration."""
+    learning = gw.app.state.ctx.learning
+    allowed = [n for n in gw.app.state.ctx.pool.current.backends if n != FRONTIER]
+    key, _ = gw.tenant(policy={"allowed_models": allowed})
+    client = gw.client(key)
+    asked_before = len(up.requests_for(FRONTIER))
+    for i in range(10):
+        client.chat.completions.create(
+            model="promised", messages=[{"role": "user", "content": f"Private topic {i}."}])
+    deadline = time.monotonic() + 60
+    while learning._unrecorded or learning._recording or learning._tasks:
+        assert time.monotonic() < deadline, "exploration did not finish"
+        time.sleep(0.1)
+    assert len(up.requests_for(FRONTIER)) == asked_before
+    texts = [" ".join(str(m.get("content", "")) for m in r["messages"])
+             for n in allowed for r in up.requests_for(n)]
+    assert sum("Private topic" in t for t in texts) == 10  # only the tenant's own answers

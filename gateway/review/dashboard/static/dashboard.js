@@ -198,6 +198,24 @@ function renderRouteSavings(s) {
     (i) => ({ "data-route": s.route_savings[i].route }));
 }
 
+function renderLearning(s) {
+  const section = document.getElementById("route-learning").parentElement;
+  const rows = s.learning || [];
+  section.hidden = rows.length === 0;
+  table("route-learning", ["route", "judge", "judged outcomes", "saving now",
+    "exploration spent / allowed", "next saving expected"], rows.map((r) => [
+    r.route,
+    r.exploring ? (r.judge || "–") : "off",
+    String(r.judged_outcomes),
+    r.saving_share == null ? "–" : pct(r.saving_share),
+    `${usd(r.exploration_spent_usd)} / ${usd(r.exploration_allowed_usd)}` +
+      (r.max_share == null ? "" : ` (≤ ${pct(r.max_share)} of spend)`),
+    r.next_saving == null ? "–" : `${r.next_saving.backend}: ${pct(r.next_saving.saving_if_certified)}` +
+      ` cheaper, estimated drop ${r.next_saving.estimated_drop.toFixed(3)} vs ${r.next_saving.max_drop}` +
+      ` (${r.next_saving.known || "unknown"})`,
+  ]), (i) => ({ "data-route": rows[i].route }));
+}
+
 function renderExploration(s) {
   const section = document.getElementById("exploration-section");
   const spend = s.exploration || {};
@@ -330,6 +348,7 @@ async function refresh() {
   }
   renderCards(s);
   renderRouteSavings(s);
+  renderLearning(s);
   renderExploration(s);
   renderBudgets(s);
   renderCharts(s);

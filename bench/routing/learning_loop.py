@@ -1,0 +1,286 @@
+"""`auto` and `auto-balanced` learning from the default exploration, live (issue 46, item 5).
+
+`tollgate serve` on RouterBench's 11 models, each answered by the local replay upstream with
+the answer RouterBench recorded (gateway/sandbox/replay.py), priced so the gateway charges the
+recorded USD. As on the packaged config, the strongest models join on priors: the served
+artifact leaves out the ``held`` experts (by default the two best by train mean grade,
+gpt-4-1106-preview and Yi-34B-Chat), so each joins as any unknown backend does (a published
+figure where the capability table has one, else its price), and it carries the wrong-prior
+claim of wrong_prior_loop.py (mistral-7b "matches" the strongest). The config has no
+``exploration:`` section: ε, the share bound (5% of each route's spend), the judge (the
+pool's strongest priced backend) and the per-answer cap are the defaults, and the judge's
+verdicts follow RouterBench's grades, agreeing with them ``--agreement`` (0.8) of the time
+(gateway/sandbox/recorded_judge.py answers every rubric, whichever backend it is sent to).
+Only the schedule is shortened (``poll_s``, ``refine_priors_s``).
+
+Requests alternate between `auto` and `auto-balanced` (test prompts, shuffled per seed). Per
+window of ``--window`` (500) requests, per route: the realized drop against the reference's
+recorded grade on the same prompts, its standard error, the saving (1 − charged / the
+reference's recorded cost), and the exploration spend in the window (from /metrics:
+shadow answers, the reference's answers and the judge's calls). A window keeps its promise
+when drop ≤ max_drop + 2·se (loop_windows.py). The wrong prior counts as caught at the end of
+the first window where mistral-7b's mean p̂ is within 0.05 of its recorded grade and every
+window from there on keeps both routes' promises.
+
+    python -m bench.routing.learning_loop [--requests 5000] [--window 500] [--seed 0 |
+        --seeds 0,1,2,3,4]
+
+Last line: ``learn_drop_excess_max=… auto_learned_saving=… balanced_learned_saving=…
+exploration_share=… caught_after_median=… caught_after_worst=…`` (over the seeds: the largest
+window's drop − its promise − 2·se; the savings of the last window, mean over seeds; the
+largest exploration spend ÷ the routes' spend; the median and worst catch, ``never`` when a
+seed never caught it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+ROUTES = ("auto", "auto-balanced")
+NAN = float("nan")
+
+
+@dataclass(frozen=True)
+class LearnSetup:
+    requests: int = 5000
+    window: int = 500
+    wrong: str = "mistralai/mistral-7b-chat"
+    held: int = 2  # the strongest models by train grade, joining on priors
+    agreement: float = 0.8
+    refine_s: float = 10.0
+    workers: int = 4
+    seed: int = 0
+
+
+@dataclass
+class RouteWindow:
+    route: str
+    n: int
+    drop: float
+    se: float
+    saving: float
+    charged: float
+    explored_usd: float
+    max_drop: float
+
+    @property
+    def excess(self) -> float:
+        """drop − promise − 2·se: above 0, the window broke its promise beyond noise."""
+        from bench.routing.loop_windows import NOISE_SE
+
+        return self.drop - self.max_drop - NOISE_SE * self.se
+
+
+@dataclass
+class LearnRun:
+    seed: int
+    windows: list[dict[str, RouteWindow]] = field(default_factory=list)
+    watched_error: list[float | None] = field(default_factory=list)
+    caught: int | None = None
+    explored_usd: float = 0.0
+    charged_usd: float = 0.0
+    facts: dict = field(default_factory=dict)
+
+
+def _explored(metrics: str) -> dict[str, float]:
+    """route -> exploration spent so far, from a /metrics text."""
+    out = {}
+    for m in re.finditer(r'^tollgate_exploration_spent_usd\{route="([^"]+)"\} (\S+)$', metrics,
+                         re.MULTILINE):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def run(s: LearnSetup) -> LearnRun:
+    """One seed of the loop (module docstring)."""
+    import httpx
+    import openai
+
+    from bench.routing.live_gateway import (
+        admin_key,
+        candidate_p,
+        reference_of,
+        tenant_key,
+        tollgate_serve,
+    )
+    from bench.routing.wrong_prior_loop import MAX_TOKENS, claimed_router
+    from gateway.config import load_settings
+    from gateway.sandbox.demo import DEMO_CONFIG_PATH
+    from gateway.sandbox.recorded_judge import RecordedJudge
+    from gateway.sandbox.replay import Replay, replay_upstream
+    from router_core.data import load_dataset
+
+    table = load_dataset("routerbench")
+    split = np.asarray(table.split)
+    q_all = np.asarray(table.quality, dtype=float)
+    c_all = np.asarray(table.cost, dtype=float)
+    ok = np.isfinite(q_all).all(axis=1) & np.isfinite(c_all).all(axis=1)
+    train = np.flatnonzero((split == "train") & ok)
+    test = np.flatnonzero((split == "test") & ok)
+    models = [str(m) for m in table.models]
+    col = {m: j for j, m in enumerate(models)}
+    by_grade = [models[j] for j in np.argsort(-q_all[train].mean(axis=0))]
+    strongest, held = by_grade[0], tuple(by_grade[: s.held])
+    rng = np.random.default_rng(s.seed)
+    order = np.concatenate([rng.permutation(test) for _ in range(-(-s.requests // len(test)))])
+    order = order[: s.requests]
+    replay = Replay(table.rows(test))
+    judge = RecordedJudge(replay.judge_cells(), s.agreement, s.seed, "judge")
+    demo = load_settings(DEMO_CONFIG_PATH)
+    max_drop = {r: float(demo.routes[r].max_drop) for r in ROUTES}
+    admin = admin_key()
+    out = LearnRun(s.seed, facts={"strongest": strongest, "held": held, "wrong": s.wrong})
+    with tempfile.TemporaryDirectory(prefix="tollgate-learn-") as tmp_s, \
+            replay_upstream(replay, judge, any_model=True) as up:
+        tmp = Path(tmp_s)
+        router_path = claimed_router(tmp / "router", s.wrong, strongest, held)
+        params = {"api_base": up, "api_key": "sk-replay"}
+        config = {
+            "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}",
+                                                                **params},
+                            "model_info": {"input_cost_per_token": 0.0,
+                                           "output_cost_per_token": replay.price[m],
+                                           "max_output_tokens": MAX_TOKENS, "timeout": 120}}
+                           for m in replay.models],
+            "routes": {k: v.model_dump(exclude_none=True) for k, v in demo.routes.items()},
+            "database_url": f"sqlite:///{tmp / 'learn.db'}", "admin_key": admin,
+            "router_path": str(router_path), "reliability": {"spool_dir": str(tmp / "spool")},
+            # exploration as shipped: no section; only the schedule is shortened
+            "retraining": {"min_observations": 10**9, "poll_s": 1.0,
+                           "refine_priors_s": s.refine_s},
+        }
+        with tollgate_serve(config, tmp, "tollgate-learn") as server:
+            key = tenant_key(server.url, admin)
+            client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=2,
+                                   timeout=300)
+            http = httpx.Client(base_url=server.url, timeout=60,
+                                headers={"authorization": f"Bearer {key}"})
+            ops = httpx.Client(base_url=server.url, timeout=60,
+                               headers={"authorization": f"Bearer {admin}"})
+            shown = {m["id"]: m.get("tollgate", {}) for m in http.get("/v1/models").json()["data"]}
+            out.facts["judge"] = shown["auto"]["learning"]["judge"]
+            out.facts["known_first"] = {h: shown[h].get("quality_known") for h in held}
+
+            def one(k: int) -> tuple[str, float, float, float, float, float | None, float]:
+                i = int(order[k])
+                route = ROUTES[k % len(ROUTES)]
+                raw = client.chat.completions.with_raw_response.create(
+                    model=route, messages=[{"role": "user", "content": str(table.prompts[i])}])
+                doc = http.get(f"/v1/routing/{raw.headers['x-tollgate-request-id']}")
+                doc.raise_for_status()
+                expl = doc.json()
+                served = expl["answered_by"]
+                ref = reference_of(expl) or strongest
+                return (route, float(q_all[i, col[served]]), float(q_all[i, col[ref]]),
+                        float(raw.headers["x-tollgate-cost-usd"]), float(c_all[i, col[ref]]),
+                        candidate_p(expl, s.wrong), float(q_all[i, col[s.wrong]]))
+
+            before: dict[str, float] = {}
+            with ThreadPoolExecutor(s.workers) as pool:
+                for start in range(0, s.requests, s.window):
+                    rows = list(pool.map(one, range(start, min(start + s.window, s.requests))))
+                    now = _explored(ops.get("/metrics").text)
+                    out.windows.append({r: _window(r, [x for x in rows if x[0] == r],
+                                                   now.get(r, 0.0) - before.get(r, 0.0),
+                                                   max_drop[r]) for r in ROUTES})
+                    before = now
+                    listed = [(x[5], x[6]) for x in rows if x[5] is not None]
+                    out.watched_error.append(abs(np.mean([p for p, _ in listed])
+                                                 - np.mean([q for _, q in listed]))
+                                             if listed else None)
+                shown = {m["id"]: m.get("tollgate", {})
+                         for m in http.get("/v1/models").json()["data"]}
+                out.facts["known_last"] = {h: shown[h].get("quality_known") for h in held}
+            http.close()
+            ops.close()
+            out.explored_usd = sum(before.values())
+    out.charged_usd = sum(w.charged for ws in out.windows for w in ws.values())
+    out.caught = _caught(out, s.window)
+    return out
+
+
+def _window(route: str, rows: list, explored: float, max_drop: float) -> RouteWindow:
+    d = np.array([x[2] - x[1] for x in rows]) if rows else np.zeros(0)
+    charged, ref = sum(x[3] for x in rows), sum(x[4] for x in rows)
+    return RouteWindow(route, len(rows), float(d.mean()) if len(d) else NAN,
+                       float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0,
+                       1.0 - charged / ref if ref > 0 else NAN, charged, explored, max_drop)
+
+
+def _caught(r: LearnRun, window: int, tolerance: float = 0.05) -> int | None:
+    """Requests after which the wrong prior was corrected (module docstring), or None."""
+    for i, err in enumerate(r.watched_error):
+        if err is not None and err <= tolerance and all(
+                w.excess <= 0 for ws in r.windows[i:] for w in ws.values()):
+            return min((i + 1) * window, sum(w.n for ws in r.windows for w in ws.values()))
+    return None
+
+
+def print_run(r: LearnRun, s: LearnSetup) -> None:
+    f = r.facts
+    print(f"\nseed {r.seed}: {', '.join(f['held'])} join on priors (first known as "
+          f"{f['known_first']}, last {f.get('known_last')}); {f['wrong']} claimed to match "
+          f"{f['strongest']}; judge {f['judge']} (default) agreeing {s.agreement:.0%}")
+    print(f"{'requests':>8} {'route':<14} {'n':>4} {'drop':>8} {'se':>6} {'excess':>8} "
+          f"{'saving':>7} {'explored $':>11} {'share':>6} {'p̂ err':>6}")
+    for i, ws in enumerate(r.windows):
+        err = r.watched_error[i]
+        for w in ws.values():
+            share = w.explored_usd / w.charged if w.charged > 0 else NAN
+            print(f"{(i + 1) * s.window:>8} {w.route:<14} {w.n:>4} {w.drop:>+8.4f} "
+                  f"{w.se:>6.4f} {w.excess:>+8.4f} {w.saving:>7.3f} {w.explored_usd:>11.5f} "
+                  f"{share:>6.3f} {'-' if err is None else f'{err:.3f}':>6}")
+    share = r.explored_usd / r.charged_usd if r.charged_usd > 0 else NAN
+    print(f"exploration {r.explored_usd:.4f} USD of the routes' {r.charged_usd:.4f} USD "
+          f"({share:.3%}); wrong prior caught after: "
+          f"{r.caught if r.caught is not None else 'never'} requests")
+
+
+def summary(runs: list[LearnRun]) -> dict[str, str]:
+    """The last line's fields over the seeds (module docstring)."""
+    excess = max(w.excess for r in runs for ws in r.windows for w in ws.values())
+    last = {route: float(np.nanmean([r.windows[-1][route].saving for r in runs]))
+            for route in ROUTES}
+    share = max(r.explored_usd / r.charged_usd if r.charged_usd > 0 else NAN for r in runs)
+    caught = [math.inf if r.caught is None else float(r.caught) for r in runs]
+    median, worst = float(np.median(caught)), max(caught)
+    return {"learn_drop_excess_max": f"{excess:.4f}",
+            "auto_learned_saving": f"{last['auto']:.4f}",
+            "balanced_learned_saving": f"{last['auto-balanced']:.4f}",
+            "exploration_share": f"{share:.4f}",
+            "caught_after_median": "never" if math.isinf(median) else f"{median:g}",
+            "caught_after_worst": "never" if math.isinf(worst) else f"{worst:g}"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--requests", type=int, default=5000)
+    ap.add_argument("--window", type=int, default=500)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--seeds", type=str, default=None, help="comma-separated, e.g. 0,1,2,3,4")
+    ap.add_argument("--agreement", type=float, default=0.8)
+    ap.add_argument("--workers", type=int, default=4)
+    a = ap.parse_args()
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    seeds = ([int(x) for x in a.seeds.split(",")] if a.seeds
+             else [a.seed if a.seed is not None else 0])
+    runs = []
+    for seed in seeds:
+        s = LearnSetup(requests=a.requests, window=a.window, agreement=a.agreement,
+                       workers=a.workers, seed=seed)
+        runs.append(run(s))
+        print_run(runs[-1], s)
+    print(" ".join(f"{k}={v}" for k, v in summary(runs).items()))
+
+
+if __name__ == "__main__":
+    main()
