@@ -264,7 +264,8 @@ def _check_string(text: str) -> None:
 
 def check_counts(body: Any, max_messages: int, max_content_parts: int) -> None:
     """400 when a chat body's ``messages`` (a Responses body's ``input``) has more than
-    ``max_messages`` items or more than ``max_content_parts`` content parts in all; the
+    ``max_messages`` items or more than ``max_content_parts`` content parts in all
+    (``count_parts``: nested tool results and system blocks of /v1/messages included); the
     parts are counted only once the message count is known to be within bounds."""
     if not isinstance(body, dict):
         return
@@ -276,12 +277,31 @@ def check_counts(body: Any, max_messages: int, max_content_parts: int) -> None:
         raise invalid(f"Invalid '{name}': array too long. Expected an array with maximum "
                       f"length {max_messages}, but got an array with length {len(items)} "
                       "instead.", param=name, code="array_above_max_length")
-    parts = sum(len(m["content"]) for m in items
-                if isinstance(m, dict) and isinstance(m.get("content"), list))
+    parts = count_parts(items, body.get("system"), max_content_parts)
     if parts > max_content_parts:
         raise invalid(f"Invalid '{name}': {parts} content parts in all, more than the "
                       f"maximum of {max_content_parts}.", param=name,
                       code="array_above_max_length")
+
+
+def count_parts(items: list, system: Any, limit: int) -> int:
+    """The content parts of ``items`` in all, each block nested in a block's own ``content``
+    array counted too (Anthropic's ``tool_result`` holds blocks, and ``/v1/messages``
+    translates every level of them), and the blocks of an array ``system`` (Anthropic's);
+    the count stops once past ``limit``, so a refused body costs at most ``limit`` steps."""
+    stack = [m["content"] for m in items
+             if isinstance(m, dict) and isinstance(m.get("content"), list)]
+    if isinstance(system, list):
+        stack.append(system)
+    parts = 0
+    while stack and parts <= limit:
+        blocks = stack.pop()
+        parts += len(blocks)
+        if parts > limit:
+            break
+        stack.extend(b["content"] for b in blocks
+                     if isinstance(b, dict) and isinstance(b.get("content"), list))
+    return parts
 
 
 def unbounded_files(files: int, names: list[str]) -> GatewayError:

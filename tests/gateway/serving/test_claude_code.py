@@ -285,3 +285,32 @@ def test_a_model_the_key_may_not_use_is_403_permission_error(gw: Gateway) -> Non
         gw.client(key).chat.completions.create(
             model=SONNET, max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     assert oe.value.body["type"] == "permission_denied"  # type: ignore[index]
+
+
+def _nested_result(depth: int) -> dict:
+    """A tool_result whose content holds a tool_result ... ``depth`` levels deep."""
+    block: dict = {"type": "text", "text": "x"}
+    for _ in range(depth):
+        block = {"type": "tool_result", "tool_use_id": "toolu_01", "content": [block]}
+    return block
+
+
+def test_messages_obey_the_content_part_limit_nested_results_and_system_included(
+        gw: Gateway, up: FakeUpstream) -> None:
+    """Issue 48.12: /v1/messages counts content parts as chat does (``max_content_parts``,
+    4096), each block a tool_result nests and each system block included; refused with
+    Anthropic's 400 before anything is sent; a real agent turn still passes."""
+    key, _ = gw.tenant(budget_usd=2.0)
+    c = client(gw, key)
+    calls = len(up.requests_for(SONNET))
+    nested = [{"role": "user", "content": [_nested_result(12) for _ in range(400)]}]  # 5,200
+    system = [{"type": "text", "text": "s"} for _ in range(5000)]
+    for body in ({"messages": nested}, {"system": system,
+                                        "messages": [{"role": "user", "content": "hi"}]}):
+        with pytest.raises(anthropic.BadRequestError) as e:
+            c.messages.create(model=SONNET, max_tokens=10, **body)
+        assert "content parts in all" in e.value.body["error"]["message"]
+    assert len(up.requests_for(SONNET)) == calls  # nothing reached the upstream
+    ok = c.messages.create(model=SONNET, max_tokens=10, system=system[:100],
+                           messages=[{"role": "user", "content": [_nested_result(3)]}])
+    assert ok.model == SONNET
