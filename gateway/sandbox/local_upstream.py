@@ -78,6 +78,8 @@ class FakeBackend:
         delay_s: added before answering (to make a slow but healthy backend).
         hang_s: how long "hang" and "stall_mid_stream" wait before giving up.
         image_tokens: prompt tokens billed per image part (a provider's image tokens).
+        image_output_tokens: /v1/images/generations: output image tokens per image, reported
+            in a gpt-image ``usage`` (0: no usage in the reply, as dall-e answers).
         chunk_delay_s: streams: the wait between two words (a slow, long stream).
         split_frames: Anthropic streams (/v1/messages): each event sent in two writes split
             inside its bytes (as a socket may deliver them; mid-character for non-ASCII).
@@ -93,6 +95,7 @@ class FakeBackend:
     delay_s: float = 0.0
     hang_s: float = 30.0
     image_tokens: int = 0
+    image_output_tokens: int = 0
     # embeddings as providers miscount them: special tokens added per input (BGE-style
     # models count [CLS]/[SEP] and more), or a usage figure reported whatever the input
     framing_tokens: int = 0

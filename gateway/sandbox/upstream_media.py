@@ -1,6 +1,7 @@
 """The fake upstream's unit-billed routes, answered by the same backends and failure modes as
 its chat completions (gateway/sandbox/upstream_handler.py dispatches here):
-``/v1/images/generations`` (a URL or base64 per image), ``/v1/audio/speech`` (the bytes
+``/v1/images/generations`` (a URL or base64 per image; gpt-image's ``usage`` when the backend
+has ``image_output_tokens``), ``/v1/audio/speech`` (the bytes
 ``FAKE-AUDIO:`` + the input), ``/v1/audio/transcriptions`` (multipart; the backend's reply as
 the text, the file's size recorded), ``/v1/moderations`` (flagged when the input holds
 "kill") and Cohere's ``/v1/rerank`` (documents scored by the words they share with the
@@ -34,7 +35,14 @@ def answer_images(h: UpstreamHandler, raw: bytes) -> None:
     data = [{"b64_json": base64.b64encode(FAKE_PNG).decode()} if b64 else
              {"url": f"http://127.0.0.1/fake/{uuid.uuid4().hex}.png",
               "revised_prompt": body.get("prompt")} for _ in range(int(body.get("n") or 1))]
-    send_json(h, 200, {"created": int(time.time()), "data": data})
+    out: dict = {"created": int(time.time()), "data": data}
+    per_image = call.backend.image_output_tokens
+    if per_image:  # gpt-image's usage: text tokens in, image tokens out
+        text = len(str(body.get("prompt") or "").encode()) // 4 + 1
+        out["usage"] = {"input_tokens": text, "output_tokens": per_image * len(data),
+                        "total_tokens": text + per_image * len(data),
+                        "input_tokens_details": {"text_tokens": text, "image_tokens": 0}}
+    send_json(h, 200, out)
 
 
 def answer_speech(h: UpstreamHandler, raw: bytes) -> None:

@@ -4,10 +4,11 @@ and logged (gateway/serving/passthrough.py).
 
 The upload is bounded before it is read: the gateway's request-size limit (``BodyLimit``,
 ``reliability.max_body_bytes``) answers 413 as soon as the bytes passed it, and the form takes
-one file and a few fields. Starlette spools a file past 1 MB to disk and reads it back in a
-worker thread; the duration is read by litellm's ``calculate_request_duration``
-(libsndfile through ``soundfile``: WAV, FLAC, OGG, MP3 ...) in a worker thread too, so nothing
-here holds the event loop for the file's size. A file whose duration cannot be read (another
+one file and a few fields, read once the key's parallel slot is taken. Starlette spools a
+file past 1 MB to disk and reads it back in a worker thread; the duration is what a decoder
+would find, not the header's claim (gateway/serving/units/audio_length.py: MP3 and FLAC
+frames counted, Ogg bounded by its bytes at Opus' lowest bitrate; issue 48.3), in a worker
+thread too, so nothing here holds the event loop for the file's size. A file whose duration cannot be read (another
 container such as m4a or webm, or not audio) is a 400 that names what is missing: without a
 duration no bound holds for a per-second price. OpenAI bills whisper-1 per second of audio
 (``input_cost_per_second`` in litellm's map); the duration is rounded up to a whole second.
@@ -26,6 +27,7 @@ from starlette.exceptions import HTTPException
 
 from gateway.errors import invalid
 from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
+from gateway.serving.units.audio_length import audio_length
 from gateway.serving.units.unit_prices import TRANSCRIPTION, unit_price
 from router_core.env.litellm_env import litellm
 
@@ -33,14 +35,6 @@ FIELDS = frozenset({"model", "file", "language", "prompt", "response_format", "t
                     "timestamp_granularities[]", "timestamp_granularities"})
 TEXT_FORMATS = frozenset({"text", "srt", "vtt"})
 MAX_FIELDS = 16
-
-
-def audio_seconds(data: bytes) -> float | None:
-    """The audio's duration in seconds (litellm's reader), None when it cannot be read."""
-    from litellm.litellm_core_utils.audio_utils.utils import calculate_request_duration
-
-    seconds = calculate_request_duration(data)
-    return seconds if isinstance(seconds, (int, float)) and seconds > 0 else None
 
 
 def _params(form: Any) -> dict[str, Any]:
@@ -83,12 +77,13 @@ async def _transcribe(call: Passthrough, request: Request) -> Response:
         params = _params(form)
         price = unit_price(backend, TRANSCRIPTION)
         data = await upload.read()  # from its spool file in a worker thread when on disk
-        seconds = await anyio.to_thread.run_sync(audio_seconds, data)
-        if seconds is None:
-            raise invalid("the audio's duration could not be read from 'file' (readable: WAV, "
-                          "FLAC, OGG, MP3): a per-second price needs it to bound the cost",
-                          param="file", code="audio_duration_unknown")
-        bound = math.ceil(seconds) * price
+        length = await anyio.to_thread.run_sync(audio_length, data)
+        if length.seconds is None:
+            raise invalid("the audio's duration could not be read from 'file' or cannot be "
+                          f"trusted ({length.reason}; readable: WAV, FLAC, OGG, MP3): a "
+                          "per-second price needs it to bound the cost", param="file",
+                          code="audio_duration_unknown")
+        bound = math.ceil(length.seconds) * price
         params["file"] = (upload.filename or "audio", data)
         reply = await call.call(backend, bound, litellm.atranscription, params)
     finally:

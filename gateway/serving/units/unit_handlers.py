@@ -4,8 +4,10 @@ to the named backend through litellm (``aimage_generation``, ``aspeech``, ``amod
 (gateway/serving/passthrough.py; the prices: gateway/serving/units/unit_prices.py).
 
 The bounds, each known before the call:
-- images: n × the price of one image of the size and quality asked (litellm's calculator);
-  settled at the images answered;
+- images: n × the price of one image at the dearest size and quality the request allows
+  (left out or ``auto``: the dearest gpt-image may render) plus the prompt's text tokens
+  (unit_prices.py ``image_cost``); settled at the reply's gpt-image ``usage`` when it reports
+  one, else at the images answered;
 - speech: the input's characters × the per-character price (what OpenAI bills);
 - moderation: the input's token bound (UTF-8 bytes; ``max_image_tokens`` per image) × the
   input price, 0 for a free model; settled at the bound;
@@ -40,6 +42,7 @@ from gateway.serving.units.unit_prices import (
     RERANK,
     SPEECH,
     image_cost,
+    image_usage_cost,
     unit_price,
 )
 from gateway.serving.validation import json_body
@@ -96,12 +99,30 @@ async def _images(call: Passthrough, request: Request) -> Response:
     body = await _body(request, IMAGE_KEYS)
     backend = call.named(body.get("model"), IMAGE)
     n = _image_count(body)
-    bound = image_cost(backend, n, body.get("size"), body.get("quality"))
-    await call.reserve_tokens(len(body["prompt"].encode()))
+    prompt_bytes = len(body["prompt"].encode())
+    bound = image_cost(backend, n, body.get("size"), body.get("quality"), prompt_bytes)
+    await call.reserve_tokens(prompt_bytes)
     reply = reply_json(await call.call(backend, bound, litellm.aimage_generation,
                                        _params(body)))
-    answered = len(reply.get("data") or []) or n
-    return JSONResponse(reply, headers=await call.settle(bound * min(answered, n) / n))
+    return JSONResponse(reply, headers=await call.settle(_image_charge(call, backend, reply,
+                                                                       bound, n)))
+
+
+def _image_charge(call: Passthrough, backend: Any, reply: dict, bound: float, n: int) -> float:
+    """What an image reply costs: its reported ``usage`` at the token prices (gpt-image), a
+    cost past the bound counted as the operator's overrun; without usage, the bound's share
+    of the images answered."""
+    used = image_usage_cost(backend, reply.get("usage"))
+    if used is None:
+        answered = len(reply.get("data") or []) or n
+        return bound * min(answered, n) / n
+    if used > bound:
+        m = call.ctx.metrics
+        m.overruns.inc()
+        m.overrun_usd.inc(used - bound)
+        m.overrun_by_backend.labels(backend.model_name).inc(used - bound)
+        call.attempts[-1]["overrun_usd"] = used - bound
+    return used
 
 
 def _speech_format(body: dict) -> str:
