@@ -40,7 +40,7 @@ from gateway.config import Backend, Settings
 from gateway.pool.known import PRIOR_KIND, Known, outcomes_of
 from gateway.pool.priors import TYPICAL_TOKENS
 from gateway.pricing import Price
-from router_core.identity.capability import capability
+from router_core.identity.capability import SECOND, benchmark_map, capability
 from router_core.promise import (
     LogitBelief,
     TrainedBelief,
@@ -123,6 +123,10 @@ def published_figure(b: Backend) -> tuple[float, str, bool] | None:
         cap = capability(name)
         if cap is not None:
             how = f"{cap.how} {cap.value:.3f} ({cap.source_title})"
+            line = benchmark_map() if cap.how == f"mapped from {SECOND}" else None
+            if line is not None:  # the conversion, stated: the fitted line and its residual
+                how += (f" by MMLU-Pro = {line.slope:.2f}·MMLU {line.intercept:+.2f}, fitted on "
+                        f"{len(line.models)} models with both, residual ±{line.residual_sd:.2f}")
             return cap.value, how, cap.claim is not None
     return None
 

@@ -99,3 +99,17 @@ def test_the_startup_block_says_which_backends_carry_a_saving_on_a_claim_alone()
             assert line.endswith("none (its claim-only backends are not chosen)")
     for b in ("gemini-3.5-flash", "claude-haiku-4-5"):
         assert pool.how_known(b).startswith(CLAIM_HOW)
+
+
+def test_a_figure_on_another_benchmark_states_its_fitted_conversion(every_published_pool) -> None:
+    """gpt-4o-mini has only OpenAI's MMLU figure: it is put on the MMLU-Pro scale by the line
+    fitted on the models with both (router_core/identity/capability.py ``benchmark_map``), and
+    its "how" says which line and how far the models it was fitted on fall from it."""
+    from router_core.identity.capability import benchmark_map
+
+    pool, _ = every_published_pool
+    line = benchmark_map()
+    assert line is not None and len(line.models) >= 5 and line.residual_sd < 0.06
+    how = pool.how_known("gpt-4o-mini")
+    assert how.startswith("prior from published results: mapped from mmlu 0.650")
+    assert f"fitted on {len(line.models)} models with both, residual ±" in how
