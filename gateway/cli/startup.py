@@ -19,6 +19,7 @@ from gateway.litellm_callbacks import describe as describe_callbacks
 from gateway.litellm_sections import ENV_PREFIX
 from gateway.pool import Pool
 from gateway.pool.exploring import exploring
+from gateway.pool.promise import claim_carried, reference_queries
 from gateway.price_like import price_origin
 
 LABEL_WIDTH = 11
@@ -103,10 +104,22 @@ def promise_lines(pool: Pool) -> list[str]:
               "where it is within the promise (shadow calls learn the rest)"
               for name, r in routes.items()
               if r.max_drop is not None and "explore_share" in r.model_fields_set]
+    lines += claim_lines(pool)
     width = max((len(b) for b in pool.backends), default=0)
     lines += [f"{b:<{width}}  quality {how}" for b in pool.backends
               if (how := pool.how_known(b)) is not None]
     return lines or ["none"]
+
+
+def claim_lines(pool: Pool) -> list[str]:
+    """Per promising route with a member known by a vendor's claim alone: which of them carry
+    its saving on the claim alone (the share of the reference prompts its rule sends them)."""
+    carried = claim_carried(pool.settings, pool.known, pool.qualities, pool.prices,
+                            pool.promises, reference_queries(pool.router, pool.phi_ref))
+    return [f"{route}: saving on a vendor claim alone: "
+            + (", ".join(f"{b} ({s:.0%} of reference prompts)" for b, s in shares.items())
+               if shares else "none (its claim-only backends are not chosen)")
+            for route, shares in carried.items()]
 
 
 def missing_provider_keys(settings: Settings) -> dict[str, list[str]]:

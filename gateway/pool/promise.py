@@ -12,7 +12,8 @@ once per pool, what that rule reads:
   backend's published aggregate figure, router_core/identity/capability.yaml, put on the
   router's scale by the line through the trained experts that have both, then placed among
   its capability neighbours), ``prior from a vendor claim`` (no number sourced, but the
-  vendor relates it to a model with one: that model's figure, half the pseudo-outcomes),
+  vendor relates it to a model with one: that model's figure, half the pseudo-outcomes, and
+  never above the lowest published level of the pool, ``claim_ceiling``),
   ``prior from price only`` (last resort: one pseudo-outcome, so
   it is neither assumed adequate as a candidate nor weak as a reference), ``refined by n
   outcomes`` (a cold-start expert the learning loop refitted).
@@ -39,12 +40,13 @@ from gateway.config import Backend, Settings
 from gateway.pool.known import PRIOR_KIND, Known, outcomes_of
 from gateway.pool.priors import TYPICAL_TOKENS
 from gateway.pricing import Price
-from router_core.identity.capability import capability
+from router_core.identity.capability import SECOND, benchmark_map, capability
 from router_core.promise import (
     LogitBelief,
     TrainedBelief,
     prior_from_aggregate,
     prior_from_price,
+    promise_choice,
     router_weights,
     stack_estimates,
     tolerance_for,
@@ -121,6 +123,10 @@ def published_figure(b: Backend) -> tuple[float, str, bool] | None:
         cap = capability(name)
         if cap is not None:
             how = f"{cap.how} {cap.value:.3f} ({cap.source_title})"
+            line = benchmark_map() if cap.how == f"mapped from {SECOND}" else None
+            if line is not None:  # the conversion, stated: the fitted line and its residual
+                how += (f" by MMLU-Pro = {line.slope:.2f}·MMLU {line.intercept:+.2f}, fitted on "
+                        f"{len(line.models)} models with both, residual ±{line.residual_sd:.2f}")
             return cap.value, how, cap.claim is not None
     return None
 
@@ -152,6 +158,16 @@ def _placed_level(figure: float, models: list[str], figures: Mapping[str, float]
     kappa = closeness_weights(figure, A)
     placed = np.array([levels[m] for m in models]) + alpha * (figure - A)
     return float(np.clip(kappa @ placed, 0.02, 0.98))
+
+
+def claim_ceiling(published_levels: list[float]) -> float:
+    """The highest level a prior on a vendor's claim alone may take: the lowest level of the
+    pool's backends known by a published figure (trained experts with one, and priors from
+    published results), so a claim never outranks a published figure (issue 46). A sentence
+    is not a measurement: a claim-only backend starts below everything measured, and judged
+    outcomes move it (the learning loop refines it at its first ones); ∞ when nothing in the
+    pool is published."""
+    return min(published_levels, default=float("inf"))
 
 
 def backend_qualities(router: Router, known: Mapping[str, Known], settings: Settings,
@@ -190,16 +206,24 @@ def backend_qualities(router: Router, known: Mapping[str, Known], settings: Sett
     usd_k = np.array([max(e.cost_usd, 1e-12) for e in router.experts if e.name in levels])
     # no readout is known better than a trained expert: a refined prior's n stops there
     n_cap = float(np.median([out[m].belief.n for m in trained]))
+    cold: dict[str, Known] = {}  # expert -> its first backend (model_list order)
     for k in known.values():
-        if k.expert is None or k.expert in out or k.backend not in prices:
-            continue
-        backend = settings.backend(k.backend)
-        fig = published_figure(backend)
+        if k.expert is not None and k.expert not in out and k.backend in prices:
+            cold.setdefault(k.expert, k)
+    figs = {e: published_figure(settings.backend(k.backend)) for e, k in cold.items()}
+    placed = {e: _placed_level(f[0], with_fig, figures, levels, alpha)
+              for e, f in figs.items() if f is not None}
+    ceiling = claim_ceiling([levels[m] for m in with_fig if m in backends]
+                            + [placed[e] for e, f in figs.items() if f is not None and not f[2]])
+    for k in cold.values():
+        fig = figs[k.expert]
         if fig is not None:
-            target = _placed_level(fig[0], with_fig, figures, levels, alpha)
+            target = min(placed[k.expert], ceiling) if fig[2] else placed[k.expert]
             n_prior = n0 * CLAIM_WEIGHT if fig[2] else n0
             prior = prior_from_aggregate(target, Wk, bk, pk, Q_ref, n_prior)
             how = f"prior from a {fig[1]}" if fig[2] else f"prior from published results: {fig[1]}"
+            if fig[2] and target < placed[k.expert]:
+                how += f", capped at {target:.3f}, the lowest level the pool knows by a published figure"
         else:
             usd = prices[k.backend].cost(*TYPICAL_TOKENS)
             n_prior = PRICE_N0
@@ -313,4 +337,35 @@ def route_promises(settings: Settings, known: Mapping[str, Known],
             tolerance = learned_tolerance(tolerance, members, ref, known, qualities, prices,
                                           route.max_drop, z, Q_ref)
         out[name] = RoutePromise(name, ref, route.max_drop, z, tolerance, why)
+    return out
+
+
+CLAIM_HOW = "prior from a vendor claim"
+
+
+def claim_carried(settings: Settings, known: Mapping[str, Known],
+                  qualities: Mapping[str, Quality], prices: Mapping[str, Price],
+                  promises: Mapping[str, RoutePromise], Q_ref: np.ndarray
+                  ) -> dict[str, dict[str, float]]:
+    """route -> {backend known by a vendor's claim alone: the share of the reference prompts
+    the route's rule sends it}, for every promising route with such a backend among its
+    members (an empty dict when the rule sends them none): where the route's saving rests on
+    a sentence no outcome has checked (issue 46; the startup block prints it)."""
+    out: dict[str, dict[str, float]] = {}
+    for name, promise in promises.items():
+        by_expert: dict[str, str] = {}
+        for b in settings.route_backends(name):
+            k = known.get(b.model_name)
+            if b.model_name in prices and k is not None and k.expert in qualities:
+                by_expert.setdefault(k.expert, b.model_name)
+        claimed = [e for e in by_expert if qualities[e].how.startswith(CLAIM_HOW)]
+        ref = known[promise.reference].expert if promise.reference in known else None
+        if not claimed or ref not in by_expert or not len(Q_ref):
+            continue
+        experts = list(by_expert)
+        P, N = stack_estimates([qualities[e].belief for e in experts], Q_ref)
+        cost = np.array([prices[by_expert[e]].cost(*TYPICAL_TOKENS) for e in experts])
+        chosen = promise_choice(P, N, cost, experts.index(ref), promise.tolerance, promise.z)
+        share = {by_expert[e]: float(np.mean(chosen == experts.index(e))) for e in claimed}
+        out[name] = {b: s for b, s in share.items() if s > 0}
     return out

@@ -131,14 +131,19 @@ def test_unknown_and_unsourced_models_have_no_number():
 
 def test_a_vendor_claim_lends_the_other_models_number_marked_as_a_claim():
     """Google claims gemini-3.5-flash outperforms gemini-3.1-pro, which has a number: the
-    flash is placed at that number, marked as a claim (its prior holds fewer pseudo-outcomes);
-    a claim against a model without a number (claude-haiku-4-5's) places nothing."""
+    flash is placed at that number, marked as a claim (its prior holds fewer pseudo-outcomes,
+    and the pool never ranks it above a published figure, gateway/pool/promise.py). Anthropic's
+    claim that claude-haiku-4-5 matches Claude Sonnet 4 now resolves too: Sonnet 4's MMLU-Pro
+    was sourced since (this test asserted None for it before); without claims, nothing."""
     cap = capability("gemini/gemini-3.5-flash")
     pro = capability("gemini-3.1-pro")
     assert cap is not None and cap.claim is not None and pro.claim is None
     assert cap.value == pro.value and cap.how == "vendor claim: at least gemini-3.1-pro"
     assert cap.source_title == cap.claim.source.title != pro.source_title
-    assert capability("anthropic/claude-haiku-4-5") is None
+    haiku = capability("anthropic/claude-haiku-4-5")
+    assert haiku.claim is not None and haiku.how == "vendor claim: about claude-sonnet-4-20250514"
+    assert haiku.value == capability("claude-sonnet-4-20250514").value
+    assert capability_table().capability("claude-haiku-4-5", claims=False) is None
 
 
 def test_records_are_frozen():
