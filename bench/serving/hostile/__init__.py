@@ -61,6 +61,10 @@ issue 24):
 16-20. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
     overrun lockouts (overrun_lockouts), embeddings' TPM (emb_tpm_overadmit) and rows
     (emb_lost_rows), a 15,000-tool request against the loop (tools_loop_stall_ms).
+21. early streams (early_streams.py, issue 48.1): /v1/messages streams on an Anthropic-wire
+    backend that the client leaves at 90% or the upstream ends cleanly half way:
+    messages_abort_undercharge_multiple = what the provider generated / what the tenants
+    were charged (target ≤ 1).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
@@ -69,7 +73,8 @@ fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit
 key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
 overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
-dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…``. A provider's report
+dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…
+messages_abort_undercharge_multiple=…``. A provider's report
 past a reservation is the operator's (gateway/serving/budget/bound_factors.py): overspend counts the
 tenant's spend.
 """
