@@ -31,6 +31,7 @@ import httpx
 import openai
 import pytest
 
+from gateway.cli.startup import unpriced_warnings
 from gateway.config import settings_from_dict
 from gateway.serving.forwarding.upstream import attempt_timeout
 from router_core.runtime.router import Router
@@ -240,6 +241,8 @@ def test_a_model_litellm_prices_at_zero_is_refused_not_billed_at_zero(
         model=FREE, max_tokens=50, messages=[{"role": "user", "content": "hi"}])
     assert raw.parse().model == FREE and float(raw.headers["x-tollgate-cost-usd"]) == 0.0
     assert gw.settled(tenant_id)["spent_usd"] == 0.0
+    warned = unpriced_warnings(gw.app.state.ctx.pool.current)  # the startup block's warning
+    assert len(warned) == 1 and repr(OPUS_41) in warned[0] and "price_like" in warned[0]
 
 
 def test_models_in_anthropics_shape_when_anthropic_version_is_sent(gw: Gateway) -> None:
