@@ -20,7 +20,7 @@ from gateway.litellm_sections import ENV_PREFIX
 from gateway.pool import Pool
 from gateway.pool.exploring import exploring
 from gateway.pool.promise import claim_carried, reference_queries
-from gateway.price_like import price_origin
+from gateway.price_like import price_origin, unpriced_fix
 
 LABEL_WIDTH = 11
 
@@ -254,4 +254,14 @@ def summary(config_path: Path, settings: Settings, pool: Pool, base_url: str, *,
     if settings.ignored_keys:
         lines.append("  warning: LiteLLM settings Tollgate does not use (ignored): "
                      + ", ".join(settings.ignored_keys))
+    lines += unpriced_warnings(pool)
     return lines
+
+
+def unpriced_warnings(pool: Pool) -> list[str]:
+    """A warning per backend without a price (none in litellm's map, or its 0 in and 0 out):
+    never billed at $0, every request to it refused with 503 ``backend_unpriced``."""
+    return [f"  warning: backend {b.model_name!r} has no price, requests to it are refused "
+            f"(503 backend_unpriced): {unpriced_fix(b)}"
+            for b in pool.settings.model_list
+            if not b.is_wildcard and b.model_name not in pool.prices]

@@ -64,6 +64,10 @@ issue 24):
 21. user keys (principals.py, issue 48.11): one user's three keys (two teams, one team-less)
     make 12 timeouts on one backend, then another tenant's 8 requests to it:
     breaker_keys_as_tenants = those answered 503 (target 0).
+22. early streams (early_streams.py, issue 48.1): /v1/messages streams on an Anthropic-wire
+    backend that the client leaves at 90% or the upstream ends cleanly half way:
+    messages_abort_undercharge_multiple = what the provider generated / what the tenants
+    were charged (target ≤ 1).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
@@ -73,7 +77,7 @@ key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
 overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
 dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…
-breaker_keys_as_tenants=…``. A provider's report
+breaker_keys_as_tenants=… messages_abort_undercharge_multiple=…``. A provider's report
 past a reservation is the operator's (gateway/serving/budget/bound_factors.py): overspend counts the
 tenant's spend.
 """

@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.hostile import __doc__ as DOC
-from bench.serving.hostile import abuse, budgets, crash, inputs, keys, neighbours, principals
+from bench.serving.hostile import (
+    abuse,
+    budgets,
+    crash,
+    early_streams,
+    inputs,
+    keys,
+    neighbours,
+    principals,
+)
 from bench.serving.hostile.common import (
     Hostile,
     metrics_text,
@@ -31,7 +40,7 @@ LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuz
              *keys.LAST_LINE, "bound_ceiling_share", "file_ref_unbounded", "overrun_lockouts",
              "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms",
              "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd",
-             *principals.LAST_LINE)
+             *principals.LAST_LINE, "messages_abort_undercharge_multiple")
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -60,6 +69,7 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
         ("embeddings tpm", lambda: inputs.emb_tpm_scenario(env, rec)),
         ("embeddings rows", lambda: inputs.emb_rows_scenario(env, rec)),
         ("tools stall", lambda: inputs.tools_stall_scenario(env, rec)),
+        ("early streams", lambda: early_streams.early_stream_scenario(env, h.early, rec)),
         ("fuzz", lambda: fuzz_scenario(env, rec, sizes["fuzz_examples"],
                                        sizes["schema_examples"])),
     ]

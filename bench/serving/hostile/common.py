@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from bench.serving.hostile.early_streams import early_models, early_upstream
 from bench.serving.hostile.inputs import inputs_models, inputs_upstream
 from bench.serving.replica_env import ADMIN_KEY, Env, start_env
 from gateway.sandbox.local_upstream import FakeBackend, FakeUpstream
@@ -75,11 +76,13 @@ class Hostile:
     harsh: FakeUpstream  # bills the most any tokenizer could (one token per UTF-8 byte)
     tricky: FakeUpstream
     inputs: FakeUpstream  # files, miscounts and embeddings past the bytes (inputs.py)
+    early: FakeUpstream  # Anthropic-wire streams that end early (early_streams.py)
 
     def stop(self) -> None:
         self.harsh.stop()
         self.tricky.stop()
         self.inputs.stop()
+        self.early.stop()
 
 
 def start_hostile_env(workdir: Path) -> Hostile:
@@ -94,10 +97,12 @@ def start_hostile_env(workdir: Path) -> Hostile:
     models.append(tricky.model_entry("verbose", timeout=30, max_output_tokens=VERBOSE_WORDS))
     inputs = inputs_upstream()
     models += inputs_models(inputs)
+    early = early_upstream()
+    models += early_models(early)
     # outage policy ``allow`` for keys.outage_scenario (no other scenario cuts the database)
     outage = {"outage": {"budget": "allow", "allowance_usd": OUTAGE_ALLOWANCE_USD}}
     env = start_env(workdir, extra_models=models, log_prompts=True, reliability=outage)
-    return Hostile(env, harsh, tricky, inputs)
+    return Hostile(env, harsh, tricky, inputs, early)
 
 
 def engine_of(env: Env) -> sa.Engine:

@@ -20,7 +20,10 @@ fake upstream's /v1/messages (and its bridge to /v1/responses), SQLite.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -28,6 +31,7 @@ import httpx
 import openai
 import pytest
 
+from gateway.cli.startup import unpriced_warnings
 from gateway.config import settings_from_dict
 from gateway.serving.forwarding.upstream import attempt_timeout
 from router_core.runtime.router import Router
@@ -237,6 +241,8 @@ def test_a_model_litellm_prices_at_zero_is_refused_not_billed_at_zero(
         model=FREE, max_tokens=50, messages=[{"role": "user", "content": "hi"}])
     assert raw.parse().model == FREE and float(raw.headers["x-tollgate-cost-usd"]) == 0.0
     assert gw.settled(tenant_id)["spent_usd"] == 0.0
+    warned = unpriced_warnings(gw.app.state.ctx.pool.current)  # the startup block's warning
+    assert len(warned) == 1 and repr(OPUS_41) in warned[0] and "price_like" in warned[0]
 
 
 def test_models_in_anthropics_shape_when_anthropic_version_is_sent(gw: Gateway) -> None:
@@ -314,3 +320,34 @@ def test_messages_obey_the_content_part_limit_nested_results_and_system_included
     ok = c.messages.create(model=SONNET, max_tokens=10, system=system[:100],
                            messages=[{"role": "user", "content": [_nested_result(3)]}])
     assert ok.model == SONNET
+
+
+def _readme_bodies() -> list[tuple[str, dict]]:
+    """The (path, JSON body) of each ``curl`` in the README's Claude Code section."""
+    text = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    section = text.split("## Use it from Claude Code", 1)[1].split("\n## ", 1)[0]
+    return [(m.group(1), json.loads(m.group(2))) for m in re.finditer(
+        r"curl -s \$TG(/\S+) .*?-d '(\{.*?\})'", section, re.DOTALL)]
+
+
+def test_the_readmes_claude_code_steps_run_as_written(gw: Gateway, up: FakeUpstream) -> None:
+    """The README's section: a team with a budget, a key per developer with its own budget,
+    then Claude Code's requests with that key as ``ANTHROPIC_AUTH_TOKEN`` (Bearer), on a
+    backend name and on ``auto``; the developer's key stops at its own budget."""
+    steps = _readme_bodies()
+    assert [p for p, _ in steps] == ["/team/new", "/key/generate"]
+    team = dict(steps[0][1], team_id=f"platform-{len(up.requests)}")  # unique per run
+    made = gw.admin("POST", "/team/new", json=team)
+    assert made.status_code == 200, made.text
+    r = gw.admin("POST", "/key/generate", json=dict(steps[1][1], team_id=team["team_id"]))
+    assert r.status_code == 200, r.text
+    key = r.json()["key"]
+    assert r.json()["max_budget"] == steps[1][1]["max_budget"]
+    claude = anthropic.Anthropic(base_url=gw.base_url, auth_token=key, max_retries=0)
+    # auto's candidates here are the fake backends (4096 output tokens at most): a smaller cap
+    for model, cap in ((SONNET, 32000), ("auto", 1024)):
+        with claude.messages.stream(model=model, max_tokens=cap,
+                                    messages=[{"role": "user", "content": "hello"}]) as s:
+            assert s.get_final_message().content
+    info = gw.admin("GET", "/key/info", params={"key": key}).json()
+    assert info["info"]["spend"] > 0 and info["info"]["user_id"] == "alice"
