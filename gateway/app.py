@@ -61,6 +61,7 @@ from gateway.serving.forwarding.response_cache import build_response_cache, clos
 from gateway.serving.models_endpoint import list_models, retrieve_model
 from gateway.serving.plan.embedding import EmbeddingBatcher
 from gateway.serving.plan.routing import warm_cascade
+from gateway.serving.plan.session_affinity import SessionAffinity
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses.responses_handler import responses_endpoint
 from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
@@ -157,6 +158,7 @@ def build_context(settings: Settings, *, store: Store | None, log_writer: LogSin
         failed_logins=FailedLogins(),
         response_cache=build_response_cache(settings.cache, reliability.settings, metrics),
         litellm_callbacks=callbacks,
+        affinity=SessionAffinity(),
     )
     # histograms fed from log rows, and scrape-time budget / router / queue gauges
     observability.install(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the rooms that fill these fields import this module, not th
     from gateway.serving.budget.budget_gate import BudgetGate
     from gateway.serving.forwarding.response_cache import ResponseCache
     from gateway.serving.plan.embedding import EmbeddingBatcher
+    from gateway.serving.plan.session_affinity import SessionAffinity
     from router_core.encoders.minilm import Encoder
 
 
@@ -62,3 +63,5 @@ class GatewayContext:
     response_cache: ResponseCache | None = None  # when configured (``cache:``)
     # litellm_settings callbacks, resolved (gateway/litellm_callbacks.py); installed on start
     litellm_callbacks: dict[str, list[Any]] = field(default_factory=dict)
+    # conversation → the backend holding its prompt cache (serving/plan/session_affinity.py)
+    affinity: SessionAffinity | None = None

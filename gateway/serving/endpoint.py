@@ -16,6 +16,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Protocol, Self
 
@@ -29,6 +30,7 @@ from gateway.context import GatewayContext
 from gateway.errors import CLIENT_GONE, GatewayError
 from gateway.serving.chat.chat_request import ChatRequest
 from gateway.serving.plan.planning import Plan, start_plan
+from gateway.serving.plan.session_affinity import conversation_key
 from gateway.serving.record.access_log import log_access
 from gateway.serving.record.attribution import attribution
 from gateway.serving.record.outcome import Outcome
@@ -153,7 +155,11 @@ class Frame:
         """The plan of a request's chat view over one pool (whatever hot-swaps), kept on
         ``out`` at each step so a refusal is logged with as much of it as was made; its
         routing span."""
-        plan = out.planned(start_plan(self.ctx.pool.current, out.tenant, chat))
+        plan = start_plan(self.ctx.pool.current, out.tenant, chat)
+        if plan.route is not None:  # a conversation stays where its prompt cache is
+            plan = replace(plan, conversation=conversation_key(
+                out.tenant.id, out.attribution.session_id, chat.messages))
+        plan = out.planned(plan)
         started_ns = time.time_ns()
         plan = out.planned(await planner(self.ctx, plan))
         self.trace.routed(plan, started_ns, self.ctx.encoder.kind)

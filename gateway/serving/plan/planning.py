@@ -39,6 +39,12 @@ from gateway.serving.chat.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.plan.fallbacks import with_fallbacks
 from gateway.serving.plan.promise_routing import promise_route
 from gateway.serving.plan.routing import Routed, cascaded, embed_text, route_request
+from gateway.serving.plan.session_affinity import (
+    cache_read_ratio,
+    discounted,
+    earlier_share,
+    kept,
+)
 from gateway.serving.validation import fit_candidates
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
@@ -69,6 +75,7 @@ class Plan:
     tpm_tokens: int | None = None
     key_models: tuple[str, ...] | None = None  # the calling key's (serving/key_models.py)
     routing_s: float | None = None  # how long a routed request's Φ(x) and ranking took
+    conversation: str | None = None  # its conversation's name (serving/plan/session_affinity.py)
 
     def prompt_bound(self, backend: Backend) -> int:
         """N_prompt on ``backend``: prompt tokens no tokenizer exceeds (gateway/pricing.py)."""
@@ -182,16 +189,23 @@ def deployable(plan: Plan, share: PriorShare | None = None) -> dict[str, str]:
     return by_rm
 
 
-def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> Plan:
+def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int,
+           held: str | None = None) -> Plan:
     """The router's decision over ``by_rm`` for Φ(x) = ``phi`` (400 if no backend fits the cap):
     on a route with a promise, the promise rule (serving/promise_routing.py) unless the request
     sets its own cost_weight; else a = p̂ − λ·c̃, c̃ dividing by the dearest backend of the
-    route's whole routable pool (README "Routes")."""
+    route's whole routable pool (README "Routes"). ``held``: the backend holding this
+    conversation's prompt cache, priced with its cache discount and kept first while the
+    rule's eligible set holds it (serving/plan/session_affinity.py)."""
     plan = replace(plan, prompt_tokens=prompt_tokens, phi=phi)
     pool, s = plan.pool, plan.pool.settings
     whole = pool.deployable(plan.route)
     costs = {name: expected_cost(plan, pool.backends[name], s.routing_output_tokens)
              for name in {*by_rm.values(), *whole.values()}}
+    if held is not None and held in costs:
+        costs = discounted(costs, held, pool.prices[held].cost(prompt_tokens, 0),
+                           earlier_share(plan.request.messages),
+                           cache_read_ratio(pool.backends[held]))
     promise = pool.promises.get(plan.route)
     try:
         if promise is not None and by_promise(plan):
@@ -206,6 +220,8 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int) -> P
     except NoEligibleModel as e:
         raise invalid(f"no backend fits max_cost_usd={plan.max_cost_usd} for this request",
                       param="tollgate.max_cost_usd") from e
+    if held is not None:
+        routed = kept(routed, held)
     return replace(plan, routed=routed, candidates=routed.backends)
 
 
@@ -343,8 +359,10 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     n_prompt, size = await measure(req, first, plan.pool)
     sized = replace(plan, prompt_size=size)
     text = embed_text(req.messages, ctx.settings.encoder_max_chars)
+    affinity = ctx.affinity
+    held = affinity.held(plan.conversation) if affinity is not None else None
     plan = await cascaded(plan.pool.router, text, ctx.embedder.embed,
-                          lambda phi: ranked(sized, by_rm, phi, n_prompt))
+                          lambda phi: ranked(sized, by_rm, phi, n_prompt, held))
     plan = replace(plan, routing_s=time.perf_counter() - started)
     return with_plan_fallbacks(plan)
 

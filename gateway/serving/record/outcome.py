@@ -333,11 +333,21 @@ class Outcome:
         log_access(row, self.tenant)
         if self.cache_hit:  # a replay: nothing new to learn, no tokens spent upstream
             return
+        self._hold_conversation(status)
         if self.ctx.learning is not None:
             await self.ctx.learning.after_request(served(self, status))
         if self.answered is not None or self.tpm_grant is not None:  # tokens per minute
             await self.ctx.reliability.settle_tokens(self.tenant, self.tpm_grant,
                                                      self._tokens_used())
+
+    def _hold_conversation(self, status: int) -> None:
+        """The backend that answered a routed conversation holds its prompt cache now
+        (gateway/serving/plan/session_affinity.py)."""
+        affinity = self.ctx.affinity
+        plan = self.plan
+        if (affinity is not None and status == 200 and self.answered is not None
+                and plan is not None and plan.route is not None):
+            affinity.hold(plan.conversation, self.answered.model_name)
 
     def _tokens_used(self) -> int:
         """What the request counts against TPM: the answer's tokens; unanswered, its whole
