@@ -267,6 +267,9 @@ class LeaseBook:
                 await self._write(lease)
         if now - self._last_sweep >= s.ttl_s / 4:
             self._last_sweep = now
+            for k in [k for k, a in self._arrivals.items()  # bounded by recent tenants
+                      if now - a.last > max(60.0, 10 * s.max_age_s) and k not in self._open]:
+                del self._arrivals[k]
             cutoff = int(self.clock().timestamp() - s.ttl_s)
             mine = [lease.res.id for lease in [*self._open.values(), *self._closing]]
             self.stats.swept += await self.run(lease_ledger.expire_leases, self.engine, cutoff,
