@@ -13,8 +13,8 @@ carries ``LEASE_MARK`` after the replica's tag, so the sweep finds it. What diff
   the order every settlement locks in), and refreshes the row's ``created_at_s``: the lease's
   heartbeat. Both sides of (L1) drop by the same amount, so it keeps holding.
 - ``ledger.settle`` closes it (charged at what its requests were charged, the rest released).
-- ``expire_leases``: a lease whose heartbeat stopped for ``ttl_s`` (its replica was killed) is
-  released by any replica's sweep, charged what is provably owed (reclaim.py: a lease has no
+- ``expire_leases``: a lease whose heartbeat is older than the sweeping replica's cutoff
+  (leases.py: half of ``ttl_s``; its replica was killed) is released by any replica's sweep, charged what is provably owed (reclaim.py: a lease has no
   request log row, so nothing): what its requests spent since the last heartbeat is the
   operator's, as for a killed replica's in-flight requests.
 """

@@ -11,7 +11,7 @@ class LeaseSettings(BaseModel):
     long a lease takes new requests: the bound on how late a replica sees a budget an admin
     lowered (and the setting that trades lease size, i.e. ledger writes per request, against
     that). ``ttl_s``: a lease whose replica stopped refreshing it (SIGKILL) is returned by
-    any replica's sweep after this long."""
+    any replica's sweep within this long (stale at half of it)."""
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = False

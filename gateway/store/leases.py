@@ -30,7 +30,8 @@ request; then it is closed: its free part is given back at once (``adjust``), an
 settled at its charged cost when its last request settles. At shutdown every lease is
 settled. While a lease is open or has requests in flight its row's heartbeat is refreshed at
 least every ``ttl_s / 3`` (with what was charged since); a lease whose heartbeat is older than
-``ttl_s`` is returned by any replica's sweep (its replica was killed): charged nothing more,
+``ttl_s / 2`` is returned by any replica's sweep (every ``ttl_s / 10``), so a killed replica's
+lease is back within ``ttl_s``: charged nothing more,
 so a killed replica's spend since its last heartbeat (at most ``flush_s`` of its traffic) is
 the operator's, as a killed replica's requests in flight always were (reclaim.py).
 """
@@ -128,6 +129,7 @@ class LeaseBook:
     _booking: dict[LineKey, asyncio.Task[_Lease | None]] = field(default_factory=dict)
     _task: asyncio.Task[None] | None = None
     _last_sweep: float = 0.0
+    _stopping: bool = False
 
     # -- requests -------------------------------------------------------------------------
     async def reserve(self, tenant: Tenant, amount: int, request_id: str | None) -> Reservation:
@@ -232,13 +234,13 @@ class LeaseBook:
 
     # -- writes ---------------------------------------------------------------------------
     def _ensure_task(self) -> None:
-        if self._task is None or self._task.done():
+        if not self._stopping and (self._task is None or self._task.done()):
             self._task = asyncio.get_running_loop().create_task(self._tend(), name="leases")
 
     async def _tend(self) -> None:
         """Close leases that aged or idled, give back and settle closed ones, refresh
         heartbeats, and sweep dead replicas' leases (lease_ledger.expire_leases)."""
-        while True:
+        while not self._stopping:
             await asyncio.sleep(TICK_S)
             try:
                 await self.tick()
@@ -265,12 +267,14 @@ class LeaseBook:
                 await self._write(lease)  # its free part back (most of it, or on a heartbeat)
             elif now - lease.last_write >= heartbeat:
                 await self._write(lease)
-        if now - self._last_sweep >= s.ttl_s / 4:
+        if now - self._last_sweep >= s.ttl_s / 10:
             self._last_sweep = now
             for k in [k for k, a in self._arrivals.items()  # bounded by recent tenants
                       if now - a.last > max(60.0, 10 * s.max_age_s) and k not in self._open]:
                 del self._arrivals[k]
-            cutoff = int(self.clock().timestamp() - s.ttl_s)
+            # stale at half the TTL (heartbeats come every ttl_s / 3 at most), swept every
+            # tenth: a killed replica's lease is back within ttl_s
+            cutoff = int(self.clock().timestamp() - s.ttl_s / 2)
             mine = [lease.res.id for lease in [*self._open.values(), *self._closing]]
             self.stats.swept += await self.run(lease_ledger.expire_leases, self.engine, cutoff,
                                                self.clock(), keep=mine)
@@ -311,10 +315,11 @@ class LeaseBook:
 
     async def close(self) -> None:
         """At shutdown: every lease settled at what its requests were charged."""
+        # never cancelled mid-write: a write that committed must update the lease in memory,
+        # or the final settlement would charge its requests twice (clamped to the lease)
+        self._stopping = True
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
             self._task = None
         for _ in range(3):
             with contextlib.suppress(StoreUnavailable):
