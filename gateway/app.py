@@ -82,7 +82,8 @@ def build_store(settings: Settings) -> tuple[Store, LogSink]:
     return open_store(settings.database_url, log_prompts=settings.log_prompts,
                       reservation_ttl_s=settings.budget_reservation_ttl_s,
                       replica_id=settings.replica_id or os.environ.get("TOLLGATE_REPLICA_ID"),
-                      replica_dir=settings.reliability.resolved().spool_dir)
+                      replica_dir=settings.reliability.resolved().spool_dir,
+                      leases=settings.budget.leases)
 
 
 def create_app(

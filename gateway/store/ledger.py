@@ -378,3 +378,7 @@ def set_budget(engine: Engine, tenant_id: str, budget_nusd: int | None, period: 
         if conn.execute(update(tenants).where(tenants.c.id == tenant_id)
                         .values(**values), period_starts(now)).rowcount != 1:
             raise NotFound(f"tenant {tenant_id} does not exist")
+
+
+# the SET clauses a lease's adjustment shares with settlement (gateway/store/lease_ledger.py)
+rollover_values, spent_plus = _rollover_values, _spent_plus

@@ -92,3 +92,6 @@ def _reclaim(engine: Engine, where: ColumnElement[bool], now: datetime, limit: i
         if settle(engine, rid, amount, charge, now).applied:
             done += 1
     return done
+
+
+reclaim_matching = _reclaim  # for leases (gateway/store/lease_ledger.py): same charging rule

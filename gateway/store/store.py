@@ -49,6 +49,8 @@ from gateway.store.errors import StoreUnavailable
 from gateway.store.key_cache import KeyCache
 from gateway.store.key_ledger import key_booking
 from gateway.store.key_store import KeyStore
+from gateway.store.lease_settings import LeaseSettings
+from gateway.store.leases import LeaseBook
 from gateway.store.litellm_admin import LiteLLMAdmin
 from gateway.store.logwriter import LogWriter
 from gateway.store.money import usd_to_nusd
@@ -83,7 +85,8 @@ class Store:
                  auth_stale_s: float = 600.0, auth_cache_size: int = 10_000,
                  reservation_ttl_s: float = 3600.0, maintenance_interval_s: float = 30.0,
                  log_prompts: bool = False, log_options: dict[str, Any] | None = None,
-                 replica_id: str | None = None, replica_dir: str | None = None) -> None:
+                 replica_id: str | None = None, replica_dir: str | None = None,
+                 leases: LeaseSettings | None = None) -> None:
         self.engine = engine
         self._clock = clock
         self._auto_upgrade = auto_upgrade
@@ -106,6 +109,10 @@ class Store:
         self._maintenance: asyncio.Task[None] | None = None
         self.logs = LogWriter(engine, log_prompts=log_prompts, clock=clock,
                               **(log_options or {}))
+        # budget leases (gateway/store/leases.py), when enabled
+        self.leases = LeaseBook(leases, engine, self._run, self._book, clock,
+                                self._replica_tag) if leases is not None and leases.enabled \
+            else None
 
     @classmethod
     def from_url(cls, url: str | None = None, *, engine_options: dict[str, Any] | None = None,
@@ -139,6 +146,8 @@ class Store:
         once, release connections."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=flush_timeout_s)
+        if self.leases is not None:
+            await self.leases.close()
         await self.logs.close(flush_timeout_s)
         if self._maintenance is not None:
             self._maintenance.cancel()
@@ -275,22 +284,36 @@ class Store:
         Cancellation-safe: the database work runs in its own task; if the caller is cancelled
         while it runs (client gone), a reservation booked anyway is released (settled at 0)
         instead of staying held until it expires."""
-        tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
         self._require_secret()
-        now = self._clock()
-        key_id = tenant.key_id if isinstance(tenant, Tenant) else None
-        task = self._spawn(self._run(ledgerlib.reserve, self.engine, tenant_id, usd_to_nusd(usd),
-                                     request_id, now, self._replica_tag, key_id,
-                                     key_booking(self.engine, tenant, now)))
+        if self.leases is not None and isinstance(tenant, Tenant):
+            task = self._spawn(self.leases.reserve(tenant, usd_to_nusd(usd), request_id))
+        else:
+            task = self._spawn(self._book(tenant, usd_to_nusd(usd), request_id,
+                                          self._replica_tag))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
             task.add_done_callback(self._release_orphan)
             raise
 
+    async def _book(self, tenant: Tenant | str, amount_nusd: int, request_id: str | None,
+                    id_prefix: str) -> Reservation:
+        """One reservation booked on the ledger (the tenant's and its key's rows)."""
+        tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
+        now = self._clock()
+        key_id = tenant.key_id if isinstance(tenant, Tenant) else None
+        prefix = id_prefix if id_prefix.startswith(self._replica_tag) else \
+            self._replica_tag + id_prefix
+        return await self._run(ledgerlib.reserve, self.engine, tenant_id, amount_nusd,
+                               request_id, now, prefix, key_id,
+                               key_booking(self.engine, tenant, now))
+
     def _release_orphan(self, task: asyncio.Task[Reservation]) -> None:
         if not task.cancelled() and task.exception() is None:
-            self._spawn(self._settle(task.result(), 0))
+            if self.leases is not None and self.leases.owns(task.result()):
+                self.leases.settle(task.result(), 0)
+            else:
+                self._spawn(self._settle(task.result(), 0))
 
     async def settle(self, reservation: Reservation, actual_usd: float) -> SettleResult:
         """Charge `actual_usd`, release the reservation; idempotent.
@@ -300,6 +323,8 @@ class Store:
         database is down it is kept and retried in the background (`deferred=True`): never
         lost while the process lives; if the process dies, the reservation expires and is
         charged in full."""
+        if self.leases is not None and self.leases.owns(reservation):
+            return self.leases.settle(reservation, usd_to_nusd(actual_usd))
         return await asyncio.shield(self._spawn(self._settle(reservation,
                                                              usd_to_nusd(actual_usd))))
 
