@@ -39,7 +39,7 @@ def _leases_open(store: Store) -> int:
             reservations.c.id.contains(LEASE_MARK))).all())
 
 
-async def _settled(store: Store, wait_s: float = 10.0):  # noqa: ANN202
+async def _settled(store: Store, wait_s: float = 10.0):
     deadline = time.monotonic() + wait_s
     while True:
         info = await store.get_tenant("acme")
