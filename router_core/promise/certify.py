@@ -32,17 +32,28 @@ hypotheses fixed before any pair is seen:
 
     δ = (α − α_J) / K   ⇒   P(some U_gh < D_gh) ≤ α                                 (3)
 
-A region is served a mix of the reference and at most two candidates, π maximising the
-saving subject to the bounds (a linear programme with two constraints, so two non-zero
+Slices. A candidate is often as good as the reference on part of a region only. Each
+region's prompts are ordered per candidate by a score fixed before any pair is judged (the
+beliefs' drop p̂_r − p̂_h), and slice t is the share q_t of them scored closest (q = ¼, ½,
+¾, 1; ``slice_thresholds``). The policy "h on slice t, the reference elsewhere" drops
+
+    D_ght = E[(y_r − y_h)·1{x ∈ S_ght}]                                              (1')
+
+in region g: the same bound (2) with losses and wins counted only on pairs inside the slice
+(n still every pair of (g, h): the indicator is part of the loss), and the family (3) counts
+every slice, K = G·(candidates)·(slices).
+
+A region is served a mix of the reference and at most two policies i = (h, t), π maximising
+the saving subject to the bounds (a linear programme with two constraints, so two non-zero
 weights suffice):
 
-    max_π Σ_h π_h s_h   s.t.  Σ_h π_h U_gh⁺ ≤ promise,  Σ_h π_h = 1,  π ≥ 0         (4)
+    max_π Σ_i π_i s_i   s.t.  Σ_i π_i U_i⁺ ≤ promise,  Σ_i π_i = 1,  π ≥ 0             (4)
 
-s_h = 1 − c_h / c_r. Prompts take their share by a hash of their key (uniform, independent of
-what the prompt says), so the mix's drop is Σ π_h D_gh ≤ promise whenever (3) holds: a
-certified region keeps the promise with probability ≥ 1 − α, whatever the beliefs say. A
-region with no candidate holding MIN_PAIRS pairs has no evidence and keeps the prior-based
-rule, so nothing changes at cold start.
+s_i = q_t·(1 − c_h / c_r). Prompts take their policy by a hash of their key (uniform,
+independent of what the prompt says), so the mix's drop is Σ π_i D_i ≤ promise whenever (3)
+holds: a certified region keeps the promise with probability ≥ 1 − α, whatever the beliefs
+say. A region with no candidate holding MIN_PAIRS pairs has no evidence and keeps the
+prior-based rule, so nothing changes at cold start.
 """
 
 from __future__ import annotations
@@ -115,52 +126,61 @@ def prompt_share(key: str) -> float:
 
 @dataclass
 class Evidence:
-    """Judged pairs of one route, counted per (region, backend): n pairs, k_ℓ observed
-    losses and k_w observed wins of the backend against the reference (module docstring)."""
+    """Judged pairs of one route, counted per (region, backend): n pairs, and per slice t
+    k_ℓ observed losses and k_w observed wins of the backend against the reference counted
+    only on pairs whose prompt lies in the slice (module docstring, slices). One slice, the
+    whole region, by default."""
 
     regions: int
     backends: int
     ref: int
     seed: int = 0
+    slices: int = 1
     n: np.ndarray = field(init=False)
     loss: np.ndarray = field(init=False)
     win: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         shape = (self.regions, self.backends)
-        self.n, self.loss, self.win = np.zeros(shape), np.zeros(shape), np.zeros(shape)
+        self.n = np.zeros(shape)
+        self.loss, self.win = np.zeros((*shape, self.slices)), np.zeros((*shape, self.slices))
         self._rng = np.random.default_rng(self.seed)  # the random rounding of grades
 
     def add(self, region: Sequence[int], backend: Sequence[int], y_ref: Sequence[float],
-            y_backend: Sequence[float]) -> None:
+            y_backend: Sequence[float], inside: np.ndarray | None = None) -> None:
         """Count judged pairs: region, candidate and both grades per pair (grades in [0, 1];
-        a pair of the reference with itself, or with a missing grade, is skipped)."""
+        a pair of the reference with itself, or with a missing grade, is skipped);
+        ``inside`` (pairs, slices) bool: whether the pair's prompt lies in each slice of its
+        candidate (default: every slice)."""
         g, h = np.asarray(region, int), np.asarray(backend, int)
         d = np.asarray(y_ref, float) - np.asarray(y_backend, float)
+        ins = (np.ones((len(d), self.slices), bool) if inside is None
+               else np.asarray(inside, bool).reshape(len(d), self.slices))  # fmt: skip
         ok = np.isfinite(d) & (h != self.ref)
-        g, h, d = g[ok], h[ok], d[ok]
+        g, h, d, ins = g[ok], h[ok], d[ok], ins[ok]
         u = self._rng.random(len(d))
         np.add.at(self.n, (g, h), 1.0)
-        np.add.at(self.loss, (g, h), (u < np.clip(d, 0, 1)).astype(float))
-        np.add.at(self.win, (g, h), (u < np.clip(-d, 0, 1)).astype(float))
+        np.add.at(self.loss, (g, h), (u < np.clip(d, 0, 1))[:, None] & ins)
+        np.add.at(self.win, (g, h), (u < np.clip(-d, 0, 1))[:, None] & ins)
 
     def upper_drops(self, judge: Judge, candidates: np.ndarray, alpha: float = ALPHA
                     ) -> np.ndarray:  # fmt: skip
-        """(G, m) U_gh of eq. (2) at the Bonferroni level of eq. (3) over the ``candidates``
-        (bool (m,), fixed before any pair: e.g. every backend cheaper than the reference);
-        0 for the reference, +∞ where h is no candidate or has fewer than MIN_PAIRS pairs."""
+        """(G, m, slices) U_ght of eq. (2) at the Bonferroni level of eq. (3) over the
+        ``candidates`` (bool (m,), fixed before any pair: e.g. every backend cheaper than the
+        reference) and slices; 0 for the reference, +∞ where h is no candidate or has fewer
+        than MIN_PAIRS pairs."""
         cand = np.asarray(candidates, bool).copy()
         cand[self.ref] = False
-        K = max(int(cand.sum()) * self.regions, 1)
+        K = max(int(cand.sum()) * self.regions * self.slices, 1)
         alpha_j = alpha * JUDGE_ALPHA_SHARE
         delta = (alpha - alpha_j) / K
         a_lo = judge.lower(alpha_j)
-        num = (cp_upper(self.loss, self.n, delta / 2.0)
-               - cp_lower(self.win, self.n, delta / 2.0))  # fmt: skip
+        n = self.n[..., None]
+        num = cp_upper(self.loss, n, delta / 2.0) - cp_lower(self.win, n, delta / 2.0)
         scale = 2.0 * a_lo - 1.0
         with np.errstate(divide="ignore", invalid="ignore"):
             U = np.where(num > 0, num / scale if scale > 0 else np.inf, num)
-        U = np.where(cand[None, :] & (self.n >= MIN_PAIRS), U, np.inf)
+        U = np.where((cand[None, :] & (self.n >= MIN_PAIRS))[..., None], U, np.inf)
         U[:, self.ref] = 0.0
         return U
 
@@ -171,7 +191,7 @@ class Evidence:
         drop ``prior_drop`` worth PRIOR_PAIRS pseudo-pairs), corrected by (1); the one whose
         mix (4) alone would save most is judged. Candidates: ``savings`` > 0."""
         g = int(region)
-        n, kl, kw = self.n[g], self.loss[g], self.win[g]
+        n, kl, kw = self.n[g], self.loss[g, :, -1], self.win[g, :, -1]  # the whole region
         scale = max(2.0 * accuracy - 1.0, 1e-3)
         pd = np.zeros(self.backends) if prior_drop is None else np.asarray(prior_drop, float)
         # observed rates the belief implies: a loss share ½(|D|+D)·scale around a base 0.1
@@ -217,18 +237,24 @@ def best_mix(U: np.ndarray, savings: np.ndarray, ref: int, promise: float
 
 @dataclass(frozen=True)
 class Certificate:
-    """Per region: the mix (4) ({backend: share}, empty = none certified) and its saving."""
+    """Per region: the mix (4) ({(backend, slice): share}, empty = none certified) and its
+    saving; the slices' thresholds on the a-priori score (``slice_thresholds``)."""
 
-    mixes: tuple[dict[int, float], ...]
+    mixes: tuple[dict[tuple[int, int], float], ...]
     savings: tuple[float, ...]
     evidence: tuple[bool, ...]  # whether the region had any candidate with MIN_PAIRS pairs
-    upper: np.ndarray  # (G, m) U_gh
+    upper: np.ndarray  # (G, m, slices) U_ght
+    thresholds: np.ndarray | None = None  # (G, m, slices); None: one slice, the region
 
     def choose(self, region: np.ndarray, keys: Sequence[str], fallback: np.ndarray,
-               fallback_saving: np.ndarray | None = None, ref: int = 0) -> np.ndarray:
+               fallback_saving: np.ndarray | None = None, ref: int = 0,
+               scores: np.ndarray | None = None) -> np.ndarray:
         """(n,) backend per prompt: the region's mix where it has one and saves more than the
         prior-based rule there (``fallback_saving[g]``, from prices alone; None: the mix
-        wherever it has one), else the prior-based choice ``fallback``."""
+        wherever it has one), else the prior-based choice ``fallback``. The prompt's key
+        picks one (backend, slice) of the mix; the backend serves it if the prompt lies in
+        the slice (its a-priori ``scores`` (n, m) at most the slice's threshold), else the
+        reference."""
         out = np.asarray(fallback, int).copy()
         for i, (g, key) in enumerate(zip(np.asarray(region, int), keys, strict=True)):
             mix = self.mixes[g]
@@ -237,36 +263,69 @@ class Certificate:
             if fallback_saving is not None and self.savings[g] <= fallback_saving[g]:
                 continue
             u, acc, pick = prompt_share(key), 0.0, ref
-            for h, share in mix.items():
+            for (h, t), share in mix.items():
                 acc += share
                 if u < acc:
-                    pick = h
+                    inside = (self.thresholds is None or scores is None
+                              or scores[i, h] <= self.thresholds[g, h, t])  # fmt: skip
+                    pick = h if inside else ref
                     break
             out[i] = pick
         return out
 
 
+SLICES = (0.25, 0.5, 0.75, 1.0)  # shares of a region's prompts, by the a-priori score
+
+
+def slice_thresholds(scores: np.ndarray, region: np.ndarray, regions: int,
+                     shares: Sequence[float] = SLICES) -> np.ndarray:
+    """(G, m, slices) per region and backend the score at or below which a prompt lies in
+    each slice: the ``shares`` quantiles of the region's prompts (the last slice, share 1,
+    the whole region). ``scores`` (n, m): an estimate fixed before any judged pair (e.g. the
+    beliefs' drop p̂_r − p̂_h), lower meaning closer to the reference."""
+    S = np.asarray(scores, float)
+    out = np.full((regions, S.shape[1], len(shares)), np.inf)
+    for g in range(regions):
+        r = np.asarray(region) == g
+        if not r.any():
+            continue
+        for t, q in enumerate(shares):
+            if q < 1.0:
+                out[g, :, t] = np.quantile(S[r], q, axis=0)
+    return out
+
+
 def certify(evidence: Evidence, judge: Judge, cost: np.ndarray, promise: float,
-            alpha: float = ALPHA) -> Certificate:
+            alpha: float = ALPHA, thresholds: np.ndarray | None = None,
+            shares: Sequence[float] = SLICES) -> Certificate:
     """The route's certificate from its judged pairs (module docstring).
 
     Args:
-        evidence: the route's judged pairs per (region, backend).
+        evidence: the route's judged pairs per (region, backend, slice).
         judge: its measured agreement. cost: (m,) or (G, m) price of each backend (per region
             when known). promise: the route's max_drop. alpha: family-wise error (3).
+        thresholds, shares: the slices (``slice_thresholds``) when the evidence has more
+            than one; a slice's saving counts its share of the region.
     """
     G, m, ref = evidence.regions, evidence.backends, evidence.ref
+    T = evidence.slices
+    share = np.ones(T) if T == 1 else np.asarray(shares, float)
     C = np.broadcast_to(np.asarray(cost, float), (G, m))
     cand = (C < C[:, [ref]]).any(axis=0)  # cheaper than the reference somewhere: fixed a priori
     U = evidence.upper_drops(judge, cand, alpha)
     mixes, savings, has = [], [], []
+    items = [(h, t) for h in range(m) if h != ref for t in range(T)]
     for g in range(G):
         s = 1.0 - C[g] / C[g, ref] if C[g, ref] > 0 else np.zeros(m)
-        mix, val = best_mix(U[g], s, ref, promise)
-        mixes.append(mix)
+        # item 0: the reference; then every (candidate, slice), its saving × its share
+        Ui = np.array([0.0] + [U[g, h, t] for h, t in items])
+        si = np.array([0.0] + [s[h] * share[t] for h, t in items])
+        mix, val = best_mix(Ui, si, 0, promise)
+        mixes.append({items[i - 1]: p for i, p in mix.items()})
         savings.append(val)
-        has.append(bool((np.isfinite(U[g]) & (np.arange(m) != ref)).any()))
-    return Certificate(tuple(mixes), tuple(savings), tuple(has), U)
+        has.append(bool(np.isfinite(Ui[1:]).any()))
+    return Certificate(tuple(mixes), tuple(savings), tuple(has), U,
+                       None if T == 1 else thresholds)
 
 
 def fit_regions(X: np.ndarray, k: int, seed: int = 0) -> np.ndarray:

@@ -37,9 +37,14 @@ def test_two_model_table(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("TOLLGATE_CACHE_DIR", str(tmp_path / "cache"))
     path = tmp_path / "two.csv"
     long_table(path, models=2)
-    main(["--quick", "--dataset", str(path), "--hold-out", "1"], encoder=HashEncoder())
+    saved = tmp_path / "two.pkl"
+    main(["--quick", "--dataset", str(path), "--hold-out", "1", "--save", str(saved)],
+         encoder=HashEncoder())  # fmt: skip
     values, out = _last(capsys)
     assert "category_ceiling" in out and "all known" in out and "n=5000" in out
+    # the saved results print the same report again (runs in parallel, merged)
+    main(["--merge", str(saved)])
+    assert _last(capsys)[0] == values
     assert all(np.isfinite(v) for v in values.values())
     # no judged outcome, no evidence: at cold start the route keeps its reference here
     assert values["auto_drop"] == 0.0 and values["auto_saving"] == 0.0

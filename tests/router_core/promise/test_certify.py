@@ -16,6 +16,7 @@ from router_core.promise.certify import (
     fit_regions,
     measure_judge,
     prompt_share,
+    slice_thresholds,
 )
 
 
@@ -61,7 +62,7 @@ def test_bound_covers_the_true_drop_at_the_stated_error() -> None:
         judge = measure_judge(truth, np.where(rng.random(200) < 0.8, truth, 1 - truth))
         U = ev.upper_drops(judge, np.array([False, True]))
         # the true drop of this population: E[y_r − y_h] = 0.2·(0.8 − 0.7)
-        misses += U[0, 1] < 0.2 * (0.8 - 0.7)
+        misses += U[0, 1, 0] < 0.2 * (0.8 - 0.7)
     assert misses <= 0.08 * 300
 
 
@@ -70,11 +71,11 @@ def test_noisy_judge_widens_the_bound() -> None:
     jr, jh = _pairs(rng, 3000, 0.8, 0.8, 0.8)
     ev = Evidence(1, 2, 0)
     ev.add(np.zeros(3000, int), np.ones(3000, int), jr, jh)
-    sharp = ev.upper_drops(Judge(990, 1000), np.array([False, True]))[0, 1]
-    noisy = ev.upper_drops(Judge(600, 1000), np.array([False, True]))[0, 1]
+    sharp = ev.upper_drops(Judge(990, 1000), np.array([False, True]))[0, 1, 0]
+    noisy = ev.upper_drops(Judge(600, 1000), np.array([False, True]))[0, 1, 0]
     assert np.isfinite(sharp) and noisy > sharp
-    assert ev.upper_drops(Judge(500, 1000), np.array([False, True]))[0, 1] == np.inf or \
-        ev.upper_drops(Judge(500, 1000), np.array([False, True]))[0, 1] <= 0
+    coin = ev.upper_drops(Judge(500, 1000), np.array([False, True]))[0, 1, 0]
+    assert coin == np.inf or coin <= 0  # a coin-flip judge: no positive drop is bounded
 
 
 def test_an_equal_cheap_backend_is_certified_and_a_weak_one_is_not() -> None:
@@ -85,14 +86,14 @@ def test_an_equal_cheap_backend_is_certified_and_a_weak_one_is_not() -> None:
         jr, jh = _pairs(rng, 2000, 0.8, p_h, 0.8)
         ev.add(np.full(2000, g), np.ones(2000, int), jr, jh)
     cert = certify(ev, Judge(800, 1000), np.array([1.0, 0.1, 0.05]), promise=0.06)
-    assert cert.mixes[0] == {1: 1.0} and np.isclose(cert.savings[0], 0.9)
+    assert cert.mixes[0] == {(1, 0): 1.0} and np.isclose(cert.savings[0], 0.9)
     # at 0.01 the same 2000 pairs of an 80% judge bound the drop only to ~0.04: a share
     tight = certify(ev, Judge(800, 1000), np.array([1.0, 0.1, 0.05]), promise=0.01)
-    assert 0.1 < tight.mixes[0][1] < 0.5
+    assert 0.1 < tight.mixes[0][(1, 0)] < 0.5
     # region 1: backend 1's bound is far above the promise; only a sliver of its traffic
     assert sum(cert.mixes[1].values()) < 0.5
     # backend 2 was never judged: no evidence, never certified
-    assert all(2 not in m for m in cert.mixes) and not np.isfinite(cert.upper[:, 2]).any()
+    assert all(h != 2 for m in cert.mixes for h, _ in m) and not np.isfinite(cert.upper[:, 2]).any()
 
 
 def test_mix_spends_the_promise_on_two_vertices() -> None:
@@ -154,4 +155,31 @@ def test_certify_route_from_rows() -> None:
     rows.append({"region": 1, "backend": "unknown-name", "reference_grade": 1.0, "grade": 0.0})
     cert = certify_route(rows, ["ref", "cheap"], "ref", 2, np.array([1.0, 0.2]), 0.06,
                          Judge(800, 1000))  # fmt: skip
-    assert cert.mixes[0] == {1: 1.0} and cert.mixes[1] == {}
+    assert cert.mixes[0] == {(1, 0): 1.0} and cert.mixes[1] == {}
+
+
+def test_a_slice_where_the_candidate_is_believed_close_is_certified_first() -> None:
+    """Slices (module docstring): a candidate equal to the reference on the half of the
+    region its a-priori score puts closest, and 0.4 worse on the other half. The whole
+    region is not within 0.03; its closer half is, and the bound there counts the drop
+    only on that half (E[d·1{slice}]), so the mix sends that half to it."""
+    rng = np.random.default_rng(4)
+    n = 4000
+    score = rng.random(n)  # fixed before any pair; low = believed close
+    near = score < 0.5
+    y_r = (rng.random(n) < 0.8).astype(float)
+    y_h = np.where(near, y_r, y_r * (rng.random(n) < 0.5))
+    ok = rng.random(n) < 0.8
+    jr, jh = np.where(ok, y_r, 1 - y_r), np.where(ok, y_h, 1 - y_h)
+    S = np.stack([np.zeros(n), score], axis=1)
+    thr = slice_thresholds(S, np.zeros(n, int), 1, (0.5, 1.0))
+    ev = Evidence(1, 2, 0, slices=2)
+    ev.add(np.zeros(n, int), np.ones(n, int), jr, jh, inside=S[:, [1]] <= thr[0, 1][None, :])
+    cert = certify(ev, Judge(800, 1000), np.array([1.0, 0.1]), 0.03, thresholds=thr,
+                   shares=(0.5, 1.0))  # fmt: skip
+    # the closer half always; what is left of the promise buys a share of the whole region
+    assert cert.mixes[0][(1, 0)] > 0.8 and sum(cert.mixes[0].values()) <= 1.0 + 1e-9
+    assert cert.savings[0] >= 0.9 * 0.5
+    keys = [f"k{i}" for i in range(n)]
+    h = cert.choose(np.zeros(n, int), keys, np.zeros(n, int), scores=S)
+    assert (h[near] == 1).all() and 0.0 < np.mean(h[~near] == 1) < 0.2
