@@ -68,6 +68,9 @@ issue 24):
     backend that the client leaves at 90% or the upstream ends cleanly half way:
     messages_abort_undercharge_multiple = what the provider generated / what the tenants
     were charged (target ≤ 1).
+23. rollback (rollback.py, issue 48): a refinement published, rolled back at once by
+    ``tollgate router rollback`` while a refinement is due on both replicas: rollback_undone =
+    versions other than the operator's active in the 20 s after (target 0).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
@@ -77,7 +80,7 @@ key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
 overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
 dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…
-breaker_keys_as_tenants=… messages_abort_undercharge_multiple=…``. A provider's report
+breaker_keys_as_tenants=… messages_abort_undercharge_multiple=… rollback_undone=…``. A provider's report
 past a reservation is the operator's (gateway/serving/budget/bound_factors.py): overspend counts the
 tenant's spend.
 """

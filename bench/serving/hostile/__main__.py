@@ -20,6 +20,7 @@ from bench.serving.hostile import (
     keys,
     neighbours,
     principals,
+    rollback,
 )
 from bench.serving.hostile.common import (
     Hostile,
@@ -40,7 +41,8 @@ LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuz
              *keys.LAST_LINE, "bound_ceiling_share", "file_ref_unbounded", "overrun_lockouts",
              "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms",
              "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd",
-             *principals.LAST_LINE, "messages_abort_undercharge_multiple")
+             *principals.LAST_LINE, "messages_abort_undercharge_multiple",
+             "rollback_undone")
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -70,6 +72,7 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
         ("embeddings rows", lambda: inputs.emb_rows_scenario(env, rec)),
         ("tools stall", lambda: inputs.tools_stall_scenario(env, rec)),
         ("early streams", lambda: early_streams.early_stream_scenario(env, h.early, rec)),
+        ("rollback", lambda: rollback.rollback_scenario(env)),
         ("fuzz", lambda: fuzz_scenario(env, rec, sizes["fuzz_examples"],
                                        sizes["schema_examples"])),
     ]
