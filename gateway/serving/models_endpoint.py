@@ -83,24 +83,34 @@ def anthropic_models(entries: list[dict[str, Any]], query: Any) -> Response:
         end = ids.index(query["before_id"])
         start = max(start, end - limit)
     page = ids[start:end][:limit]
-    data = [{"type": "model", "id": i, "display_name": i, "created_at": EPOCH_ISO}
-            for i in page]
+    data = [anthropic_model(i) for i in page]
     return JSONResponse({"data": data, "has_more": start + len(page) < end,
                          "first_id": page[0] if page else None,
                          "last_id": page[-1] if page else None})
 
 
 async def retrieve_model(request: Request, model_id: str) -> Response:
-    """One entry of /v1/models (OpenAI's ``models.retrieve``); 404 in OpenAI's shape."""
+    """One entry of /v1/models (OpenAI's ``models.retrieve``; Anthropic's ``models.retrieve``
+    shape when the request carries ``anthropic-version``); 404 in the same wire's shape."""
     ctx: GatewayContext = request.app.state.ctx
+    anthropic = "anthropic-version" in request.headers
     try:
         tenant = await authenticate(ctx, request)
     except GatewayError as e:
-        return e.response()
+        return anthropic_error(e, {}) if anthropic else e.response()
     for entry in model_entries(ctx, tenant):
         if entry["id"] == model_id:
+            if anthropic:
+                return JSONResponse(anthropic_model(model_id))
             return JSONResponse(json_safe(entry))
-    return model_not_found(model_id).response()
+    missing = model_not_found(model_id)
+    return anthropic_error(missing, {}) if anthropic else missing.response()
+
+
+def anthropic_model(model_id: str) -> dict[str, str]:
+    """One model in Anthropic's shape (a route or backend: no release date known)."""
+    return {"type": "model", "id": model_id, "display_name": model_id,
+            "created_at": EPOCH_ISO}
 
 
 def model_entries(ctx: GatewayContext, tenant: Tenant) -> list[dict[str, Any]]:

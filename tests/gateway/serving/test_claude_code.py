@@ -265,6 +265,10 @@ def test_models_in_anthropics_shape_when_anthropic_version_is_sent(gw: Gateway) 
     assert [m["id"] for m in after["data"]] == ids[2:4]
     listed = [m.id for m in client(gw, key).models.list(limit=1000)]  # the SDK reads it
     assert listed == ids
+    one = client(gw, key).models.retrieve(SONNET)  # Anthropic's models.retrieve
+    assert one.id == SONNET and one.type == "model"
+    with pytest.raises(anthropic.NotFoundError):
+        client(gw, key).models.retrieve("claude-nope")
     bad = httpx.get(gw.base_url + "/v1/models?limit=0", headers=headers, timeout=30)
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
     # without anthropic-version: OpenAI's shape, as before

@@ -26,6 +26,7 @@ from tests.gateway.learning.conftest import learning_config
 from tests.gateway.router_fixture import PRICES, REPLIES
 
 LONG = "claude-long"  # a long answer, streamed slowly enough for a client to leave mid-way
+BRIDGED = "long-bridged"  # the same on OpenAI's wire, reached through litellm's bridge
 PRICE = (3.0, 15.0)  # USD per 1M tokens in and out
 WORDS = [f"word{i}" for i in range(80)]
 
@@ -34,8 +35,8 @@ WORDS = [f"word{i}" for i in range(80)]
 def up() -> Iterator[FakeUpstream]:
     backends = [FakeBackend(n, reply=REPLIES[n], input_per_m=PRICES[n][0],
                             output_per_m=PRICES[n][1]) for n in PRICES]
-    backends.append(FakeBackend(LONG, reply=" ".join(WORDS), input_per_m=PRICE[0],
-                                output_per_m=PRICE[1]))
+    backends += [FakeBackend(n, reply=" ".join(WORDS), input_per_m=PRICE[0],
+                             output_per_m=PRICE[1]) for n in (LONG, BRIDGED)]
     with FakeUpstream(backends) as u:
         yield u
 
@@ -48,7 +49,7 @@ def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: 
     entry = up.model_entry(LONG)
     entry["litellm_params"].update(model=f"anthropic/{LONG}",
                                    api_base=up.base_url.removesuffix("/v1"))
-    cfg["model_list"].append(entry)
+    cfg["model_list"] += [entry, up.model_entry(BRIDGED)]
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 
@@ -62,9 +63,10 @@ def _ended(up: FakeUpstream, how: str, wait_s: float = 10.0):
     raise AssertionError(f"no stream ended {how!r}: {up.streams}")
 
 
-def _stream(gw: Gateway, key: str, stop_after: int | None = None) -> tuple[str, list[str]]:
+def _stream(gw: Gateway, key: str, stop_after: int | None = None,
+            model: str = LONG) -> tuple[str, list[str]]:
     """The request id and the events read; the client leaves after ``stop_after`` deltas."""
-    body = {"model": LONG, "max_tokens": 500, "stream": True,
+    body = {"model": model, "max_tokens": 500, "stream": True,
             "messages": [{"role": "user", "content": "Count for me"}]}
     kinds: list[str] = []
     with httpx.stream("POST", gw.base_url + "/v1/messages", json=body, timeout=30,
@@ -123,3 +125,19 @@ def test_a_whole_stream_is_still_charged_at_the_reported_count(
     rid, kinds = _stream(gw, key)
     assert kinds[-1] == "message_stop"
     assert gw.log_row(rid)["completion_tokens"] == len(WORDS)
+
+
+def test_a_client_that_leaves_a_bridged_stream_is_charged_for_what_was_relayed(
+        gw: Gateway, up: FakeUpstream) -> None:
+    """The same on an OpenAI-wire backend (litellm's bridge to the Responses API): the
+    bridge's ``message_start`` count is no bill either."""
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    up.backends[BRIDGED].chunk_delay_s = 0.02
+    try:
+        rid, kinds = _stream(gw, key, stop_after=30, model=BRIDGED)
+    finally:
+        up.backends[BRIDGED].chunk_delay_s = 0.0
+    assert kinds.count("content_block_delta") == 30
+    row = gw.log_row(rid)
+    assert row["status"] == 499 and row["completion_tokens"] >= 30
+    assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(row["cost_usd"], abs=1e-12)
