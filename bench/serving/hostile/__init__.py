@@ -61,6 +61,9 @@ issue 24):
 16-20. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
     overrun lockouts (overrun_lockouts), embeddings' TPM (emb_tpm_overadmit) and rows
     (emb_lost_rows), a 15,000-tool request against the loop (tools_loop_stall_ms).
+21-22. issue 48's lookups (lookups.py says each): unknown ids on /v1/routing/{id}
+    (routing_poll_neighbour_p50_ratio) and /spend/logs over a far date
+    (spend_logs_stall_ms).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
@@ -69,7 +72,8 @@ fee_params_unpriced=… overrun_multiple=… dashboard_peak_mb=… tpm_overadmit
 key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
 overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
-dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…``. A provider's report
+dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…
+routing_poll_neighbour_p50_ratio=… spend_logs_stall_ms=…``. A provider's report
 past a reservation is the operator's (gateway/serving/budget/bound_factors.py): overspend counts the
 tenant's spend.
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.hostile import __doc__ as DOC
-from bench.serving.hostile import abuse, budgets, crash, inputs, keys, neighbours
+from bench.serving.hostile import abuse, budgets, crash, inputs, keys, lookups, neighbours
 from bench.serving.hostile.common import (
     Hostile,
     metrics_text,
@@ -30,7 +30,8 @@ LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuz
              "fee_params_unpriced", "overrun_multiple", "dashboard_peak_mb", "tpm_overadmit",
              *keys.LAST_LINE, "bound_ceiling_share", "file_ref_unbounded", "overrun_lockouts",
              "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms",
-             "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd")
+             "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd",
+             *lookups.LAST_LINE)
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -58,6 +59,7 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
         ("embeddings tpm", lambda: inputs.emb_tpm_scenario(env, rec)),
         ("embeddings rows", lambda: inputs.emb_rows_scenario(env, rec)),
         ("tools stall", lambda: inputs.tools_stall_scenario(env, rec)),
+        *lookups.scenarios(env),
         ("fuzz", lambda: fuzz_scenario(env, rec, sizes["fuzz_examples"],
                                        sizes["schema_examples"])),
     ]
