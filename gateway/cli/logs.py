@@ -1,6 +1,8 @@
 """``tollgate logs``: read the request log from the terminal.
 
-Filters (all optional, combined with AND): ``--tenant`` (name or id, repeatable), ``--route``
+Filters (all optional, combined with AND): ``--tenant`` (name or id, repeatable), ``--key``
+(a key's id, token or alias, repeatable), ``--user`` (the developer's LiteLLM user_id),
+``--session`` (one conversation's session id), ``--route``
 (``passthrough`` for unrouted requests), ``--model`` (the backend that answered), ``--status``
 (200, 4xx, ok, error), ``--since`` / ``--until`` (ISO time or an age like 15m, 2h, 7d),
 ``--feedback`` (with, without, positive, negative). Formats: a readable ``table`` (default),
@@ -31,6 +33,7 @@ from gateway.review.dashboard.queries import (
     feedback_scores,
     flat,
     parse_time,
+    resolve_keys,
     resolve_tenants,
     select_logs,
 )
@@ -43,7 +46,7 @@ CSV_FIELDS = (
     "id", "created_at", "tenant_id", "tenant", "route", "lam", "router_version",
     "chosen_model", "status", "prompt_tokens", "completion_tokens", "cost_usd",
     "reserved_usd", "latency_ms", "ttft_ms", "stream", "attempts", "fallbacks", "equivalent",
-    "reason", "error", "feedback_count", "feedback_mean",
+    "reason", "error", "feedback_count", "feedback_mean", "key_id", "user_id", "session_id",
 )
 ROUTING_FIELDS = ("prompt_id", "prompt", "model", "quality", "cost", "category")
 FOLLOW_LOOKBACK = timedelta(minutes=15)
@@ -159,6 +162,11 @@ def _names(engine: Any) -> dict[str, str]:
 
 @click.command("logs")
 @click.option("--tenant", "tenants", multiple=True, help="Tenant name or id (repeatable).")
+@click.option("--key", "keys", multiple=True,
+              help="A key's id, token or alias (repeatable): the requests it made.")
+@click.option("--user", "user_id", default=None, help="A developer's LiteLLM user_id.")
+@click.option("--session", "session_id", default=None,
+              help="A conversation's session id (x-claude-code-session-id, ...).")
 @click.option("--route", default=None, help="Route name; 'passthrough' for unrouted requests.")
 @click.option("--model", default=None, help="The backend that answered.")
 @click.option("--status", default=None, help="200, 4xx, 5xx, ok or error.")
@@ -182,7 +190,8 @@ def _names(engine: Any) -> dict[str, str]:
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="config.yaml whose database_url to use (default: as `serve`: "
                    "$TOLLGATE_CONFIG, ./config.yaml, ...; TOLLGATE_DATABASE_URL wins).")
-def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
+def logs_command(tenants: tuple[str, ...], keys: tuple[str, ...], user_id: str | None,
+                 session_id: str | None, route: str | None, model: str | None,
                  status: str | None, since: str | None, until: str | None,
                  feedback: str | None, limit: int, fmt: str, output: TextIO, follow: bool,
                  interval: float, explain_id: str | None, database_url: str | None,
@@ -213,7 +222,8 @@ def logs_command(tenants: tuple[str, ...], route: str | None, model: str | None,
         try:
             f = LogFilter(
                 tenant_ids=resolve_tenants(engine, tenants) if tenants else None,
-                route=route, model=model, status=status, since=parse_time(since),
+                key_ids=resolve_keys(engine, keys) if keys else None,
+                user_id=user_id, session_id=session_id, route=route, model=model, status=status, since=parse_time(since),
                 until=parse_time(until), feedback=feedback, limit=limit or None,
             )
             rows = select_logs(engine, f)

@@ -12,16 +12,16 @@ anyone else, another key of the same team included, gets the same 404 as for an 
 
 Unknown ids are cheap (issue 48, item 7): an id the gateway cannot have issued is a 404
 without a database read; a missing row is re-read a bounded number of times
-(``REREAD_AFTER_S``, 5 reads in 2 s) rather than polled; a key waits for at most
-``WAITS_PER_KEY`` rows at once (a 429 past that); and each lookup counts against the key's
-request rate limit like any other call.
+(``REREAD_AFTER_S``, 5 reads in 2 s) rather than polled; a key has at most
+``WAITS_PER_KEY`` lookups in flight (a 429 past that, before any read); and each lookup
+counts against the key's request rate limit like any other call.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,7 @@ WAITS_PER_KEY = 2
 
 
 class Waits:
-    """Lookups waiting for a row, per key: at most ``limit`` at once (one per app)."""
+    """Lookups in flight, per key: at most ``limit`` at once (one per app)."""
 
     def __init__(self, limit: int = WAITS_PER_KEY) -> None:
         self.limit = limit
@@ -56,8 +56,8 @@ class Waits:
         """A slot to wait in; 429 when ``who`` already waits for ``limit`` rows."""
         name = "admin" if who.admin else f"key:{who.key_id or who.tenant_id}"
         if self._waiting[name] >= self.limit:
-            raise GatewayError(429, f"this key already waits for {self.limit} request rows "
-                               "that are not written yet; retry in a second",
+            raise GatewayError(429, f"this key already has {self.limit} routing lookups in "
+                               "flight; retry in a second",
                                "rate_limit_error", code="routing_lookups_waiting",
                                headers={"retry-after": "1"})
         self._waiting[name] += 1
@@ -184,17 +184,23 @@ async def _read_waiting(ctx: GatewayContext, request_id: str) -> dict[str, Any] 
 
 
 async def load_explanation(ctx: GatewayContext, who: Principal, request_id: str,
-                           waits: Waits | None = None) -> dict[str, Any]:
+                           waits: Waits | None = None,
+                           admit: Callable[[], Awaitable[Any]] | None = None
+                           ) -> dict[str, Any]:
     """The explanation if ``who`` may see it; 404 otherwise.
 
-    The row is queued after the response is sent and written in batches, so a client asking
-    right away may be ahead of the writer: a missing row is re-read a few times (module
-    docstring), in one of the key's few waiting slots."""
+    A lookup holds one of the key's few slots (``Waits``) from before its first read: a key
+    past them gets a 429 that costs no database read and no rate-limit round trip. Inside,
+    ``admit`` counts it against the key's rate limit, and the row is read; it is queued after
+    the response is sent and written in batches, so a client asking right away may be ahead
+    of the writer: a missing row is re-read a few times (module docstring)."""
     if not REQUEST_ID.fullmatch(request_id):
         raise not_found(request_id)
-    row = await anyio.to_thread.run_sync(fetch_log, ctx.store.engine, request_id)
-    if row is None:
-        with (waits or Waits()).slot(who):
+    with (waits or Waits()).slot(who):
+        if admit is not None:
+            await admit()
+        row = await anyio.to_thread.run_sync(fetch_log, ctx.store.engine, request_id)
+        if row is None:
             row = await _read_waiting(ctx, request_id)
     if row is None or not await may_act_on_request(ctx, who, row.get("tenant_id"),
                                                    row.get("key_id")):
@@ -210,9 +216,13 @@ def build_router() -> APIRouter:
         """GatewayError (401, 404, 429) is answered by the app as an OpenAI error body."""
         ctx: GatewayContext = request.app.state.ctx
         who = await require_principal(request)
-        if who.tenant is not None and ctx.reliability is not None:
-            await ctx.reliability.admit(who.tenant)  # the key's RPM, like any call
-        return JSONResponse(await load_explanation(ctx, who, request_id, waits))
+        tenant, reliability = who.tenant, ctx.reliability
+
+        async def admit() -> None:  # the key's RPM, like any call
+            if tenant is not None and reliability is not None:
+                await reliability.admit(tenant)
+
+        return JSONResponse(await load_explanation(ctx, who, request_id, waits, admit))
 
     r.add_api_route("/v1/routing/{request_id}", get_explanation, methods=["GET"])
     return r

@@ -71,6 +71,9 @@ issue 24):
 23. rollback (rollback.py, issue 48): a refinement published, rolled back at once by
     ``tollgate router rollback`` while a refinement is due on both replicas: rollback_undone =
     versions other than the operator's active in the 20 s after (target 0).
+24-25. issue 48's lookups (lookups.py says each): unknown ids on /v1/routing/{id}
+    (routing_poll_neighbour_p50_ratio) and /spend/logs over a far date
+    (spend_logs_stall_ms).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…
@@ -80,7 +83,8 @@ key_models_bypass=… key_outage_overspend_multiple=… key_overrun_multiple=…
 waiting_delete_5xx=… teammate_p50_ratio=… bound_ceiling_share=… file_ref_unbounded=…
 overrun_lockouts=… emb_tpm_overadmit=… emb_lost_rows=… tools_loop_stall_ms=…
 dashboard_neighbour_p50_ratio=… stale_reservation_after_kill_usd=…
-breaker_keys_as_tenants=… messages_abort_undercharge_multiple=… rollback_undone=…``. A provider's report
+breaker_keys_as_tenants=… messages_abort_undercharge_multiple=… rollback_undone=…
+routing_poll_neighbour_p50_ratio=… spend_logs_stall_ms=…``. A provider's report
 past a reservation is the operator's (gateway/serving/budget/bound_factors.py): overspend counts the
 tenant's spend.
 """

@@ -18,6 +18,7 @@ from bench.serving.hostile import (
     early_streams,
     inputs,
     keys,
+    lookups,
     neighbours,
     principals,
     rollback,
@@ -42,7 +43,7 @@ LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuz
              "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms",
              "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd",
              *principals.LAST_LINE, "messages_abort_undercharge_multiple",
-             "rollback_undone")
+             "rollback_undone", *lookups.LAST_LINE)
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -73,6 +74,7 @@ def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
         ("tools stall", lambda: inputs.tools_stall_scenario(env, rec)),
         ("early streams", lambda: early_streams.early_stream_scenario(env, h.early, rec)),
         ("rollback", lambda: rollback.rollback_scenario(env)),
+        *lookups.scenarios(env),
         ("fuzz", lambda: fuzz_scenario(env, rec, sizes["fuzz_examples"],
                                        sizes["schema_examples"])),
     ]

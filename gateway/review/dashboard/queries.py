@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gateway.store import prompt_keys
-from gateway.store.models import request_logs, tenants
+from gateway.store.models import api_keys, request_logs, tenants
 from gateway.store.periods import utcnow
 
 # (table, score column, source value that marks a client's feedback or None)
@@ -65,6 +65,9 @@ class LogFilter:
     """
 
     tenant_ids: tuple[str, ...] | None = None
+    key_ids: tuple[str, ...] | None = None  # the keys that made them (resolve_keys)
+    user_id: str | None = None  # the developer (its row's user, migration 0009)
+    session_id: str | None = None  # one conversation
     route: str | None = None
     model: str | None = None
     status: str | None = None
@@ -181,6 +184,12 @@ def select_logs(engine: Engine, f: LogFilter, *, with_feedback: bool = True,
     q = sa.select(*[c for c in request_logs.c if c.name not in skip])
     if f.tenant_ids is not None:
         q = q.where(request_logs.c.tenant_id.in_(list(f.tenant_ids)))
+    if f.key_ids is not None:
+        q = q.where(request_logs.c.key_id.in_(list(f.key_ids)))
+    if f.user_id is not None:
+        q = q.where(request_logs.c.user_id == f.user_id)
+    if f.session_id is not None:
+        q = q.where(request_logs.c.session_id == f.session_id)
     if f.route is not None:
         q = q.where(request_logs.c.route.is_(None) if f.route in ("", "passthrough")
                     else request_logs.c.route == f.route)
@@ -335,6 +344,22 @@ def resolve_tenants(engine: Engine, names_or_ids: Iterable[str]) -> tuple[str, .
     return tuple(sorted({r.id for r in found}))
 
 
+def resolve_keys(engine: Engine, refs: Iterable[str]) -> tuple[str, ...]:
+    """Key ids for key ids, tokens (the keyed hash /key/generate answers) or aliases;
+    ValueError naming the unknown ones."""
+    wanted = list(refs)
+    q = sa.select(api_keys.c.id, api_keys.c.key_hash, api_keys.c.name).where(sa.or_(
+        api_keys.c.id.in_(wanted), api_keys.c.key_hash.in_(wanted),
+        api_keys.c.name.in_(wanted)))
+    with engine.connect() as conn:
+        found = list(conn.execute(q))
+    known = {v for r in found for v in (r.id, r.key_hash, r.name)}
+    missing = [w for w in wanted if w not in known]
+    if missing:
+        raise ValueError(f"unknown key(s): {', '.join(missing)}")
+    return tuple(sorted({r.id for r in found}))
+
+
 def feedback_scores(row: dict[str, Any]) -> list[float]:
     return [float(f["score"]) for f in row.get("feedback") or [] if f.get("score") is not None]
 
@@ -371,4 +396,7 @@ def flat(row: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
         "error": row.get("error"),
         "feedback_count": len(row.get("feedback") or []),
         "feedback_mean": sum(scores) / len(scores) if scores else None,
+        "key_id": row.get("key_id"),
+        "user_id": row.get("user_id"),
+        "session_id": row.get("session_id"),
     }

@@ -40,6 +40,7 @@ from gateway.review.dashboard.queries import (
     select_logs,
     tenant_names,
 )
+from gateway.review.dashboard.spend_by import SpendScope, spend_by_key, spend_by_user
 from gateway.review.dashboard.summary_job import job_for, run_job, shareable
 from gateway.review.explain import Waits, load_explanation
 from gateway.store.periods import utcnow
@@ -128,7 +129,7 @@ def build_router() -> APIRouter:
         ("GET", "/static/{name}", static), ("GET", "/api/summary", api.summary),
         ("GET", "/api/requests", api.requests), ("GET", "/api/explain/{request_id}",
                                                  api.explain),
-        ("GET", "/api/routers", api.routers), ("GET", "/plot/deferral.png", api.deferral),
+        ("GET", "/api/routers", api.routers), ("GET", "/api/spend", api.spend), ("GET", "/plot/deferral.png", api.deferral),
     ):
         r.add_api_route(path, endpoint, methods=[method])
     return r
@@ -247,6 +248,26 @@ class _Api:
         return JSONResponse({"object": "list", "offset": offset, "limit": limit,
                              "has_more": len(rows) > limit,
                              "data": [flat(row, names) for row in rows[:limit]]})
+
+    async def spend(self, request: Request, by: str = "key", window: str | None = None,
+                    tenant: str | None = None) -> Response:
+        """Per key or per developer: requests, the bill, the budget (spend_by.py); a tenant
+        key sees its own key and its own user only."""
+        ctx: GatewayContext = request.app.state.ctx
+        who = await self._caller(request)
+        if by not in ("key", "user"):
+            raise invalid("by must be key or user", param="by")
+        w = _window(window)
+        scope = SpendScope(since=utcnow() - parse_duration(w), tenant_ids=_scope(who, tenant),
+                           key_id=None if who.admin else (who.key_id or ""),
+                           user_id=None if who.admin else (who.user_id or ""))
+        if by == "key":
+            data = await self.guard.run(spend_by_key, ctx.store.engine, scope)
+        else:
+            data = await self.guard.run(spend_by_user, ctx.store.engine, scope)
+        return JSONResponse({"object": "list", "by": by, "window": w,
+                             "billed_is": "the settled cost on the log rows (the bill)",
+                             "data": data})
 
     async def explain(self, request_id: str, request: Request) -> Response:
         ctx: GatewayContext = request.app.state.ctx

@@ -179,8 +179,8 @@ def test_a_requests_records_answer_only_its_key_its_team_admin_and_the_admin(
 
 
 def test_unknown_routing_ids_wait_in_few_slots(gateway: Gateway) -> None:
-    """An id the gateway never issues is the unknown id's 404; a key waits for at most
-    ``WAITS_PER_KEY`` rows at once, the next is a 429 (its timing is the hostile bench's
+    """An id the gateway never issues is the unknown id's 404; a key has at most
+    ``WAITS_PER_KEY`` lookups in flight, the next is a 429 (its timing is the hostile bench's
     ``routing_poll_neighbour_p50_ratio``)."""
     import concurrent.futures as cf
 
@@ -194,3 +194,47 @@ def test_unknown_routing_ids_wait_in_few_slots(gateway: Gateway) -> None:
                                                  dev["key"]).status_code, range(8)))
     assert set(codes) <= {404, 429} and codes.count(404) >= WAITS_PER_KEY
     assert 429 in codes
+
+
+def test_the_dashboards_per_key_view_matches_tollgate_logs_key(gateway: Gateway) -> None:
+    """Per key and per developer: the dashboard's view (requests, the bill) equals what
+    ``tollgate logs --key`` / ``--user`` / ``--session`` print from the same log; a developer's
+    own key sees its own key and user only, never a teammate's."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    _, (alice, bob) = _team_keys(gateway, 2)
+    session = str(uuid.uuid4())
+    for key, n in ((alice, 3), (bob, 1)):
+        for _ in range(n):
+            gateway.client(key["key"]).chat.completions.create(
+                model="fake-cheap", messages=MSG, max_tokens=8,
+                extra_headers={"x-litellm-session-id": session})
+    _logs(gateway, 4, session_id=session)
+
+    def cli(*args: str) -> list[dict]:
+        res = CliRunner().invoke(main, ["logs", "--database-url", gateway.db_url,
+                                        "--format", "jsonl", "--limit", "0", *args])
+        assert res.exit_code == 0, res.output
+        return [json.loads(line) for line in res.output.splitlines() if line.strip()]
+
+    def view(key: str, by: str) -> list[dict]:
+        return _ok(httpx.get(f"{gateway.base_url}/dashboard/api/spend", timeout=30,
+                             params={"by": by}, headers={"authorization": f"Bearer {key}"}))[
+            "data"]
+
+    mine = cli("--key", alice["token"])
+    assert len(mine) == 3 and {r["session_id"] for r in mine} == {session}
+    (own,) = view(alice["key"], "key")  # her own key only
+    assert own["key_id"] == mine[0]["key_id"] and own["requests"] == len(mine)
+    assert own["billed_usd"] == pytest.approx(sum(r["cost_usd"] for r in mine), rel=1e-9)
+    (user,) = view(alice["key"], "user")
+    assert user["user_id"] == alice["user_id"] and user["requests"] == 3
+    assert len(cli("--user", alice["user_id"])) == 3
+    assert len(cli("--session", session)) == 4
+    admin = {r["key_id"]: r for r in view(ADMIN_KEY, "key")}
+    assert admin[own["key_id"]]["requests"] == 3
+    assert {r["key_id"] for r in cli("--key", bob["token"])} <= set(admin)
