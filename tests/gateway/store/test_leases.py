@@ -139,3 +139,40 @@ async def test_a_lowered_budget_takes_effect_within_max_age(db_url: str) -> None
         await store.leases.close()
         info = await _settled(store)
         assert info.reserved_usd == 0 and info.spent_usd == pytest.approx(0.05)
+
+
+async def test_a_keys_own_budget_holds_under_leases(db_url: str) -> None:
+    """Two replicas with leases, a key whose budget fits 20 requests' charges in a tenant
+    whose budget fits 50: the key's spend and the tenant's stay within each, and nothing is
+    left held on either row once the leases are settled (keyed leases, lease_ledger.adjust)."""
+    from gateway.store.key_admin import KeyFields
+
+    cfg = LeaseSettings(**FAST)
+    async with started(db_url, leases=cfg) as a, started(db_url, leases=cfg) as b:
+        await a.create_tenant("acme", budget_usd=50 * 0.002)
+        key, _ = await a.key_admin.generate(KeyFields(max_budget=20 * 0.0015), team="acme")
+        small = await a.authenticate(key)
+        assert small is not None and small.key_budgeted
+        charged = 0.0
+
+        async def one(store: Store, i: int) -> None:
+            nonlocal charged
+            try:
+                r = await store.reserve(small, 0.002, f"k{i}")
+            except BudgetExceeded:
+                return
+            await asyncio.sleep(0.001)
+            await store.settle(r, 0.0015)
+            charged += 0.0015
+
+        for _ in range(3):  # waves: arrivals quick enough to lease
+            await asyncio.gather(*(one(s, i) for i in range(30) for s in (a, b)))
+        await a.leases.close()
+        await b.leases.close()
+        details = await a.key_admin.info(await a.key_admin.find(key))
+        assert details.reserved_usd == 0
+        assert details.spend_usd == pytest.approx(charged, abs=1e-9)
+        assert details.spend_usd <= 20 * 0.0015 + 1e-12
+        info = await _settled(a)
+        assert info.reserved_usd == 0 and info.spent_usd == pytest.approx(charged, abs=1e-9)
+        assert a.leases.stats.opened + b.leases.stats.opened > 0
