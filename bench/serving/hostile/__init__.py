@@ -61,6 +61,11 @@ issue 24):
 16-20. issue 35's input bounds (inputs.py says each): file refs (file_ref_unbounded),
     overrun lockouts (overrun_lockouts), embeddings' TPM (emb_tpm_overadmit) and rows
     (emb_lost_rows), a 15,000-tool request against the loop (tools_loop_stall_ms).
+21-27. issue 48's unit endpoints, count_tokens, cache and slow bodies, on an environment of
+    their own with the cache on (unit_limits.py says each): audio_header_undercharge_multiple,
+    image_quality_undercharge_multiple, unit_parallel_overadmit,
+    count_tokens_neighbour_p50_ratio, cache_ttl_max_s, zero_budget_cached_answers,
+    slow_body_open_after_s (the last line's fields after the ones below).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…

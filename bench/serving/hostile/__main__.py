@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.serving.hostile import __doc__ as DOC
-from bench.serving.hostile import abuse, budgets, crash, inputs, keys, neighbours
+from bench.serving.hostile import abuse, budgets, crash, inputs, keys, neighbours, unit_limits
 from bench.serving.hostile.common import (
     Hostile,
     metrics_text,
@@ -30,7 +30,8 @@ LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuz
              "fee_params_unpriced", "overrun_multiple", "dashboard_peak_mb", "tpm_overadmit",
              *keys.LAST_LINE, "bound_ceiling_share", "file_ref_unbounded", "overrun_lockouts",
              "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms",
-             "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd")
+             "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd",
+             *unit_limits.LAST_LINE)
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -91,6 +92,8 @@ def run(sizes: dict[str, int], only: set[str] | None = None) -> dict[str, Any]:
         finally:
             stop_env(env)
             h.stop()
+    for _, result in unit_limits.run_all(only):  # an environment of their own (its docstring)
+        fields.update({k: v for k, v in result.items() if k in LAST_LINE})
     return fields
 
 
