@@ -44,6 +44,9 @@ class ReliabilitySettings(BaseModel):
     # connection closed (gateway/serving/validation.py BodyLimit; issue 48.10): 8 MB at
     # 1.1 Mbit/s fits
     body_timeout_s: float = Field(default=60.0, gt=0)
+    # /v1/messages/count_tokens bodies above this are a 413: counting is free CPU (issue
+    # 48.6), ~0.3 s a MB of text on this machine; 2 MiB holds a 200k-token conversation
+    count_tokens_max_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
     # messages (Responses: input items) and content parts per request; 400 above
     # (gateway/serving/validation.py check_counts: litellm walks each on the event loop)
     max_messages: int = Field(default=2048, ge=1)

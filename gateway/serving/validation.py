@@ -114,6 +114,10 @@ class BodyLimit:
             nonlocal started
             if msg["type"] == "http.response.start":
                 started = True
+                if not whole:  # answered before its body was read (a refusal): close, or
+                    # the server keeps reading what a trickling client still sends
+                    msg = {**msg, "headers": [*msg.get("headers", []),
+                                              (b"connection", b"close")]}
             await send(msg)
 
         try:

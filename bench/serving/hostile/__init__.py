@@ -74,6 +74,11 @@ issue 24):
 24-25. issue 48's lookups (lookups.py says each): unknown ids on /v1/routing/{id}
     (routing_poll_neighbour_p50_ratio) and /spend/logs over a far date
     (spend_logs_stall_ms).
+26-32. issue 48's unit endpoints, count_tokens, cache and slow bodies, on an environment of
+    their own with the cache on (unit_limits.py says each): audio_header_undercharge_multiple,
+    image_quality_undercharge_multiple, unit_parallel_overadmit,
+    count_tokens_neighbour_p50_ratio, cache_ttl_max_s, zero_budget_cached_answers,
+    slow_body_open_after_s (the last line's fields after the ones below).
 Also printed: feedback floods, key guessing (throttled), the dashboard cookie.
 
 The last line: ``overspend_usd=… breakers_opened_by_client=… loop_stall_ms=… fuzz_5xx=…

@@ -22,6 +22,7 @@ from bench.serving.hostile import (
     neighbours,
     principals,
     rollback,
+    unit_limits,
 )
 from bench.serving.hostile.common import (
     Hostile,
@@ -43,7 +44,7 @@ LAST_LINE = ("overspend_usd", "breakers_opened_by_client", "loop_stall_ms", "fuz
              "emb_tpm_overadmit", "emb_lost_rows", "tools_loop_stall_ms",
              "dashboard_neighbour_p50_ratio", "stale_reservation_after_kill_usd",
              *principals.LAST_LINE, "messages_abort_undercharge_multiple",
-             "rollback_undone", *lookups.LAST_LINE)
+             "rollback_undone", *lookups.LAST_LINE, *unit_limits.LAST_LINE)
 
 
 def _scenarios(h: Hostile, rec: Recorder, hole: Blackhole, sizes: dict[str, int]
@@ -108,6 +109,8 @@ def run(sizes: dict[str, int], only: set[str] | None = None) -> dict[str, Any]:
         finally:
             stop_env(env)
             h.stop()
+    for _, result in unit_limits.run_all(only):  # an environment of their own (its docstring)
+        fields.update({k: v for k, v in result.items() if k in LAST_LINE})
     return fields
 
 

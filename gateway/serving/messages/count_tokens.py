@@ -5,9 +5,10 @@ Anthropic's endpoint is free and sends nothing to a model, so this one holds no 
 logs no request row; it is authenticated and limited as any request (issue 48.6: it was free
 CPU that slowed everyone): the key's and tenant's requests per minute, a slot of their
 ``max_parallel_requests`` while it counts, and the tokens it counted added to their tokens
-per minute (a window already full refuses the next). The count runs in a worker thread, one
-at a time per replica (``Reliability.counting``), so however many arrive they hold at most
-one thread's share of the GIL against the event loop. The body is a
+per minute (a window already full refuses the next). A body is at most
+``reliability.count_tokens_max_bytes`` (2 MiB; 413 above); it is parsed and counted in a
+worker thread, one at a time per replica (``Reliability.counting``), so however many arrive
+they hold at most one thread's share of the GIL against the event loop. The body is a
 Messages body (gateway/serving/messages/messages_request.py, the same checks; ``max_tokens`` may be
 left out), counted on its chat view with the tokenizer litellm selects for the backend
 ``model`` names, or for a route's first backend (gateway/pricing.py ``count_prompt_tokens``,
@@ -16,6 +17,8 @@ estimate for a provider whose tokenizer litellm does not have.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import anyio.to_thread
 from fastapi import Request
@@ -29,7 +32,23 @@ from gateway.serving.endpoint import new_request_id
 from gateway.serving.messages.anthropic_errors import anthropic_error
 from gateway.serving.messages.messages_request import parse_messages_request
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.validation import json_body
+from gateway.serving.validation import load_json
+
+
+async def _counted_body(ctx: GatewayContext, request: Request) -> Any:
+    """The JSON body, at most ``count_tokens_max_bytes`` (413 above), parsed in the counting
+    thread (one at a time per replica, as the count)."""
+    limits = ctx.reliability.settings
+    declared = request.headers.get("content-length", "")
+    too_big = declared.isdigit() and int(declared) > limits.count_tokens_max_bytes
+    raw = b"" if too_big else await request.body()  # refused before it is read
+    if too_big or len(raw) > limits.count_tokens_max_bytes:
+        raise GatewayError(413, f"A count_tokens body is limited to "
+                           f"{limits.count_tokens_max_bytes} bytes.", "invalid_request_error",
+                           code="request_too_large")
+    return await anyio.to_thread.run_sync(load_json, raw, limits.max_messages,
+                                          limits.max_content_parts, limits.max_tool_values,
+                                          limiter=ctx.reliability.counting)
 
 
 async def count_tokens_endpoint(request: Request) -> Response:
@@ -41,7 +60,7 @@ async def count_tokens_endpoint(request: Request) -> Response:
         tenant = await authenticate(ctx, request)
         setattr(request.state, RATELIMIT_STATE, await ctx.reliability.admit(tenant))
         slot = await ctx.reliability.take_slot(tenant, headers["x-tollgate-request-id"])
-        body = await json_body(request)
+        body = await _counted_body(ctx, request)
         if isinstance(body, dict) and "max_tokens" not in body:
             body = {**body, "max_tokens": 1}  # not asked for here
         req = parse_messages_request(body)

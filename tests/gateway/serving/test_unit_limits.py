@@ -204,3 +204,24 @@ def test_a_slow_body_is_answered_408_and_its_slot_given_back(gw: Gateway, path: 
         assert err["error"]["code"] == "request_timeout", err
     r = _post(gw, key, "images")
     assert r.status_code == 200, r.text
+
+
+def test_a_refusal_before_the_body_is_read_closes_the_connection(gw: Gateway) -> None:
+    """A trickling client refused before its body is read (its key's limit is full) is
+    answered 429 and the connection closed at once: the server does not keep reading what
+    it still sends (the bench saw such connections open for 90 s)."""
+    key = _key(gw, max_parallel_requests=0)
+    took, got = _trickle(gw, key, "/v1/images/generations")
+    assert got.startswith(b"HTTP/1.1 429"), got[:200]
+    assert took < BODY_TIMEOUT_S, took
+
+
+def test_a_count_tokens_body_over_its_limit_is_a_413(gw: Gateway) -> None:
+    """count_tokens bodies are bounded by ``reliability.count_tokens_max_bytes`` (2 MiB by
+    default): a 3 MB one is refused in Anthropic's error shape, before it is counted."""
+    key = _key(gw)
+    big = {"model": "fake-cheap", "messages": [{"role": "user", "content": "word " * 600_000}]}
+    r = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=60,
+                   headers={"authorization": f"Bearer {key}"})
+    assert r.status_code == 413, r.text
+    assert r.json()["type"] == "error" and "count_tokens" in r.json()["error"]["message"]
