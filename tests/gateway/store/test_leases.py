@@ -18,6 +18,7 @@ from gateway.store import BudgetExceeded, Store, Tenant
 from gateway.store.lease_ledger import LEASE_MARK
 from gateway.store.lease_settings import LeaseSettings
 from gateway.store.models import reservations
+from gateway.store.records import TenantInfo
 from tests.gateway.store._workers import hold_lease
 from tests.gateway.store.conftest import started
 
@@ -39,7 +40,7 @@ def _leases_open(store: Store) -> int:
             reservations.c.id.contains(LEASE_MARK))).all())
 
 
-async def _settled(store: Store, wait_s: float = 10.0):
+async def _settled(store: Store, wait_s: float = 10.0) -> TenantInfo:
     deadline = time.monotonic() + wait_s
     while True:
         info = await store.get_tenant("acme")
