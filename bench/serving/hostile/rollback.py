@@ -9,8 +9,9 @@ backends is due on every replica. For ``WATCH_S`` (four polls of each replica's 
 active version is read every 0.1 s; the figure is how many versions other than the operator's
 were active in that time (target 0). Before the fix the lease holder, swapped back to a
 version other than the one it last refined on, refined both backends again and activated the
-result over the rollback, nothing logged (main df9195f prints 1; the red-team pass saw it
-0.7-1.3 s after the swap, 2 of 2 tries).
+result over the rollback, nothing logged (main df9195f printed ``rollback_undone=2``: both
+refinements activated again within the 20 s; this branch 0, ``resumed_published=1``; the
+red-team pass saw it 0.7-1.3 s after the swap, 2 of 2 tries).
 
 ``resumed_published``: then ``tollgate router resume``; 1 when, ``WATCH_S`` after it, the
 active version is a refinement built on the version the operator left active (the loop was
@@ -40,7 +41,10 @@ from bench.serving.replica_env import Env
 from gateway.learning import router_versions
 from gateway.learning import tables as ldb
 
-COLD = ("echo", "pricey")  # priced, unknown to the bench router: each on a cold-start prior
+# priced backends of the hostile pool the bench router does not know (each on a cold-start
+# prior); the first two without any outcome yet are used (another scenario's feedback may
+# have given some of them outcomes, and refined them, already)
+CANDIDATES = ("echo", "pricey", "verbose", "quiet", "doc-reader", "miscount")
 WATCH_S = 20.0  # four polls (poll_s 5, the default) of each replica's loops
 OUTCOMES = 3
 
@@ -124,8 +128,13 @@ def rollback_scenario(env: Env) -> dict[str, Any]:
         key, _ = env.tenant()
         before = _active(engine)["version"]
         prompt_key = _served_prompt(env, engine, key)
+        with engine.connect() as conn:
+            seen = set(conn.execute(sa.select(ldb.observations_t.c.model).distinct()).scalars())
+        cold = [b for b in CANDIDATES if b not in seen][:2]
+        if len(cold) < 2:
+            return {"rollback_undone": None, "error": "no two backends without outcomes"}
         last = before
-        for backend in COLD:  # each refinement built on the one before
+        for backend in cold:  # each refinement built on the one before
             _judged(engine, prompt_key, backend)
             last = _published(engine, last)
             if last is None:

@@ -152,3 +152,49 @@ def test_publish_is_compare_and_set_on_the_parent(fresh_url: str, test_router: R
         assert versions == ["v0", "v1", "v4", "v5"] and active() == "v5"
     finally:
         engine.dispose()
+
+
+def test_refinement_builds_on_the_databases_active_version_not_the_replicas(tmp_path) -> None:
+    """A replica that has not swapped yet refines on the version the database holds active
+    (its parent is that version, not the replica's), and under a rollback's hold refines
+    nothing (the store alone: SQLite, the learning tables, gateway/pool/test_priors' pool)."""
+    import numpy as np
+
+    from gateway.learning import tables as ldb
+    from gateway.learning.refine_priors import refine_due
+    from gateway.pool import build_pool
+    from gateway.pool.priors import with_priors
+    from tests.gateway.pool.test_priors import PRICES as PRICED
+    from tests.gateway.pool.test_priors import SETTINGS, _router
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'refine.db'}")
+    upgrade_engine(engine)
+    try:
+        router = with_priors(_router(), SETTINGS, PRICED)
+        rng = np.random.default_rng(1)
+        for i in range(30):  # the judge's grades of gpt-4o (a cold-start prior)
+            phi = rng.normal(size=384).astype(np.float32)
+            key = ldb.prompt_key(f"prompt {i}", b"test-prompt-secret")
+            ldb.record_served(engine, request_id=f"r{i}", tenant_id=None, text=None, key=key,
+                              embedding=phi, route="auto", model="gpt-4o", backend="gpt-4o",
+                              cost_usd=0.001)
+            ldb.add_observation(engine, key=key, model="gpt-4o", quality=float(phi[0] > 0),
+                                cost_usd=0.001, source="shadow")
+
+        def record(r, parent) -> None:
+            router_versions.record_version(engine, r, status="promoted", parent=parent,
+                                           metrics={}, n_observations=0, max_obs_id=0,
+                                           activate=True)
+
+        record(router, None)
+        record(dataclasses.replace(router, version="v2"), router.version)  # another replica
+        stale = build_pool(SETTINGS, PRICED, router)  # this replica still serves v1
+        router_versions.activate(engine, "v2")  # ... and the operator holds v2
+        assert refine_due(engine, stale) == []
+        assert router_versions.active_version(engine)["version"] == "v2"
+        assert router_versions.release_hold(engine)
+        assert refine_due(engine, stale) == ["gpt-4o"]
+        active = router_versions.active_version(engine)
+        assert active["parent"] == "v2" and active["version"].startswith("v2@learn-gpt-4o-")
+    finally:
+        engine.dispose()
