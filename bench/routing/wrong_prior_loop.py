@@ -102,7 +102,11 @@ def loop_config(replay, upstream_url: str, tmp: Path, admin: str, router_path: P
               for k, v in load_settings(DEMO_CONFIG_PATH).routes.items()}
     exploration = {"enabled": True, "epsilon": {ROUTE: s.epsilon}, "candidates": s.candidates,
                    "budget_usd": 1000.0, "period": "total", "max_tokens": MAX_TOKENS,
-                   "judge": {"kind": "llm", "model": JUDGE}}
+                   "judge": {"kind": "llm", "model": JUDGE},
+                   # its figures stay those of its own ε and budget, as before exploration
+                   # was bounded by a share of spend by default (learning_loop.py measures
+                   # the defaults)
+                   "max_share": None}
     return {"model_list": models, "routes": routes, "database_url":
             f"sqlite:///{tmp / 'loop.db'}", "admin_key": admin, "router_path": str(router_path),
             "reliability": {"spool_dir": str(tmp / "spool")},

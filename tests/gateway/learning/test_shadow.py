@@ -143,7 +143,7 @@ def test_exploration_is_on_by_default_and_scores_parse() -> None:
     """Exploration is on by default since issue 46 (bounded by max_share of each route's
     spend); this test asserted it was off before."""
     cfg = ExplorationSettings()
-    assert cfg.enabled is True and cfg.max_share == 0.05 and cfg.epsilon_for("auto") == 0.1
+    assert cfg.enabled is True and cfg.max_share == 0.05 and cfg.epsilon_for("auto") == 0.5
     assert ExplorationSettings(epsilon={"auto": 0.3}).epsilon_for("best") == 0.0
     assert parse_score("Score: 7") == pytest.approx(0.7)
     assert parse_score("score=10, great") == 1.0
