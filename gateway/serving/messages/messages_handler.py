@@ -29,6 +29,7 @@ far above 1.25x the tokens). The output is ``output_tokens`` (a stream's last
 from __future__ import annotations
 
 import codecs
+import functools
 import json
 import math
 from collections.abc import AsyncIterator
@@ -184,8 +185,14 @@ def anthropic_headers(request: Request) -> dict[str, str]:
 
 def anthropic_wire(backend: Backend) -> bool:
     """Whether litellm calls ``backend``'s provider on Anthropic's Messages wire."""
+    return _anthropic_wire_model(backend.litellm_model)
+
+
+@functools.lru_cache(maxsize=1024)
+def _anthropic_wire_model(model: str) -> bool:
+    """Cached: a pure function of the model, and litellm's look-up costs CPU per attempt."""
     try:
-        _, provider, _, _ = litellm.get_llm_provider(backend.litellm_model)
+        _, provider, _, _ = litellm.get_llm_provider(model)
     except Exception:  # noqa: BLE001 - a model litellm cannot place: not Anthropic's wire
         return False
     return provider in ANTHROPIC_WIRE
