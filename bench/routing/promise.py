@@ -311,7 +311,7 @@ def explore(level, region, traffic, promise: float, savings: np.ndarray,
             ok = np.isfinite(Y[traffic, h]) & np.isfinite(Y[traffic, 0])
             r = traffic[ok]
             ev.add(region[r], np.full(len(r), h), Y[r, 0], Y[r, h],
-                   scores[r, h][:, None] <= thr[region[r], h])  # fmt: skip
+                   scores[r, h][:, None] <= thr[region[r], h], keys=[str(x) for x in r])
         return ev, []
     verdicts = []
     for row in traffic:  # draws in one order per pair: a shorter stream is a prefix
@@ -323,7 +323,7 @@ def explore(level, region, traffic, promise: float, savings: np.ndarray,
             continue
         if not agree:
             y_r, y_h = 1.0 - y_r, 1.0 - y_h
-        ev.add([g], [h], [y_r], [y_h], (scores[row, h] <= thr[g, h])[None, :])
+        ev.add([g], [h], [y_r], [y_h], (scores[row, h] <= thr[g, h])[None, :], keys=[str(row)])
         for j, y in ((0, y_r), (h, y_h)):
             verdicts.append({"prompt_key": str(row), "model": level.names[j], "quality": y})
     return ev, verdicts

@@ -52,7 +52,9 @@ weights suffice):
 s_i = q_t·(1 − c_h / c_r). Prompts take their policy by a hash of their key (uniform,
 independent of what the prompt says), so the mix's drop is Σ π_i D_i ≤ promise whenever (3)
 holds: a certified region keeps the promise with probability ≥ 1 − α, whatever the beliefs
-say. A region with no candidate holding MIN_PAIRS pairs has no evidence and keeps the
+say. Counts are of distinct prompts (repeated verdicts on one prompt averaged first): the
+bound is on the population of prompts, and traffic that repeats a prompt does not narrow it.
+A region with no candidate judged on MIN_PAIRS prompts has no evidence and keeps the
 prior-based rule, so nothing changes at cold start.
 """
 
@@ -145,42 +147,71 @@ class Evidence:
         self.n = np.zeros(shape)
         self.loss, self.win = np.zeros((*shape, self.slices)), np.zeros((*shape, self.slices))
         self._rng = np.random.default_rng(self.seed)  # the random rounding of grades
+        self._by_prompt: dict[tuple[int, int, str], list] = {}
+        self._pairs = 0
 
     def add(self, region: Sequence[int], backend: Sequence[int], y_ref: Sequence[float],
-            y_backend: Sequence[float], inside: np.ndarray | None = None) -> None:
+            y_backend: Sequence[float], inside: np.ndarray | None = None,
+            keys: Sequence[str] | None = None) -> None:
         """Count judged pairs: region, candidate and both grades per pair (grades in [0, 1];
         a pair of the reference with itself, or with a missing grade, is skipped);
         ``inside`` (pairs, slices) bool: whether the pair's prompt lies in each slice of its
-        candidate (default: every slice)."""
+        candidate (default: every slice); ``keys``: each pair's prompt key (default: every
+        pair a prompt of its own), so a prompt judged twice counts once (``distinct``)."""
         g, h = np.asarray(region, int), np.asarray(backend, int)
         d = np.asarray(y_ref, float) - np.asarray(y_backend, float)
         ins = (np.ones((len(d), self.slices), bool) if inside is None
                else np.asarray(inside, bool).reshape(len(d), self.slices))  # fmt: skip
         ok = np.isfinite(d) & (h != self.ref)
+        if keys is None:
+            keys = [f"#{self._pairs + i}" for i in range(len(d))]
+        self._pairs += len(d)
+        keys = [k for k, o in zip(keys, ok, strict=True) if o]
         g, h, d, ins = g[ok], h[ok], d[ok], ins[ok]
+        for i, key in enumerate(keys):  # per (region, backend, prompt): Σ d, count, slices
+            acc = self._by_prompt.setdefault((int(g[i]), int(h[i]), str(key)), [0.0, 0, ins[i]])
+            acc[0] += float(d[i])
+            acc[1] += 1
+        # pair counts (exploration's view: every verdict)
         u = self._rng.random(len(d))
         np.add.at(self.n, (g, h), 1.0)
         np.add.at(self.loss, (g, h), (u < np.clip(d, 0, 1))[:, None] & ins)
         np.add.at(self.win, (g, h), (u < np.clip(-d, 0, 1))[:, None] & ins)
+
+    def distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(n, k_ℓ, k_w) counted per distinct prompt: a prompt's repeated verdicts averaged
+        (DARS), its mean d̄ rounded at random to a loss (prob. d̄⁺) or a win (prob. d̄⁻). The
+        bound is on the prompt population: a prompt judged five times is one draw of it."""
+        shape = (self.regions, self.backends)
+        n = np.zeros(shape)
+        loss, win = np.zeros((*shape, self.slices)), np.zeros((*shape, self.slices))
+        rng = np.random.default_rng(self.seed + 1)
+        for (g, h, _), (total, count, ins) in self._by_prompt.items():
+            mean, u = total / count, rng.random()
+            n[g, h] += 1
+            loss[g, h] += (u < max(mean, 0.0)) & ins
+            win[g, h] += (u < max(-mean, 0.0)) & ins
+        return n, loss, win
 
     def upper_drops(self, judge: Judge, candidates: np.ndarray, alpha: float = ALPHA
                     ) -> np.ndarray:  # fmt: skip
         """(G, m, slices) U_ght of eq. (2) at the Bonferroni level of eq. (3) over the
         ``candidates`` (bool (m,), fixed before any pair: e.g. every backend cheaper than the
         reference) and slices; 0 for the reference, +∞ where h is no candidate or has fewer
-        than MIN_PAIRS pairs."""
+        than MIN_PAIRS distinct prompts (``distinct``)."""
         cand = np.asarray(candidates, bool).copy()
         cand[self.ref] = False
         K = max(int(cand.sum()) * self.regions * self.slices, 1)
         alpha_j = alpha * JUDGE_ALPHA_SHARE
         delta = (alpha - alpha_j) / K
         a_lo = judge.lower(alpha_j)
-        n = self.n[..., None]
-        num = cp_upper(self.loss, n, delta / 2.0) - cp_lower(self.win, n, delta / 2.0)
+        n_prompts, loss, win = self.distinct()
+        n = n_prompts[..., None]
+        num = cp_upper(loss, n, delta / 2.0) - cp_lower(win, n, delta / 2.0)
         scale = 2.0 * a_lo - 1.0
         with np.errstate(divide="ignore", invalid="ignore"):
             U = np.where(num > 0, num / scale if scale > 0 else np.inf, num)
-        U = np.where((cand[None, :] & (self.n >= MIN_PAIRS))[..., None], U, np.inf)
+        U = np.where((cand[None, :] & (n_prompts >= MIN_PAIRS))[..., None], U, np.inf)
         U[:, self.ref] = 0.0
         return U
 

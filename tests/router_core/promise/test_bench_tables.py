@@ -61,8 +61,9 @@ def test_many_model_table(tmp_path, monkeypatch, capsys) -> None:
     # "easy" is half the prompts and every model matches the reference there: the
     # yardstick sends it to the cheapest, so it saves about half the reference's cost
     assert values["cheap_category_ceiling"] > 0.4
-    # with 5000 judged pairs the evidence certifies cheaper backends on "easy" too
-    assert values["cheap_saving_after_5000"] > 0.2
+    # 5000 judged pairs on 72 distinct train prompts per category (a prompt judged again
+    # counts once) bound "easy" loosely, yet certify a share of it for cheaper backends
+    assert values["cheap_saving_after_5000"] > 0.02
 
 
 def test_category_ceiling_is_the_cheapest_within_the_promise_on_train() -> None:

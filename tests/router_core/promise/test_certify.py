@@ -183,3 +183,17 @@ def test_a_slice_where_the_candidate_is_believed_close_is_certified_first() -> N
     keys = [f"k{i}" for i in range(n)]
     h = cert.choose(np.zeros(n, int), keys, np.zeros(n, int), scores=S)
     assert (h[near] == 1).all() and 0.0 < np.mean(h[~near] == 1) < 0.2
+
+
+def test_a_prompt_judged_again_counts_once() -> None:
+    """Traffic that repeats a prompt does not narrow the bound: 40 prompts judged 50 times
+    each are 40 draws of the prompt population (their verdicts averaged), not 2000."""
+    keys = [f"p{i % 40}" for i in range(2000)]
+    y = np.ones(2000)
+    many, once = Evidence(1, 2, 0), Evidence(1, 2, 0)
+    many.add(np.zeros(2000, int), np.ones(2000, int), y, y, keys=keys)
+    once.add(np.zeros(2000, int), np.ones(2000, int), y, y)
+    assert many.distinct()[0][0, 1] == 40 and once.distinct()[0][0, 1] == 2000
+    cand = np.array([False, True])
+    assert many.upper_drops(Judge(900, 1000), cand)[0, 1, 0] > 2 * \
+        once.upper_drops(Judge(900, 1000), cand)[0, 1, 0]
