@@ -33,7 +33,7 @@ class ProbeOutcome(DescriptorKind):
         table = source
         ids = np.asarray(table.prompt_ids, dtype=str)
         pos = {p: j for j, p in enumerate(probes.ids)}
-        col = np.array([pos.get(p, -1) for p in ids])
+        col = np.array([pos.get(p, -1) for p in ids], dtype=np.intp)  # int even when empty
         if missing := set(probes.ids) - set(ids[col >= 0]):
             raise ValueError(f"{len(missing)} probe prompts have no rows in the table")
         cols = [table.models.index(m) for m in models]

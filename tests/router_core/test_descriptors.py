@@ -77,6 +77,15 @@ def test_probe_outcome_needs_rows_for_every_probe():
         ProbeOutcome().raw(table, bad, table.models)
 
 
+def test_probe_outcome_on_a_table_without_rows_is_empty_not_a_crash():
+    """A quick run can leave a split without rows (bench.routing.promise --quick on
+    MMLU-Pro): an empty column index was float, and np.bincount refused it."""
+    table = _table()
+    empty = table.rows(np.zeros(len(table.prompt_ids), dtype=bool))
+    raw = ProbeOutcome().raw(empty, ProbeSet(ids=(), prompts=()), table.models)
+    assert raw.shape == (table.n_models, 0)
+
+
 def test_a_new_kind_is_found_by_name_without_registration():
     class Constant(DescriptorKind):
         name: ClassVar[str] = "test-constant"
