@@ -2,8 +2,8 @@
 
 The prior-based rule (router_core.promise.rule) moves only as far as its beliefs do. This
 module moves the route where judged evidence supports it, with a family-wise error stated in
-advance (Learn-then-Test: risk control as multiple hypothesis testing, Angelopoulos, Bates,
-Candès, Jordan, Lei, arXiv 2110.01052, Ann. Appl. Stat. 19(2) 2025).
+advance (Learn-then-Test, [LTT]: risk control as multiple hypothesis testing; the binomial
+bounds are [ClopperPearson]'s; both in docs/references.md).
 
 A judged pair on prompt x of region g (its category when known, else its embedding cluster):
 the reference r and a candidate h both answer, the judge grades both, ŷ_r, ŷ_h ∈ [0, 1].
