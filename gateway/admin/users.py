@@ -9,9 +9,14 @@
 
 Fields and status codes are LiteLLM's (litellm/proxy/management_endpoints/
 internal_user_endpoints.py): an unknown user is a 404, a user_id taken a 400. A user's
-``spend`` is what its keys' requests cost (gateway/store/users.py). Per-user budgets and rate
-limits (``max_budget``, ``tpm_limit``, ...) are not enforced per user here: set them on the
-user's keys or team; sent non-empty they are a 400 naming the field, never dropped silently.
+``spend`` is what its keys' requests cost (gateway/store/users.py). ``max_budget`` is
+LiteLLM's personal budget, which caps the user's keys made without a team
+(docs.litellm.ai/docs/proxy/key_budgets: "the owner's personal budget when the key has no
+team"): stored on the user and answered back, and /user/new's own first key, when it has no
+team, gets it as its max_budget, enforced by that key's ledger (gateway/store/key_ledger.py);
+it is not summed over several team-less keys of one user. Other per-user limits
+(``tpm_limit``, ...) are not enforced per user here: set them on the user's keys or team;
+sent non-empty they are a 400 naming the field, never dropped silently.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.admin.api import OpenAIErrorRoute, Text, request_store, require_admin
 from gateway.admin.litellm_fields import SHORT, LiteLLMBody, Models, iso, not_found, required
-from gateway.admin.litellm_keys import Duration, key_object
+from gateway.admin.litellm_keys import Budget, Duration, key_object
 from gateway.admin.teams import team_object
 from gateway.errors import invalid
 from gateway.store.errors import Conflict, NotFound
@@ -50,6 +55,7 @@ class UserBody(LiteLLMBody):
     models: Models | None = None
     teams: list[Text | TeamRef] | None = None
     metadata: dict[str, Any] | None = None
+    max_budget: Budget | None = None
 
     def team_names(self) -> list[str]:
         return [t if isinstance(t, str) else t.team_id for t in self.teams or ()]
@@ -80,7 +86,7 @@ class DeleteUsers(LiteLLMBody):
 def user_object(u: User) -> dict[str, Any]:
     return {"user_id": u.user_id, "user_email": u.user_email, "user_alias": u.user_alias,
             "user_role": u.user_role, "teams": u.teams, "models": u.models,
-            "metadata": u.metadata, "spend": u.spend_usd, "max_budget": None,
+            "metadata": u.metadata, "spend": u.spend_usd, "max_budget": u.max_budget_usd,
             "tpm_limit": None, "rpm_limit": None, "max_parallel_requests": None,
             "budget_duration": None, "created_at": iso(u.created_at)}
 
@@ -91,7 +97,7 @@ def _admin(request: Request) -> LiteLLMAdmin:
 
 async def _fields(request: Request, body: UserBody) -> dict[str, Any]:
     """The user columns sent, teams resolved to tenant ids (400 for an unknown team)."""
-    names = ("user_email", "user_alias", "user_role", "models", "metadata")
+    names = ("user_email", "user_alias", "user_role", "models", "metadata", "max_budget")
     out = {n: getattr(body, n) for n in names if n in body.model_fields_set}
     if "teams" in body.model_fields_set:
         try:
@@ -128,7 +134,9 @@ def build_router() -> APIRouter:
         if body.auto_create_key:
             key_fields = KeyFields(user_id=user.user_id, **{
                 n: getattr(body, n) for n in ("key_alias", "duration", "models")
-                if getattr(body, n) is not None})
+                if getattr(body, n) is not None}, **(
+                {"max_budget": body.max_budget}
+                if body.max_budget is not None and body.team_id is None else {}))
             key, d = await request_store(request).key_admin.generate(key_fields, body.team_id)
             out = {**key_object(d), "key": key, "token_id": d.token}
         return {**out, **user_object(user)}

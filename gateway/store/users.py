@@ -19,7 +19,7 @@ import gateway.store.auth_epoch as auth_epoch  # noqa: PLR0402 - not through __i
 from gateway.store.errors import Conflict, NotFound
 from gateway.store.models import api_keys, request_logs, users
 
-FIELDS = ("user_email", "user_alias", "user_role", "models", "teams", "metadata")
+FIELDS = ("user_email", "user_alias", "user_role", "models", "teams", "metadata", "max_budget")
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,11 @@ class User:
     max_budget_usd: float | None = None  # LiteLLM's max_budget
 
 
+COLUMNS = {"metadata": "user_metadata", "max_budget": "max_budget_usd"}
+
+
 def _columns(fields: dict[str, Any]) -> dict[str, Any]:
-    return {("user_metadata" if k == "metadata" else k): v for k, v in fields.items()}
+    return {COLUMNS.get(k, k): v for k, v in fields.items()}
 
 
 def _known_since(conn: Any, user_id: str) -> datetime | None:

@@ -10,7 +10,9 @@ Per route (``route_savings``), over the window's answered requests:
   routed row carries the rule's record per candidate (``candidates[i].promise``: p̂, cost,
   drop bound...) and its reason names the reference ("promise: within 0.01 of R (...)"; a
   stand-in when the request could not use R). Over the rows with records:
-  saving = Σ (c_ref − c_chosen) with the records' expected costs, share = saving / Σ c_ref;
+  saving = Σ (ĉ_ref − c) where c is the bill (the row's settled cost) and ĉ_ref = c · c_ref /
+  c_chosen the reference's estimate from the records' expected costs (issue 47, item 8: the
+  records' c_chosen once stood in for the bill), share = saving / Σ ĉ_ref;
   estimated quality change = mean (p̂_chosen − p̂_ref), the route's own estimate.
 - A route without a promise, and passthrough, keep the saving against the **strongest**
   backend s (the dearest by p_in + p_out): ĉ_s = n_prompt·p_in,s + n_completion·p_out,s at
@@ -110,7 +112,7 @@ def compare_row(row: Mapping[str, Any], strongest: str | None, strongest_price: 
         if pc is None or pr is None:  # answered outside the records: no comparison
             return _Compared(route, ref_name, stand_in, None, None, None, None, None,
                              True, drop)
-        return _Compared(route, ref_name, stand_in, float(pc["cost"]), float(pr["cost"]),
+        return _Compared(route, ref_name, stand_in, *_billed_and_reference(row, pc, pr),
                          float(pc["p"]) - float(pr["p"]), answered == ref_name,
                          _measured(row, chosen, ref, outcomes), True, drop)
     actual = float(row.get("cost_usd") or 0.0)
@@ -124,6 +126,16 @@ def compare_row(row: Mapping[str, Any], strongest: str | None, strongest_price: 
     on = answered == strongest if (strong is not None or answered == strongest) else None
     return _Compared(route, strongest, False, actual, est_s, estimated, on,
                      _measured(row, chosen, strong, outcomes))
+
+
+def _billed_and_reference(row: dict[str, Any], chosen: dict, ref: dict
+                          ) -> tuple[float, float]:
+    """(actual, comparator) of a promise row (issue 47, item 8): actual is the bill, the
+    settled cost on the row; the reference's cost is an estimate, the bill scaled by the
+    records' expected costs c_ref / c_chosen (the record's own c_ref when c_chosen is 0)."""
+    actual = float(row.get("cost_usd") or 0.0)
+    c_chosen, c_ref = float(chosen["cost"]), float(ref["cost"])
+    return actual, (actual * c_ref / c_chosen if c_chosen > 0 else c_ref)
 
 
 @dataclass

@@ -139,8 +139,10 @@ def test_users_own_keys_and_their_spend(gateway: Gateway) -> None:
 
     r = _post(gateway, "/user/new", user_id=uid)
     assert r.status_code == 400, r.text
-    r = _post(gateway, "/user/new", max_budget=10)
-    assert r.status_code == 400 and "max_budget" in r.json()["error"]["message"], r.text
+    # max_budget is LiteLLM's personal budget, taken since issue 47 (was a 400):
+    # tests/gateway/admin/test_per_developer.py; another per-user limit is still a 400
+    r = _post(gateway, "/user/new", tpm_limit=10)
+    assert r.status_code == 400 and "tpm_limit" in r.json()["error"]["message"], r.text
     r = _post(gateway, "/user/new", teams=["no-such-team"])
     assert r.status_code == 400 and r.json()["error"]["param"] == "teams", r.text
     assert gateway.admin("GET", "/user/info", params={"user_id": "nobody"}).status_code == 404

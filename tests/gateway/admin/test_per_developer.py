@@ -238,3 +238,16 @@ def test_the_dashboards_per_key_view_matches_tollgate_logs_key(gateway: Gateway)
     admin = {r["key_id"]: r for r in view(ADMIN_KEY, "key")}
     assert admin[own["key_id"]]["requests"] == 3
     assert {r["key_id"] for r in cli("--key", bob["token"])} <= set(admin)
+
+
+def test_user_new_takes_max_budget_as_litellm(gateway: Gateway) -> None:
+    """LiteLLM's personal budget: stored on the user, answered back, and the first key
+    /user/new makes without a team gets it as its max_budget (a 400 before)."""
+    uid = _uid("dana")
+    made = _post(gateway, "/user/new", user_id=uid, max_budget=0.5)
+    assert made["max_budget"] == 0.5 and made["key"].startswith("sk-")
+    info = _ok(gateway.admin("GET", "/user/info", params={"user_id": uid}))
+    assert info["user_info"]["max_budget"] == 0.5
+    assert [k["max_budget"] for k in info["keys"]] == [0.5]
+    bad = gateway.admin("POST", "/user/new", json={"user_id": _uid("x"), "max_budget": -1})
+    assert bad.status_code == 400

@@ -193,3 +193,14 @@ def test_judged_outcomes_read_every_source_on_the_request_prompt() -> None:
                                    {"id": "r4", "prompt_text": "hello"}], SECRET)
     assert got["r3"] == {"m-cheap": 0.6, "m-mid": 0.7}
     assert got["r4"] == {"m-cheap": pytest.approx(0.4), "m-mid": 0.7}  # all on the prompt
+
+
+def test_actual_is_the_bill_not_the_records_estimate(log_engine) -> None:
+    """Issue 47, item 8: the dashboard once showed the records' expected cost as "actual"
+    ($0.2507 where /spend/logs had $0.0744 billed). Actual is the rows' settled cost; the
+    reference's cost is the bill scaled by the records' c_ref / c_chosen, an estimate."""
+    rows = [{**promise_row(0, "cheap"), "cost_usd": 0.00004},  # billed below the records'
+            {**promise_row(1, "mid"), "cost_usd": 0.0003}]
+    auto = {r["route"]: r for r in _summary(log_engine, rows)["route_savings"]}["auto"]
+    assert auto["actual_usd"] == pytest.approx(0.00004 + 0.0003)  # the bill
+    assert auto["comparator_usd"] == pytest.approx(0.00004 * 10 + 0.0003)
