@@ -155,7 +155,7 @@ class RequestLogRow(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     tenant_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     key_id: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
-    # who and which conversation (gateway/serving/record/attribution.py, migration 0009)
+    # who and which conversation (gateway/serving/record/attribution.py, migration 0008)
     user_id: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
     session_id: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
     tags: Mapped[Any] = mapped_column(JSONType, nullable=True)

@@ -38,7 +38,7 @@ class SpendFilter:
 
 
 def _user() -> ColumnElement[Any]:
-    """The row's user: recorded on it (migration 0009), else its key's (older rows)."""
+    """The row's user: recorded on it (migration 0008), else its key's (older rows)."""
     return func.coalesce(request_logs.c.user_id, api_keys.c.user_id)
 
 

@@ -66,7 +66,7 @@ class LogFilter:
 
     tenant_ids: tuple[str, ...] | None = None
     key_ids: tuple[str, ...] | None = None  # the keys that made them (resolve_keys)
-    user_id: str | None = None  # the developer (its row's user, migration 0009)
+    user_id: str | None = None  # the developer (its row's user, migration 0008)
     session_id: str | None = None  # one conversation
     route: str | None = None
     model: str | None = None

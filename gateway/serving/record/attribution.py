@@ -40,7 +40,7 @@ class Attribution:
     tags: tuple[str, ...] = ()
 
     def row_fields(self) -> dict[str, Any]:
-        """The log row's columns (migration 0009)."""
+        """The log row's columns (migration 0008)."""
         return {"user_id": self.user_id, "session_id": self.session_id,
                 "tags": list(self.tags) or None}
 

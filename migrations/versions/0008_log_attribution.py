@@ -6,7 +6,7 @@ conversation id (``x-claude-code-session-id``, LiteLLM's ``x-litellm-session-id`
 ``metadata.session_id``). ``request_logs.tags``: LiteLLM's request ``tags``. ``users.max_budget_usd``:
 LiteLLM's per-user ``max_budget`` (gateway/admin/users.py).
 
-Revision ID: 0009_log_attribution
+Revision ID: 0008_log_attribution
 Revises: 0007_key_limits_teams_users
 Create Date: 2026-12-06
 """
@@ -20,7 +20,7 @@ from alembic import op
 
 from gateway.store.types import JSONType
 
-revision: str = "0009_log_attribution"
+revision: str = "0008_log_attribution"
 down_revision: str | None = "0007_key_limits_teams_users"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
