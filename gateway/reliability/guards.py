@@ -22,8 +22,14 @@ in Redis). Per-backend upstream timeouts are ``model_info.timeout``.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from functools import partial
+from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -82,9 +88,10 @@ class Reliability:
     limiter: RateLimiter
     circuits: CircuitBreakers
     parallel: ParallelLimiter
-    # CPU work a tenant asks for and pays nothing for (count_tokens): one worker thread at a
-    # time in this process, so a flood of it holds one thread's share of the GIL
+    # CPU work a tenant asks for and pays nothing for (count_tokens): one at a time in this
+    # process (a body's parse), the count itself in a worker process (``apart``)
     counting: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
+    _counter: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def build(cls, settings: ReliabilitySettings | None,
@@ -196,7 +203,28 @@ class Reliability:
         else:
             await self.limiter.settle_tokens(str(tenant.id), grant, used)
 
+    async def apart(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in this replica's counting process, one call at a time: a tokenizer
+        holds the GIL for each piece it encodes, so in a thread a flood of free counts took
+        a neighbour's p50 3-4× and held /health for hundreds of ms (issue 48.6). The process
+        is spawned at first use (a fork of a serving process would copy its threads' locks);
+        if it dies, the next call starts another (this one is a 503)."""
+        async with self.counting:
+            if self._counter is None:
+                self._counter = ProcessPoolExecutor(max_workers=1,
+                                                    mp_context=get_context("spawn"))
+            try:
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._counter, partial(fn, *args))
+            except BrokenProcessPool:
+                self._counter = None
+                raise GatewayError(503, "The token counting process stopped; try again.",
+                                   "api_error", code="service_unavailable",
+                                   headers={"retry-after": "1"}) from None
+
     async def close(self) -> None:
+        if self._counter is not None:
+            self._counter.shutdown(wait=False, cancel_futures=True)
         await self.limiter.close()
 
 

@@ -6,9 +6,9 @@ logs no request row; it is authenticated and limited as any request (issue 48.6:
 CPU that slowed everyone): the key's and tenant's requests per minute, a slot of their
 ``max_parallel_requests`` while it counts, and the tokens it counted added to their tokens
 per minute (a window already full refuses the next). A body is at most
-``reliability.count_tokens_max_bytes`` (2 MiB; 413 above); it is parsed and counted in a
-worker thread, one at a time per replica (``Reliability.counting``), so however many arrive
-they hold at most one thread's share of the GIL against the event loop. The body is a
+``reliability.count_tokens_max_bytes`` (2 MiB; 413 above); it is parsed in a worker thread
+and counted in the replica's counting process (``Reliability.apart``), one at a time per
+replica, so however many arrive the tokenizer never holds this process's GIL. The body is a
 Messages body (gateway/serving/messages/messages_request.py, the same checks; ``max_tokens`` may be
 left out), counted on its chat view with the tokenizer litellm selects for the backend
 ``model`` names, or for a route's first backend (gateway/pricing.py ``count_prompt_tokens``,
@@ -80,9 +80,8 @@ async def count_tokens_endpoint(request: Request) -> Response:
             if backend is None or backend.is_wildcard or (allowed is not None
                                                           and name not in allowed):
                 raise model_not_found(name)
-        n = await anyio.to_thread.run_sync(count_prompt_tokens, backend, req.chat.messages,
-                                           req.chat.params.get("tools"),
-                                           limiter=ctx.reliability.counting)
+        n = await ctx.reliability.apart(count_prompt_tokens, backend, req.chat.messages,
+                                        req.chat.params.get("tools"))
         await ctx.reliability.used_tokens(tenant, n)  # counted in TPM as if sent
     except GatewayError as e:
         return anthropic_error(e, headers)

@@ -89,7 +89,7 @@ CALLS = {  # endpoint → (path, how it is posted)
 def _post(gw: Gateway, key: str, name: str) -> httpx.Response:
     path, kw = CALLS[name]
     return httpx.post(gw.base_url + path, headers={"authorization": f"Bearer {key}"},
-                      timeout=60, **kw)
+                      timeout=240, **kw)  # the first count_tokens spawns its process
 
 
 def _refusal(r: httpx.Response) -> str:
@@ -150,10 +150,10 @@ def test_count_tokens_counts_against_tokens_per_minute(gw: Gateway) -> None:
     """The tokens count_tokens counted fill the key's TPM window: past it, the next is 429."""
     key = _key(gw, tpm_limit=30)
     big = {"model": "fake-cheap", "messages": [{"role": "user", "content": "word " * 60}]}
-    first = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=60,
+    first = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=240,
                        headers={"authorization": f"Bearer {key}"})
     assert first.status_code == 200 and first.json()["input_tokens"] > 30
-    again = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=60,
+    again = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=240,
                        headers={"authorization": f"Bearer {key}"})
     assert again.status_code == 429, again.text
     assert again.json()["type"] == "error"  # Anthropic's error shape
@@ -221,7 +221,7 @@ def test_a_count_tokens_body_over_its_limit_is_a_413(gw: Gateway) -> None:
     default): a 3 MB one is refused in Anthropic's error shape, before it is counted."""
     key = _key(gw)
     big = {"model": "fake-cheap", "messages": [{"role": "user", "content": "word " * 600_000}]}
-    r = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=60,
+    r = httpx.post(gw.base_url + "/v1/messages/count_tokens", json=big, timeout=240,
                    headers={"authorization": f"Bearer {key}"})
     assert r.status_code == 413, r.text
     assert r.json()["type"] == "error" and "count_tokens" in r.json()["error"]["message"]
