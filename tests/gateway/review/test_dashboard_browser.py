@@ -214,6 +214,11 @@ def test_admin_sees_charts_explanations_and_versions(browser, gw: Gateway, traff
         assert "every request on" not in passthrough  # no "+0.000" beside a saving
         rows = page.locator("#requests tbody tr")
         assert rows.count() == n_total
+        # per key (issue 47.5): every key that sent traffic, its requests and its bill
+        assert page.locator("#spend-by-key tr[data-key]").count() >= 2
+        key_requests = page.eval_on_selector_all(
+            "#spend-by-key tr[data-key]", "rs => rs.map(r => Number(r.cells[2].innerText))")
+        assert sum(key_requests) >= n_a + n_b
 
         page.click(f"button.explain[data-id='{traffic['fallback_id']}']")
         page.wait_for_selector(f"#explanation[data-id='{traffic['fallback_id']}']:not([hidden])")
@@ -257,6 +262,10 @@ def test_tenant_sees_only_its_own_data(browser, gw: Gateway, traffic) -> None:
         assert sorted(ids) == sorted(traffic["sent"]["b"])
         spend = [d["label"] for d in _datasets(page, "chart-spend")]
         assert len(spend) == 2 and all(gw.ledger(traffic["tid_b"])["name"] in s for s in spend)
+        # a developer's own key sees its own row only in the per-key view
+        own = page.locator("#spend-by-key tr[data-key]")
+        assert own.count() == 1
+        assert own.locator("td").nth(2).inner_text() == str(len(traffic["sent"]["b"]))
         assert console.errors == []  # before the deliberate probes below
         # asking for the other tenant, through the dashboard API, still returns only its own
         other = page.evaluate(

@@ -250,6 +250,19 @@ function renderBudgets(s) {
   }));
 }
 
+async function renderSpendBy() {
+  const [keys, users] = await Promise.all([api("spend?by=key"), api("spend?by=user")]);
+  const budget = (b) => (b == null ? "none" : usd(b));
+  table("spend-by-key", ["key", "developer", "requests", "billed", "key budget", "key spend (all time)"],
+    keys.data.map((r) => [r.key_alias || r.key_id, r.user_id || "–", String(r.requests),
+      usd(r.billed_usd), budget(r.max_budget_usd), usd(r.spend_usd)]),
+    (i) => ({ "data-key": keys.data[i].key_id }));
+  table("spend-by-user", ["developer", "requests", "billed", "keys", "max budget"],
+    users.data.map((r) => [r.user_id || "(no user)", String(r.requests), usd(r.billed_usd),
+      String(r.keys), budget(r.max_budget_usd)]),
+    (i) => ({ "data-user": users.data[i].user_id || "" }));
+}
+
 async function renderRequests() {
   const body = await api(`requests?limit=${PAGE}&offset=${state.offset}`);
   document.getElementById("page-info").textContent = body.data.length
@@ -352,7 +365,7 @@ async function refresh() {
   renderExploration(s);
   renderBudgets(s);
   renderCharts(s);
-  await Promise.all([renderRequests(), renderVersions()]);
+  await Promise.all([renderRequests(), renderVersions(), renderSpendBy()]);
   document.body.dataset.ready = "true";
 }
 
