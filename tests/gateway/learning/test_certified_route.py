@@ -92,7 +92,11 @@ def ask(gw: Gateway, key: str, prompts: list[str]) -> list[tuple[str, str]]:
         raw = gw.client(key).chat.completions.with_raw_response.create(
             model="auto", messages=[{"role": "user", "content": text}])
         out.append((raw.parse().model, raw.headers["x-tollgate-request-id"]))
+        HEADERS[out[-1][1]] = raw.headers.get("x-tollgate-certificate")
     return out
+
+
+HEADERS: dict[str, str | None] = {}  # request id -> its x-tollgate-certificate header
 
 
 def certified_after(gw: Gateway, key: str) -> Any:
@@ -143,6 +147,9 @@ def test_a_cheap_backend_judged_as_good_is_certified_and_served(
     assert "judged prompts" in why["decision"]["reason"]
     evidence = why["decision"]["certificate"]
     assert evidence["backend"] == CHEAP and evidence["n_prompts"] >= TRAIN
+    assert HEADERS[after[0][1]] == (f"region={evidence['region']}; n_prompts="
+                                    f"{evidence['n_prompts']}; drop_bound="
+                                    f"{evidence['upper_drop']:.4f}")
     assert evidence["upper_drop"] == pytest.approx(float(cert.upper[evidence["region"], h]))
     models = httpx.get(f"{gw.base_url}/v1/models", headers={"authorization": f"Bearer {key}"},
                        timeout=30).json()["data"]
@@ -171,10 +178,13 @@ def test_a_cheap_backend_judged_worse_gets_no_more_than_the_promise_allows(
     cheap = [rid for b, rid in after if b == CHEAP]
     # the judged drop of what auto served: 0.7 (9 - 2, of 10) on each cheap answer
     assert 0.7 * len(cheap) / len(after) <= 0.15
+    print(f"worse: mixes {cert.mixes}, bound {cert.upper[:, h]}, cheap served "
+          f"{len(cheap)}/{len(after)}")
     for rid in cheap[:3]:  # each one the certificate's draw, with its evidence
         why = explain(gw, key, rid)["decision"]
         assert why["certificate"]["backend"] == CHEAP
         assert why["certificate"]["upper_drop"] > 0.15
+        assert HEADERS[rid] is not None and HEADERS[rid].startswith("region=")
     for _, rid in [a for a in after if a[0] == FRONTIER][:3]:
         why = explain(gw, key, rid)["decision"]
         assert why["certificate"] is None or why["certificate"]["backend"] == FRONTIER
