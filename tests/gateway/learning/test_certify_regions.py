@@ -1,7 +1,7 @@
 """Certifying a route per region of its judged prompts, and serving the certificate per prompt.
 
-The learning loop's certification (gateway/learning/certify_routes.py) on a real SQLite
-database with the gateway's migrations: 600 judged prompts in two clusters of Φ(x), the cheap
+The learning loop's certification (gateway/learning/certify_routes.py) on real SQLite and
+PostgreSQL databases with the gateway's migrations: 600 judged prompts in two clusters of Φ(x), the cheap
 backend graded as the reference on one and far below it on the other. Two regions are fitted,
 the first certified wholly and the second not within the promise; the published record
 round-trips, and each prompt is served by its own region's mix. The embeddings are synthetic
@@ -10,6 +10,7 @@ round-trips, and each prompt is served by its own region's mix. The embeddings a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from gateway.store.engine import make_engine
 from gateway.store.migrate import upgrade_engine
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
+from tests.gateway.conftest import _pg_database
 from tests.gateway.learning.conftest import FRONTIER, JUDGE, learning_config
 from tests.gateway.router_fixture import PRICES
 
@@ -40,12 +42,21 @@ def _phi(direction: int, i: int, rng: np.random.Generator) -> np.ndarray:
     return x / np.linalg.norm(x)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A fresh database of each kind for each test (the rows are this test's alone)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'db.sqlite'}"
+    else:
+        yield from _pg_database()
+
+
 @pytest.fixture()
-def judged(tmp_path: Any, test_router: Router) -> Any:
+def judged(url: str, test_router: Router) -> Any:
     backends = [FakeBackend(n) for n in PRICES]
     backends += [FakeBackend(FRONTIER, input_per_m=30.0, output_per_m=60.0), FakeBackend(JUDGE)]
     with FakeUpstream(backends) as up:  # only for its model_list entries: never called here
-        cfg = learning_config(up, database_url=f"sqlite:///{tmp_path / 'db.sqlite'}")
+        cfg = learning_config(up, database_url=url)
         cfg["model_list"] += [up.model_entry(FRONTIER), up.model_entry(JUDGE)]
         cfg["routes"] = {"auto": {"max_drop": 0.15, "reference": FRONTIER,
                                   "models": [CHEAP, FRONTIER]}}
