@@ -3,7 +3,8 @@
 Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Options come from the
 ``retraining:`` section of config.yaml, typed in gateway/config/retraining.py (a key it
 does not know is a config error). A cold-start backend whose belief has seen no outcome is
-refined at its first, within ``poll_s``.
+refined at its first, within ``poll_s``. Each scheduled refinement round then certifies the
+promise routes from their judged pairs and publishes what changed (certify_routes.py).
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip. Requests that
