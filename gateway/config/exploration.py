@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gateway.store.models import PERIODS
 
@@ -22,6 +22,21 @@ if TYPE_CHECKING:
     from gateway.config.settings import Settings
 
 DEFAULT_MAX_SHARE = 0.05  # exploration spend per route ≤ 5% of what the route was charged
+
+
+class JudgeAgreement(BaseModel):
+    """``judge.agreement``: of ``checks`` comparisons with known truth, ``agree`` matched."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    agree: int = Field(ge=0)
+    checks: int = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _at_most_checks(self) -> JudgeAgreement:
+        if self.agree > self.checks:
+            raise ValueError("judge.agreement.agree must be at most checks")
+        return self
 
 
 class JudgeSettings(BaseModel):
@@ -35,6 +50,10 @@ class JudgeSettings(BaseModel):
     kind: Literal["llm", "reference"] = "llm"
     model: str | None = None
     rubric: str | None = None  # with {prompt} and {answer}; default: judges.DEFAULT_RUBRIC
+    # the judge's measured agreement, for the promise's certificates: ``agree`` of ``checks``
+    # comparisons whose truth was known matched it (gateway/learning/certify_routes.py;
+    # default: the published figure there, not a measurement of this judge)
+    agreement: JudgeAgreement | None = None
 
 
 class ExplorationSettings(BaseModel):

@@ -3,7 +3,8 @@
 Built by ``build_learning(ctx)``; the app's lifespan starts and closes it. Options come from the
 ``retraining:`` section of config.yaml, typed in gateway/config/retraining.py (a key it
 does not know is a config error). A cold-start backend whose belief has seen no outcome is
-refined at its first, within ``poll_s``.
+refined at its first, within ``poll_s``. Each scheduled refinement round then certifies the
+promise routes from their judged pairs and publishes what changed (certify_routes.py).
 
 Recording a request happens after the client has its answer (in the response's background
 task), in a worker thread: the request path gains no database round trip. Requests that
@@ -23,8 +24,9 @@ from typing import Any
 import anyio.to_thread
 
 from gateway.context import GatewayContext
-from gateway.learning import exploration_ledger, leases
+from gateway.learning import exploration_ledger, leases, router_versions
 from gateway.learning import tables as ldb
+from gateway.learning.certify_routes import certify_due
 from gateway.learning.hotswap import HotSwapper
 from gateway.learning.judges import build_judge
 from gateway.learning.refine_priors import refine_due
@@ -229,6 +231,8 @@ class Learning:
                     if done:
                         refined_on = pool.version
                         log.info("cold-start backends refined: %s", ", ".join(done))
+                    if scheduled:  # then the promises' certificates, on what refinement left
+                        await self._certify(pool)
                 if failing:
                     log.info("cold-start refinement works again")
                 failing = False
@@ -237,6 +241,21 @@ class Learning:
                     log.exception("scheduled cold-start refinement failed (logged once "
                                   "until it works again)")
                 failing = True
+
+    async def _certify(self, pool: Any) -> None:
+        """Certify the promising routes from their judged pairs and publish what changed
+        (gateway/learning/certify_routes.py); the lease holder only, as refinement."""
+        try:
+            changed = await anyio.to_thread.run_sync(certify_due, self.engine, pool)
+        except router_versions.Held:
+            log.info("certificates not published: an operator's rollback holds the router")
+            return
+        except router_versions.StaleParent as e:
+            log.warning("certificates dropped: built on %s, but %s is active now; the next "
+                        "round builds on it", e.parent, e.active)
+            return
+        if changed:
+            log.info("promise certificates published for: %s", ", ".join(changed))
 
     async def start(self) -> None:
         # A database that is down at start must not stop the gateway: the seed

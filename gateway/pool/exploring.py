@@ -68,7 +68,8 @@ class Exploring:
                 "why_off": self.why_off, "epsilon": self.cfg.epsilon_for(route),
                 "max_share": self.cfg.max_share, "budget_usd": self.cfg.budget_usd,
                 "judge": self.judge, "judge_chosen": self.judge_chosen,
-                "judged_pair_usd": self.pair_usd(pool, route)}
+                "judged_pair_usd": self.pair_usd(pool, route),
+                "certified_regions": certified_regions(pool, route)}
 
     def lines(self, pool: Pool) -> list[str]:
         """The startup block's ``learning`` lines."""
@@ -87,7 +88,21 @@ class Exploring:
             if usd is not None and eps > 0:
                 out.append(f"{route}: ε {eps:g}, a judged pair ≈ {usd:.4f} USD (reference "
                            "answer + 2 judge calls)")
+            cert = pool.certificates.get(route)
+            if cert is not None:
+                out.append(f"{route}: certificate from {cert.pairs} judged pairs, "
+                           f"{cert.certified_regions} of {len(cert.mixes)} regions certified")
         return out
+
+
+def certified_regions(pool: Pool, route: str) -> dict | None:
+    """The route's certificate in brief: regions certified of regions, pairs read (None:
+    no certificate published yet, the prior-based rule decides everywhere)."""
+    cert = pool.certificates.get(route)
+    if cert is None:
+        return None
+    return {"certified": cert.certified_regions, "regions": len(cert.mixes),
+            "judged_pairs": cert.pairs}
 
 
 def exploring(pool: Pool) -> Exploring:

@@ -26,6 +26,7 @@ import numpy as np
 
 from gateway.config import Backend, Route, Settings
 from gateway.pool.adopt import adopted_pool
+from gateway.pool.certificates import RouteCertificate, route_certificates
 from gateway.pool.known import PRIOR_KIND, Known, know_backends
 from gateway.pool.modes import CHAT, backend_mode
 from gateway.pool.priors import with_priors
@@ -65,6 +66,8 @@ class Pool:
     # ``prices`` holds the dearest, what its reservation takes
     deployment_prices: Mapping[str, tuple[Price, ...]] = field(repr=False, default_factory=dict)
     wildcards: tuple[str, ...] = ()  # wildcard backends (``openai/*``), model_list order
+    # per promising route: its certificate from judged pairs (gateway/pool/certificates.py)
+    certificates: Mapping[str, RouteCertificate] = field(repr=False, default_factory=dict)
     # Caches of this one value, made empty by every construction (``init=False``: a copy
     # made with ``replace`` has its own, never the original's entries).
     # model -> the pool with that wildcard-matched model in it (``concrete``)
@@ -199,6 +202,7 @@ def build_pool(settings: Settings, prices: Mapping[str, Price], router: Router,
         modes=MappingProxyType(modes),
         deployment_prices=MappingProxyType(_deployment_prices(settings, prices)),
         wildcards=wildcards,
+        certificates=MappingProxyType(route_certificates(router.config or {})),
     )
 
 

@@ -146,6 +146,8 @@ def explain_row(row: dict[str, Any]) -> dict[str, Any]:
             "candidates": candidates,
             # a promise: the reference's p̂ here, allowed or not, and the estimated drop
             "reference": cands[0].get("promised_reference") if routed else None,
+            # the route's certificate from judged pairs, when it decided: region, mix, evidence
+            "certificate": cands[0].get("certificate") if routed else None,
         },
         "answered_by": answered,
         "attempts": attempts,

@@ -14,6 +14,11 @@ reason says so. The decision is logged in the usual ``Decision`` form (quality =
 ``promised_reference`` holds the route's own reference's p̂ on this prompt whether or not the
 request may use it, and the chosen backend's estimated drop from it, so the drop can be read
 per request.
+
+Where the route has a certificate from judged pairs (gateway/pool/certificates.py) and this
+prompt's region has a certified mix, the certificate decides instead: the prompt draws one of
+the mix's backends or the reference, and the record's ``certificate`` (and the reason) says
+so, with its evidence (judged prompts, drop bound). Elsewhere, the rule above.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from gateway.pool import Pool
+from gateway.pool.certificates import Certified
 from gateway.pool.promise import RoutePromise
 from gateway.serving.plan.routing import Routed
 from router_core.promise import drop_bounds, explain
@@ -49,6 +55,11 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     names = [by_rm[e] for e in experts]
     record = explain(names, P[0], N[0], cost, ref, promise.max_drop, promise.z,
                      how=[pool.qualities[e].how for e in experts], tolerance=promise.tolerance)
+    cert = certified(pool, promise, phi, names, stand_in)
+    if cert is not None:  # the region's certified mix decides (gateway/pool/certificates.py)
+        record["chosen"] = cert.backend
+        record["why"] = cert.reason(pool.certificates[promise.route].alpha)
+        record["certificate"] = cert.explain()
     record["promised_reference"] = promised_reference(
         pool, promise, q, by_rm, experts, P[0], N[0], stand_in,
         float(P[0, names.index(record["chosen"])]), costs_usd, max_cost_usd)
@@ -73,6 +84,18 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     return Routed(decision=decision, router_version=router.version,
                   backends=tuple(names[i] for i in order), by_router_model=dict(by_rm),
                   priors=pool.priors, promise=record)
+
+
+def certified(pool: Pool, promise: RoutePromise, phi: Any, names: list[str],
+              stand_in: bool) -> Certified | None:
+    """The route's certificate's pick for this prompt, when its region has a certified mix
+    and the pick is a backend this request may use (else None: the prior-based rule). A
+    certificate is against the route's reference: none applies while another stands in."""
+    cert = pool.certificates.get(promise.route)
+    if cert is None or stand_in or cert.reference != promise.reference:
+        return None
+    pick = cert.choose(phi)
+    return pick if pick is not None and pick.backend in names else None
 
 
 def promised_reference(pool: Pool, promise: RoutePromise, q: np.ndarray,

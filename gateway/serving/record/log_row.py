@@ -38,6 +38,9 @@ def plan_fields(plan: Plan | None, log_prompts: bool, max_chars: int) -> dict[st
     reference = (routed.promise or {}).get("promised_reference") if routed else None
     if candidates and reference is not None:  # the route's reference on this prompt
         candidates[0] = {**candidates[0], "promised_reference": reference}
+    certified = (routed.promise or {}).get("certificate") if routed else None
+    if candidates and certified is not None:  # a certificate from judged pairs decided
+        candidates[0] = {**candidates[0], "certificate": certified}
     return {
         "route": plan.route,
         "lam": plan.lam,

@@ -228,6 +228,12 @@ class Outcome:
             h["x-tollgate-model"] = self.answered.model_name
         if self.output_cap is not None:
             h["x-tollgate-output-cap"] = str(self.output_cap)
+        cert = ((self.plan.routed.promise or {}).get("certificate")
+                if self.plan is not None and self.plan.routed is not None else None)
+        if cert is not None:  # a certificate from judged pairs decided (promise_routing.py)
+            bound = "none" if cert["upper_drop"] is None else f"{cert['upper_drop']:.4f}"
+            h["x-tollgate-certificate"] = (f"region={cert['region']}; "
+                                           f"n_prompts={cert['n_prompts']}; drop_bound={bound}")
         if self.cache is not None:
             h.update(self.cache.headers())
         return h
