@@ -112,27 +112,23 @@ def run(s: LearnSetup) -> LearnRun:
         tenant_key,
         tollgate_serve,
     )
-    from bench.routing.wrong_prior_loop import MAX_TOKENS, claimed_router
+    from bench.routing.wrong_prior_loop import (
+        MAX_TOKENS,
+        claimed_router,
+        request_order,
+        routerbench_rows,
+    )
     from gateway.config import load_settings
     from gateway.sandbox.demo import DEMO_CONFIG_PATH
     from gateway.sandbox.recorded_judge import RecordedJudge
     from gateway.sandbox.replay import Replay, replay_upstream
-    from router_core.data import load_dataset
 
-    table = load_dataset("routerbench")
-    split = np.asarray(table.split)
-    q_all = np.asarray(table.quality, dtype=float)
-    c_all = np.asarray(table.cost, dtype=float)
-    ok = np.isfinite(q_all).all(axis=1) & np.isfinite(c_all).all(axis=1)
-    train = np.flatnonzero((split == "train") & ok)
-    test = np.flatnonzero((split == "test") & ok)
+    table, q_all, c_all, train, test = routerbench_rows()
     models = [str(m) for m in table.models]
     col = {m: j for j, m in enumerate(models)}
     by_grade = [models[j] for j in np.argsort(-q_all[train].mean(axis=0))]
     strongest, held = by_grade[0], tuple(by_grade[: s.held])
-    rng = np.random.default_rng(s.seed)
-    order = np.concatenate([rng.permutation(test) for _ in range(-(-s.requests // len(test)))])
-    order = order[: s.requests]
+    order = request_order(test, s.requests, s.seed)
     replay = Replay(table.rows(test))
     judge = RecordedJudge(replay.judge_cells(), s.agreement, s.seed, "judge")
     demo = load_settings(DEMO_CONFIG_PATH)

@@ -31,6 +31,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -114,12 +115,9 @@ def loop_config(replay, upstream_url: str, tmp: Path, admin: str, router_path: P
                            "refine_priors_s": s.refine_s, "exploration": exploration}}
 
 
-def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
-    """Run the loop; (windows, requests after which the prior was caught, facts)."""
-    import openai
-
-    from gateway.sandbox.recorded_judge import RecordedJudge
-    from gateway.sandbox.replay import Replay, replay_upstream
+def routerbench_rows() -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """RouterBench, its quality and cost matrices and the train / test rows whose every cell (quality
+    and cost) is known: what both replayed loops (this one, learning_loop.py) draw from."""
     from router_core.data import load_dataset
 
     table = load_dataset("routerbench")
@@ -127,14 +125,29 @@ def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
     q_all = np.asarray(table.quality, dtype=float)
     c_all = np.asarray(table.cost, dtype=float)
     ok = np.isfinite(q_all).all(axis=1) & np.isfinite(c_all).all(axis=1)
-    train = np.flatnonzero((split == "train") & ok)
-    test = np.flatnonzero((split == "test") & ok)
+    return (table, q_all, c_all, np.flatnonzero((split == "train") & ok),
+            np.flatnonzero((split == "test") & ok))
+
+
+def request_order(test: np.ndarray, requests: int, seed: int) -> np.ndarray:
+    """``requests`` test rows: seeded permutations of the test set, one after another."""
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([rng.permutation(test) for _ in range(-(-requests // len(test)))])
+    return order[:requests]
+
+
+def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
+    """Run the loop; (windows, requests after which the prior was caught, facts)."""
+    import openai
+
+    from gateway.sandbox.recorded_judge import RecordedJudge
+    from gateway.sandbox.replay import Replay, replay_upstream
+
+    table, q_all, c_all, train, test = routerbench_rows()
     models = [str(m) for m in table.models]
     strongest = models[int(np.argmax(q_all[train].mean(axis=0)))]
     col = {m: j for j, m in enumerate(models)}
-    rng = np.random.default_rng(s.seed)
-    order = np.concatenate([rng.permutation(test) for _ in range(-(-s.requests // len(test)))])
-    order = order[: s.requests]
+    order = request_order(test, s.requests, s.seed)
     replay = Replay(table.rows(test))
     judge = RecordedJudge(replay.judge_cells(), s.agreement, s.seed, JUDGE)
     admin = admin_key()
