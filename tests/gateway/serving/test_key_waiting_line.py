@@ -20,6 +20,20 @@ from tests.gateway.conftest import Gateway
 BIG = 4096  # fake-strong's max_output_tokens: a request asking for it carries no exposure
 
 
+@pytest.fixture(autouse=True)
+def waiting_not_lowering(gateway: Gateway) -> Iterator[None]:
+    """The line these tests read is the one requests join with ``budget.lower_max_tokens``
+    off. With it on (the default since issue 47.4) a request whose max_tokens the free budget
+    cannot pay is served at once with a lowered cap instead of waiting
+    (tests/gateway/serving/test_claude_code_budget.py), so nothing would wait here."""
+    ctx = gateway.app.state.ctx
+    saved = ctx.settings
+    ctx.settings = saved.model_copy(update={"budget": saved.budget.model_copy(
+        update={"lower_max_tokens": False})})
+    yield
+    ctx.settings = saved
+
+
 @pytest.fixture
 def slow_strong(upstream: FakeUpstream) -> Iterator[FakeUpstream]:
     upstream.backends["fake-strong"].delay_s = 1.0
