@@ -22,7 +22,6 @@ so on long agent contexts hopping costs more than the router's choice saves.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -37,21 +36,27 @@ MAX_CONVERSATIONS = 100_000
 CACHE_READ = "cache_read_input_token_cost"
 
 
+PREFIX_CHARS = 65_536  # of each turn's text that names a conversation
+
+
 def conversation_key(tenant_id: str, session_id: str | None, messages: list[dict]
                      ) -> str | None:
     """The conversation's name: its session id, else its system turns and first user turn
-    (None when it has no user turn)."""
+    (None when it has no user turn), each by its role, its text's length and its first
+    ``PREFIX_CHARS`` characters: two conversations alike in all three share a name, which
+    only keeps them on one backend."""
     h = hashlib.sha256(tenant_id.encode() + b"\0")
     if session_id:
         h.update(b"session\0" + session_id.encode())
         return h.hexdigest()
-    head = []
+    h.update(b"prefix\0")
     for m in messages:
         if not isinstance(m, dict):
             continue
-        head.append([m.get("role"), m.get("content")])
+        text = message_text(m.get("content"))  # each turn's length and its first characters:
+        h.update(f"{m.get('role')}\0{len(text)}\0".encode())  # bounded work on the event
+        h.update(text[:PREFIX_CHARS].encode("utf-8", "replace") + b"\0")  # loop (8 MB: 0.1 s)
         if m.get("role") == "user":
-            h.update(b"prefix\0" + json.dumps(head, sort_keys=True, default=str).encode())
             return h.hexdigest()
     return None
 
