@@ -62,7 +62,8 @@ class ExplorationSettings(BaseModel):
     spend: ``max_share`` of each route's spend (None: no share bound), ``budget_usd`` per
     ``period`` in all (None: no absolute cap), a route's daily cap on shadowing its reference
     (``reference_budget_usd``: one number for every route, or route → USD; None, or a route
-    not in the mapping: no such cap), each answer's ``max_tokens``, and the judge."""
+    not in the mapping: no such cap), each answer's ``max_tokens``, the longest prompt
+    explored (``max_prompt_chars`` of message text), and the judge."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,6 +78,10 @@ class ExplorationSettings(BaseModel):
     period: str = "daily"
     reference_budget_usd: float | dict[str, float] | None = None
     max_tokens: int = Field(default=512, gt=0)
+    # a longer prompt is served, not explored: shadowing re-sends it whole to the reference
+    # and a candidate (litellm's handling of an 8 MB prompt held the event loop ~60 ms a
+    # call: the hostile bench's loop stall), while its judgement keys on encoder_max_chars
+    max_prompt_chars: int = Field(default=100_000, gt=0)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
 
     @classmethod

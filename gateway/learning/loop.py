@@ -32,7 +32,7 @@ from gateway.learning.judges import build_judge
 from gateway.learning.refine_priors import refine_due
 from gateway.learning.retrain import RetrainConfig, ensure_seed_version, retrain_once
 from gateway.learning.shadow import Explorer
-from gateway.serving.plan.routing import embed_text
+from gateway.serving.plan.routing import embed_text, message_text
 from gateway.serving.record.served import Served
 from gateway.store import prompt_keys
 from gateway.store.dberrors import is_unavailable
@@ -123,7 +123,9 @@ class Learning:
         if not self._recording:
             self._recording = True
             self._spawn(self._record())
-        if self.explorer.wants(served.route):
+        chars = sum(len(message_text(m.get("content"))) for m in served.messages
+                    if isinstance(m, dict))
+        if self.explorer.wants(served.route, chars):
             self._spawn(self._explore(served, text, seq))
 
     async def _explore(self, served: Served, prompt: str, seq: int) -> None:

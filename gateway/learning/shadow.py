@@ -97,9 +97,10 @@ class Explorer:
         """Whether this explorer ever explores (enabled, with a judge)."""
         return self.cfg.enabled and self.judge is not None
 
-    def wants(self, route: str | None) -> bool:
-        """Sample the ε coin for this request (always False when disabled or judgeless)."""
-        if not self.active:
+    def wants(self, route: str | None, prompt_chars: int = 0) -> bool:
+        """Sample the ε coin for this request (always False when disabled or judgeless, or
+        when its prompt is longer than ``max_prompt_chars``)."""
+        if not self.active or prompt_chars > self.cfg.max_prompt_chars:
             return False
         return self.rng.random() < self.cfg.epsilon_for(route)
 
@@ -182,7 +183,10 @@ class Explorer:
         """Judge one answer on ``pool``; its worst-case cost is booked first, on ``share``'s
         allowance too (None if it does not fit)."""
         assert self.judge is not None
-        worst = self.judge.worst_case_usd(pool, prompt, answer)
+        # token counts of a long prompt take tens of ms: on a worker thread, as the
+        # request's own (serving/plan: measure), never on the event loop
+        worst = await anyio.to_thread.run_sync(self.judge.worst_case_usd, pool, prompt,
+                                               answer)
         start = await self._book(worst, share=share) if worst > 0 else []
         if start is None:
             return None
@@ -273,7 +277,8 @@ class Explorer:
                                                        share=route)
         if not booked or text is None:
             return ref if booked else None
-        worst = compare_worst_usd(self.judge, pool, prompt, served.answer_text, text)
+        worst = await anyio.to_thread.run_sync(compare_worst_usd, self.judge, pool, prompt,
+                                               served.answer_text, text)
         start = await self._book(worst, route=route, share=route)
         if start is None:
             return ref
@@ -300,7 +305,7 @@ class Explorer:
         (``route``: also on that route's reference cap; ``share``: on that route's allowance)
         and settled at its actual cost: (booked, the answer or None if it failed, USD)."""
         backend, price = pool.backends[name], pool.prices[name]
-        n_prompt = count_prompt_tokens(backend, messages)
+        n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)
         start = await self._book(worst, route=route, share=share)
         if start is None:

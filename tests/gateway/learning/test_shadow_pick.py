@@ -65,3 +65,15 @@ def test_fewest_judged_outcomes_first_then_prompts_not_yet_observed() -> None:
         trained = [n for n in PRICES if n != "fake-strong"]
         got = _explorer(pool, 3, seed)._pick(pool, trained, "fake-strong", {"fake-mid"})
         assert got == ["fake-cheap", "fake-mid"]
+
+
+def test_a_prompt_longer_than_max_prompt_chars_is_served_not_explored() -> None:
+    """Shadowing re-sends the whole prompt to the reference and a candidate: a prompt past
+    ``max_prompt_chars`` is never explored (litellm's handling of an 8 MB prompt held the
+    event loop ~60 ms a call; the hostile bench's loop_stall_ms)."""
+    cfg = ExplorationSettings(enabled=True, epsilon=1.0, max_prompt_chars=1000)
+    explorer = Explorer(None, PoolHolder(_pool()), cfg, judge=object(),  # type: ignore[arg-type]
+                        rng=random.Random(0))
+    assert explorer.wants("auto", 1000)
+    assert not explorer.wants("auto", 1001)
+    assert ExplorationSettings().max_prompt_chars == 100_000
