@@ -91,6 +91,10 @@ class Reliability:
     # CPU work a tenant asks for and pays nothing for (count_tokens): one at a time in this
     # process (a body's parse), the count itself in a worker process (``apart``)
     counting: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
+    # refusals sent before their body is read, waiting a second first (count_tokens' 413):
+    # a client looping on them cannot pump bodies through the replica's host at wire speed
+    refusal_waits: anyio.CapacityLimiter = field(
+        default_factory=lambda: anyio.CapacityLimiter(256))
     _counter: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
 
     @classmethod

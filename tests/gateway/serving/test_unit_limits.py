@@ -225,3 +225,6 @@ def test_a_count_tokens_body_over_its_limit_is_a_413(gw: Gateway) -> None:
                    headers={"authorization": f"Bearer {key}"})
     assert r.status_code == 413, r.text
     assert r.json()["type"] == "error" and "count_tokens" in r.json()["error"]["message"]
+    # its refusal waited on one of the replica's refusal slots (its body unread), given back
+    waits = gw.app.state.ctx.reliability.refusal_waits
+    assert waits.available_tokens == waits.total_tokens == 256
