@@ -65,7 +65,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import beta as beta_dist
 
 ALPHA = 0.05  # family-wise error of every certification of a route
 JUDGE_ALPHA_SHARE = 0.2  # of ALPHA spent on the judge's agreement bound
@@ -75,6 +74,8 @@ PRIOR_PAIRS = 2.0  # pseudo-pairs the beliefs are worth when choosing whom to ju
 
 def cp_upper(k: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
     """Clopper-Pearson upper bound of a binomial rate at one-sided level δ (1 where n = 0)."""
+    from scipy.stats import beta as beta_dist  # here: serving a certificate never imports scipy
+
     k, n = np.asarray(k, float), np.asarray(n, float)
     with np.errstate(invalid="ignore", divide="ignore"):
         up = beta_dist.ppf(1.0 - delta, k + 1.0, np.maximum(n - k, 0.0))
@@ -83,6 +84,8 @@ def cp_upper(k: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
 
 def cp_lower(k: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
     """Clopper-Pearson lower bound of a binomial rate at one-sided level δ (0 where k = 0)."""
+    from scipy.stats import beta as beta_dist
+
     k, n = np.asarray(k, float), np.asarray(n, float)
     with np.errstate(invalid="ignore", divide="ignore"):
         lo = beta_dist.ppf(delta, np.maximum(k, 1e-12), n - k + 1.0)
