@@ -50,8 +50,9 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+# not through gateway.store's __init__: it imports store.py, which imports this module
+import gateway.store.lease_ledger as lease_ledger  # noqa: PLR0402
 import gateway.store.ledger as ledgerlib
-from gateway.store import lease_ledger
 from gateway.store.errors import BudgetExceeded, StoreUnavailable
 from gateway.store.lease_settings import LeaseSettings
 from gateway.store.records import Reservation, SettleResult, Tenant
