@@ -51,6 +51,7 @@ from gateway.review.dashboard import routes as dashboard_routes
 from gateway.review.metrics import GatewayMetrics
 from gateway.seams import LogSink, Store
 from gateway.serving import more_routes
+from gateway.serving.body_limit import BodyLimit
 from gateway.serving.budget.bound_factors import BoundFactors
 from gateway.serving.budget.budget_gate import BudgetGate
 from gateway.serving.chat.handler import chat_completions
@@ -64,7 +65,7 @@ from gateway.serving.plan.routing import warm_cascade
 from gateway.serving.plan.session_affinity import SessionAffinity
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses.responses_handler import responses_endpoint
-from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI, BodyLimit
+from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI
 from router_core.artifact import load_router
 from router_core.encoders import encoder_for_router
 from router_core.encoders.minilm import Encoder

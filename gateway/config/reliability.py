@@ -41,7 +41,7 @@ class ReliabilitySettings(BaseModel):
     spool_dir: str = "./tollgate-spool"
     max_body_bytes: int = Field(default=8 * 1024 * 1024, gt=0)
     # a request's whole body must arrive this long after its head, else 408 and the
-    # connection closed (gateway/serving/validation.py BodyLimit; issue 48.10): 8 MB at
+    # connection closed (gateway/serving/body_limit.py BodyLimit; issue 48.10): 8 MB at
     # 1.1 Mbit/s fits
     body_timeout_s: float = Field(default=60.0, gt=0)
     # /v1/messages/count_tokens bodies above this are a 413: counting is free CPU (issue

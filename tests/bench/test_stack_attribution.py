@@ -32,7 +32,7 @@ def test_sql_is_charged_with_the_step_running_it_and_middleware_to_the_server():
               f"settle ({TG}/gateway/store/ledger.py:240)",
               f"Connection.execute ({SP}/sqlalchemy/engine/base.py:1)"]
     assert categorise(settle) == "sqlalchemy+sqlite [budget]"
-    middleware = [*LOOP, f"BodyLimit.__call__ ({TG}/gateway/serving/validation.py:40)",
+    middleware = [*LOOP, f"BodyLimit.__call__ ({TG}/gateway/serving/body_limit.py:40)",
                   f"ExceptionMiddleware.__call__ ({SP}/starlette/middleware/exceptions.py:1)"]
     assert categorise(middleware).startswith("server")
     assert categorise([*LOOP, f"_run_once ({SP}/uvloop/loop.py:1)"]) == "asyncio/other"
