@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -80,6 +80,21 @@ def rate_limited(limit: str, retry_after: str,
     )
 
 
+REFUSAL_PAUSE_S = 1.0  # a paused refusal's wait (its retry-after)
+
+
+async def pause_refusal(waits: anyio.CapacityLimiter, seconds: float = REFUSAL_PAUSE_S,
+                        sleep: Callable[[float], Awaitable[Any]] = anyio.sleep) -> None:
+    """Wait ``seconds`` before sending a refusal (its retry-after; the body unread): a client
+    looping on refusals then gets one a second per connection, not thousands of cheap ones
+    that take the event loop (or the host's network) from other tenants (issue 48.6-7). At
+    most ``waits``' total pause at once; past that, no pause."""
+    if waits.available_tokens == 0:
+        return
+    async with waits:
+        await sleep(seconds)
+
+
 @dataclass
 class Reliability:
     """Rate limiter and circuit breakers of one gateway (on ``GatewayContext.reliability``)."""
@@ -91,8 +106,7 @@ class Reliability:
     # CPU work a tenant asks for and pays nothing for (count_tokens): one at a time in this
     # process (a body's parse), the count itself in a worker process (``apart``)
     counting: anyio.CapacityLimiter = field(default_factory=lambda: anyio.CapacityLimiter(1))
-    # refusals sent before their body is read, waiting a second first (count_tokens' 413):
-    # a client looping on them cannot pump bodies through the replica's host at wire speed
+    # refusals paused at once (pause_refusal)
     refusal_waits: anyio.CapacityLimiter = field(
         default_factory=lambda: anyio.CapacityLimiter(256))
     _counter: ProcessPoolExecutor | None = field(default=None, init=False, repr=False)
@@ -206,6 +220,10 @@ class Reliability:
             await self.used_tokens(tenant, used)
         else:
             await self.limiter.settle_tokens(str(tenant.id), grant, used)
+
+    async def pause_refusal(self) -> None:
+        """``pause_refusal`` on this replica's ``refusal_waits``."""
+        await pause_refusal(self.refusal_waits)
 
     async def apart(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` in this replica's counting process, one call at a time: a tokenizer

@@ -15,8 +15,8 @@ without a database read; a missing row is re-read a bounded number of times
 (``REREAD_AFTER_S``, 5 reads in 2 s) rather than polled; a key has at most
 ``WAITS_PER_KEY`` lookups in flight (a 429 past that, before any read); and each lookup
 counts against the key's request rate limit like any other call. A refused lookup's 429 is
-sent after its ``retry-after`` (``REFUSAL_DELAY_S``; at most ``MAX_DELAYED`` refusals wait at
-once, the rest are answered at once): a loop that polls on refusals otherwise turns them into
+sent after its ``retry-after`` (``Reliability.pause_refusal``, shared with count_tokens' 413;
+at most 256 refusals pause at once per replica, the rest are answered at once): a loop that polls on refusals otherwise turns them into
 a flood of cheap requests that takes the event loop from other tenants (measured on this
 machine by the hostile bench: 9975 refusals in its window, a neighbour's p50 ×4.6).
 """
@@ -46,37 +46,24 @@ REQUEST_ID = re.compile(r"tg-[0-9a-f]{32}")  # what gateway/serving/endpoint.py 
 # response is sent): 5 reads over 2 s, where polling every 50 ms made 40
 REREAD_AFTER_S = (0.1, 0.2, 0.5, 1.2)
 WAITS_PER_KEY = 2
-REFUSAL_DELAY_S = 1.0  # a refused lookup's 429 comes after its retry-after
-MAX_DELAYED = 256  # refusals waiting at once (per app); past it, answered at once
 
 
 class Waits:
     """Lookups in flight, per key: at most ``limit`` at once (one per app)."""
 
-    def __init__(self, limit: int = WAITS_PER_KEY, refusal_delay_s: float = REFUSAL_DELAY_S,
-                 max_delayed: int = MAX_DELAYED,
-                 sleep: Callable[[float], Awaitable[Any]] = anyio.sleep) -> None:
+    def __init__(self, limit: int = WAITS_PER_KEY) -> None:
         self.limit = limit
-        self.refusal_delay_s, self.max_delayed, self._sleep = refusal_delay_s, max_delayed, sleep
         self._waiting: Counter[str] = Counter()
-        self._delayed = 0
-
-    async def _delay_refusal(self) -> None:
-        """Wait out the refusal's retry-after before sending it (module docstring)."""
-        if self._delayed >= self.max_delayed:
-            return
-        self._delayed += 1
-        try:
-            await self._sleep(self.refusal_delay_s)
-        finally:
-            self._delayed -= 1
 
     @asynccontextmanager
-    async def slot(self, who: Principal) -> AsyncIterator[None]:
-        """A slot to wait in; 429 when ``who`` already waits for ``limit`` rows."""
+    async def slot(self, who: Principal, pause: Callable[[], Awaitable[Any]] | None = None
+                   ) -> AsyncIterator[None]:
+        """A slot to wait in; 429 when ``who`` already waits for ``limit`` rows, sent after
+        ``pause()`` (the replica's ``Reliability.pause_refusal``)."""
         name = "admin" if who.admin else f"key:{who.key_id or who.tenant_id}"
         if self._waiting[name] >= self.limit:
-            await self._delay_refusal()
+            if pause is not None:
+                await pause()
             raise GatewayError(429, f"this key already has {self.limit} routing lookups in "
                                "flight; retry in a second",
                                "rate_limit_error", code="routing_lookups_waiting",
@@ -219,7 +206,7 @@ async def load_explanation(ctx: GatewayContext, who: Principal, request_id: str,
     of the writer: a missing row is re-read a few times (module docstring)."""
     if not REQUEST_ID.fullmatch(request_id):
         raise not_found(request_id)
-    async with (waits or Waits()).slot(who):
+    async with (waits or Waits()).slot(who, ctx.reliability.pause_refusal):
         if admit is not None:
             await admit()
         row = await anyio.to_thread.run_sync(fetch_log, ctx.store.engine, request_id)

@@ -34,8 +34,6 @@ from gateway.serving.messages.messages_request import parse_messages_request
 from gateway.serving.response_headers import RATELIMIT_STATE
 from gateway.serving.validation import load_json
 
-REFUSAL_WAIT_S = 1.0  # an oversized body's 413 waits this long, its body unread
-
 
 async def _counted_body(ctx: GatewayContext, request: Request) -> Any:
     """The JSON body, at most ``count_tokens_max_bytes`` (413 above), parsed in the counting
@@ -43,12 +41,8 @@ async def _counted_body(ctx: GatewayContext, request: Request) -> Any:
     limits = ctx.reliability.settings
     declared = request.headers.get("content-length", "")
     too_big = declared.isdigit() and int(declared) > limits.count_tokens_max_bytes
-    if too_big and ctx.reliability.refusal_waits.available_tokens > 0:
-        # the refusal waits a second, the body unread: a client looping on oversized bodies
-        # then sends a socket buffer a second, not 7 MB bodies at wire speed (the hostile
-        # bench's count_tokens_neighbour_p50_ratio); at most 256 such waits per replica
-        async with ctx.reliability.refusal_waits:
-            await anyio.sleep(REFUSAL_WAIT_S)
+    if too_big:  # paused, its body unread: a loop of 7 MB bodies otherwise runs at wire speed
+        await ctx.reliability.pause_refusal()
     raw = b"" if too_big else await request.body()  # refused before it is read
     if too_big or len(raw) > limits.count_tokens_max_bytes:
         raise GatewayError(413, f"A count_tokens body is limited to "
