@@ -37,6 +37,12 @@ def map_info(base_model: Any, model: Any) -> dict[str, Any]:
     return {}
 
 
+def map_entry(info: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """litellm's map entry for a deployment (``info``: its ModelInfo, whose extra fields may
+    name a ``base_model``; ``params``: its litellm_params), or {}."""
+    return map_info((info.model_extra or {}).get("base_model"), params.get("model"))
+
+
 def mapped_limits(set_fields: set[str], base_model: Any, model: Any) -> dict[str, int]:
     """The limits (``LIMITS``) the config did not set, from litellm's map (module docstring)."""
     wanted = [f for f in LIMITS if f not in set_fields]

@@ -41,6 +41,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.config import Backend
+from gateway.config.model_map import map_entry
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
@@ -58,7 +59,6 @@ from gateway.serving.messages.anthropic_errors import anthropic_error, anthropic
 from gateway.serving.messages.messages_request import MessagesRequest, parse_messages_request
 from gateway.serving.plan.planning import admissible, record_routing
 from gateway.serving.responses.responses_handler import plan_responses
-from gateway.serving.units.unit_prices import map_entry
 from router_core.env.litellm_env import litellm  # sets the local cost map before litellm loads
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",

@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from gateway.config import Backend
+from gateway.config.model_map import map_entry
 from gateway.serving.plan.routing import Routed, message_text
-from gateway.serving.units.unit_prices import map_entry
 
 TTL_S = 3600.0  # Anthropic's 1-hour cache TTL, the longest (docs.anthropic.com prompt caching)
 MAX_CONVERSATIONS = 100_000

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.config import Backend, ModelInfo
+from gateway.config import Backend
+from gateway.config.model_map import map_entry
 from gateway.errors import GatewayError
 from router_core.env.litellm_env import litellm
 
@@ -44,23 +45,6 @@ def unpriced(backend: Backend, what: str) -> GatewayError:
                         f"bounded before it is called; set model_info.{what} in its "
                         "model_list entry", "invalid_request_error", code="backend_unpriced",
                         param="model")
-
-
-def _lookup(model: str) -> dict[str, Any] | None:
-    try:
-        return dict(litellm.get_model_info(model))
-    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for unknown models
-        return None
-
-
-def map_entry(info: ModelInfo, params: dict[str, Any]) -> dict[str, Any]:
-    """litellm's map entry for a deployment (its base_model's, else its model's), or {}."""
-    extra = info.model_extra or {}
-    for name in (extra.get("base_model"), params.get("model")):
-        entry = _lookup(str(name)) if name else None
-        if entry is not None:
-            return entry
-    return {}
 
 
 def _deployments(backend: Backend) -> list[tuple[dict[str, Any], dict[str, Any]]]:
