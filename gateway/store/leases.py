@@ -310,7 +310,9 @@ class LeaseBook:
     async def _give_back(self, tenant_id: str) -> None:
         """Give back the free part of this tenant's closed leases now (a refusal waits)."""
         for lease in list(self._closing):
-            if lease.res.tenant_id == tenant_id and lease.free > 0 and not lease.writing:
+            # still closing: a concurrent give-back may have settled it while this one awaited
+            if (lease.res.tenant_id == tenant_id and lease.free > 0 and not lease.writing
+                    and lease in self._closing):
                 with contextlib.suppress(StoreUnavailable):
                     await self._write(lease, settle=lease.in_flight == 0)
 
