@@ -63,9 +63,9 @@ from gateway.serving.models_endpoint import list_models, retrieve_model
 from gateway.serving.plan.embedding import EmbeddingBatcher
 from gateway.serving.plan.routing import warm_cascade
 from gateway.serving.plan.session_affinity import SessionAffinity
+from gateway.serving.request.validation import CHAT_COMPLETIONS_OPENAPI
 from gateway.serving.response_headers import ResponseHeaders
 from gateway.serving.responses.responses_handler import responses_endpoint
-from gateway.serving.validation import CHAT_COMPLETIONS_OPENAPI
 from router_core.artifact import load_router
 from router_core.encoders import encoder_for_router
 from router_core.encoders.minilm import Encoder

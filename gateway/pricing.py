@@ -267,7 +267,7 @@ class PromptSize:
 
     def bound(self, backend: Backend) -> int:
         """N_prompt for ``backend`` (its k = ``max_image_tokens``, k_f = ``max_file_tokens``;
-        a backend without k_f never gets a request with files: gateway/serving/validation.py
+        a backend without k_f never gets a request with files: gateway/serving/request/validation.py
         ``fit_candidates``)."""
         return (self.text_bytes + self.images * backend.model_info.max_image_tokens
                 + self.files * (backend.model_info.max_file_tokens or 0))

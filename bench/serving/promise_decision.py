@@ -35,8 +35,8 @@ def main() -> None:
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
     from gateway.pool import Pool, build_pool
     from gateway.pricing import resolve_prices
-    from gateway.serving.chat.chat_request import parse_chat_request
     from gateway.serving.plan.planning import deployable, ranked, start_plan
+    from gateway.serving.request.chat_request import parse_chat_request
     from gateway.store.records import Tenant
     from router_core.artifact import load_router
     from router_core.encoders import encoder_for_router

@@ -48,7 +48,7 @@ class ReliabilitySettings(BaseModel):
     # 48.6), ~0.3 s a MB of text on this machine; 2 MiB holds a 200k-token conversation
     count_tokens_max_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
     # messages (Responses: input items) and content parts per request; 400 above
-    # (gateway/serving/validation.py check_counts: litellm walks each on the event loop)
+    # (gateway/serving/request/validation.py check_counts: litellm walks each on the event loop)
     max_messages: int = Field(default=2048, ge=1)
     max_content_parts: int = Field(default=4096, ge=1)
     # JSON values in the tools, functions and response_format schema: litellm sanitises each

@@ -40,7 +40,7 @@ from gateway.errors import GatewayError, invalid
 from gateway.learning import tables as ldb
 from gateway.learning.feedback_rows import record_feedback
 from gateway.serving.body_limit import too_large
-from gateway.serving.validation import json_body
+from gateway.serving.request.validation import json_body
 from gateway.store.records import Tenant
 
 # The served-request row is written after the response is sent; a client that posts

@@ -12,7 +12,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.errors import GatewayError
-from gateway.serving.messages.anthropic_errors import ANTHROPIC_PATHS, anthropic_error_body
+from gateway.serving.request.anthropic_errors import ANTHROPIC_PATHS, anthropic_error_body
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 

@@ -28,15 +28,15 @@ from starlette.requests import ClientDisconnect
 from gateway.auth import authenticate
 from gateway.context import GatewayContext
 from gateway.errors import CLIENT_GONE, GatewayError
-from gateway.serving.chat.chat_request import ChatRequest
 from gateway.serving.plan.planning import Plan, start_plan
 from gateway.serving.plan.session_affinity import conversation_key
 from gateway.serving.record.access_log import log_access
 from gateway.serving.record.attribution import attribution
 from gateway.serving.record.outcome import Outcome
 from gateway.serving.record.tracing import start_request_trace
+from gateway.serving.request.chat_request import ChatRequest
+from gateway.serving.request.validation import json_body
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.validation import json_body
 
 # a refusal's response in the endpoint's error shape (OpenAI's unless the endpoint says)
 Render = Callable[[GatewayError, dict[str, str]], Response]

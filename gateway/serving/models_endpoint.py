@@ -25,7 +25,7 @@ from gateway.errors import GatewayError, model_not_found
 from gateway.pool import Pool
 from gateway.pool.exploring import exploring
 from gateway.pool.promise import RoutePromise
-from gateway.serving.messages.anthropic_errors import anthropic_error
+from gateway.serving.request.anthropic_errors import anthropic_error
 from gateway.store.records import Tenant
 
 

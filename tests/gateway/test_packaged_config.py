@@ -104,8 +104,8 @@ def test_on_the_packaged_config_each_decision_keeps_its_promise_by_its_own_estim
     import numpy as np
 
     from gateway.app import reference_phi
-    from gateway.serving.chat.chat_request import parse_chat_request
     from gateway.serving.plan.planning import deployable, ranked, start_plan
+    from gateway.serving.request.chat_request import parse_chat_request
     from gateway.store.records import Tenant
     from router_core.data import load_dataset
     from router_core.encoders import encoder_for_router

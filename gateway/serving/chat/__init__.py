@@ -1,2 +1,2 @@
-"""POST /v1/chat/completions: the chat body (``ChatRequest``, also the chat view the other endpoints
-plan, reserve and log on) and its handler."""
+"""POST /v1/chat/completions: its handler, the story every planned endpoint follows (the chat
+body, ``ChatRequest``, is in request/: every planned endpoint is viewed as one)."""

@@ -21,7 +21,6 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.errors import error_body
-from gateway.serving.chat.chat_request import ChatRequest, parse_chat_request
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import DONE, completion_body, sse, stream_chunk
 from gateway.serving.forwarding.attempts import Call
@@ -38,6 +37,7 @@ from gateway.serving.forwarding.delivery import (
 from gateway.serving.forwarding.upstream import OpenStream, complete, open_stream
 from gateway.serving.plan.planning import admissible, plan_request, record_routing
 from gateway.serving.record.outcome import Outcome, answered_name
+from gateway.serving.request.chat_request import ChatRequest, parse_chat_request
 
 
 async def chat_completions(request: Request) -> Response:

@@ -25,20 +25,6 @@ from fastapi.responses import Response
 
 from gateway.context import GatewayContext
 from gateway.errors import invalid
-from gateway.serving.chat.chat_request import (
-    LITELLM_KEYS,
-    ChatRequest,
-    body_fallbacks,
-    body_model,
-    check_drop_params,
-    check_params,
-    check_types,
-    int_param,
-    json_object,
-    only_known,
-    stream_flags,
-    tollgate_options,
-)
 from gateway.serving.completions.completions_stream import UPSTREAM_STREAM_OPTIONS, TextRelay
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
@@ -53,6 +39,20 @@ from gateway.serving.plan.planning import (
     record_routing,
 )
 from gateway.serving.record.outcome import answered_name
+from gateway.serving.request.chat_request import (
+    LITELLM_KEYS,
+    ChatRequest,
+    body_fallbacks,
+    body_model,
+    check_drop_params,
+    check_params,
+    check_types,
+    int_param,
+    json_object,
+    only_known,
+    stream_flags,
+    tollgate_options,
+)
 
 MODES = frozenset({"completion", "chat"})  # what litellm's text completion serves
 FORWARDED = frozenset({

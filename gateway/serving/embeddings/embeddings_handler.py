@@ -39,7 +39,7 @@ from gateway.serving.embeddings.embeddings_request import (
 from gateway.serving.forwarding.upstream import embed
 from gateway.serving.passthrough import Passthrough, serve_passthrough
 from gateway.serving.record.outcome import reported_tokens
-from gateway.serving.validation import json_body
+from gateway.serving.request.validation import json_body
 from gateway.store.records import Tenant
 
 ROUTE = "embeddings"  # the route label of the metrics and the log row's reason

@@ -12,7 +12,7 @@ SDK dumps them (``exclude_unset``, JSON mode, by alias), datetimes in ISO format
 may be spelled differently (``1e-05`` as ``0.00001``: the same number). Anything orjson refuses
 (a lone surrogate, a non-string key, an integer past 64 bits, an unknown type) is left to the
 SDK, which serialises it, or raises, as it always did. One difference: orjson writes NaN as
-``null`` where the SDK raises; request validation (gateway/serving/validation.py) refuses
+``null`` where the SDK raises; request validation (gateway/serving/request/validation.py) refuses
 non-finite numbers before any upstream call.
 
 How, through the SDK's public surface only: ``OrjsonAsyncOpenAI`` overrides ``post`` (every

@@ -29,10 +29,10 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid, model_not_found
 from gateway.pricing import count_prompt_tokens
 from gateway.serving.endpoint import new_request_id
-from gateway.serving.messages.anthropic_errors import anthropic_error
 from gateway.serving.messages.messages_request import parse_messages_request
+from gateway.serving.request.anthropic_errors import anthropic_error
+from gateway.serving.request.validation import load_json
 from gateway.serving.response_headers import RATELIMIT_STATE
-from gateway.serving.validation import load_json
 
 
 async def _counted_body(ctx: GatewayContext, request: Request) -> Any:

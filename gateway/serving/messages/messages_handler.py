@@ -1,7 +1,7 @@
 """POST /v1/messages (Anthropic's Messages API): the story of one request, as chat's
 (gateway/serving/chat/handler.py) on the request's chat view
 (gateway/serving/messages/messages_request.py), answered and refused in Anthropic's shapes
-(gateway/serving/messages/anthropic_errors.py).
+(gateway/serving/request/anthropic_errors.py).
 
 A backend name is a passthrough; a route name (``auto`` ...) is routed from the same
 system/user text as chat. The plan, the reservation (N_prompt of everything sent plus
@@ -55,9 +55,9 @@ from gateway.serving.forwarding.delivery import (
     send_stream,
 )
 from gateway.serving.forwarding.upstream import OpenStream, over_deployments
-from gateway.serving.messages.anthropic_errors import anthropic_error, anthropic_error_event
 from gateway.serving.messages.messages_request import MessagesRequest, parse_messages_request
 from gateway.serving.plan.planning import admissible, record_routing
+from gateway.serving.request.anthropic_errors import anthropic_error, anthropic_error_event
 from gateway.serving.responses.responses_handler import plan_responses
 from router_core.env.litellm_env import litellm  # sets the local cost map before litellm loads
 

@@ -8,7 +8,7 @@ permitted"), which also keeps a body from reaching litellm's keyword arguments (
 reserves (extended thinking's ``budget_tokens`` counts within it, so the bound holds).
 
 Planning, the budget and the request log work on a ``ChatRequest``
-(gateway/serving/chat/chat_request.py), never sent: ``system`` a system message, each message its
+(gateway/serving/request/chat_request.py), never sent: ``system`` a system message, each message its
 role's message with text blocks as text parts, images as image parts (so the budget bounds each as
 ``max_image_tokens``), and any other block (tool use, tool result, thinking, a text
 document ...) as its JSON, which bounds its tokens by its bytes; tools in chat's function
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import invalid
-from gateway.serving.chat.chat_request import (
+from gateway.serving.request.chat_request import (
     LITELLM_KEYS,
     MAX_OUTPUT_CAP,
     ChatRequest,
@@ -47,7 +47,7 @@ from gateway.serving.chat.chat_request import (
     json_object,
     number_param,
 )
-from gateway.serving.chat.chat_view import (
+from gateway.serving.request.chat_view import (
     chat_message,
     chat_view,
     forwarded_params,

@@ -35,7 +35,6 @@ from gateway.pricing import (
     prompt_size,
 )
 from gateway.serving.budget.fee_params import billable_tier, tier_pool, tier_unpriced
-from gateway.serving.chat.chat_request import ChatRequest, TollgateOptions
 from gateway.serving.plan.fallbacks import with_fallbacks
 from gateway.serving.plan.promise_routing import promise_route
 from gateway.serving.plan.routing import Routed, cascaded, embed_text, route_request
@@ -45,7 +44,8 @@ from gateway.serving.plan.session_affinity import (
     earlier_share,
     kept,
 )
-from gateway.serving.validation import fit_candidates
+from gateway.serving.request.chat_request import ChatRequest, TollgateOptions
+from gateway.serving.request.validation import fit_candidates
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
 from router_core.runtime.decision import NoEligibleModel

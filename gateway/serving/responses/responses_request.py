@@ -5,7 +5,7 @@ type); Tollgate's options come in ``extra_body={"tollgate": {...}}`` and LiteLLM
 ``drop_params`` / ``fallbacks`` as on chat completions. Any other key is a 400.
 
 Planning, the budget and the request log work on a ``ChatRequest``
-(gateway/serving/chat/chat_request.py): ``chat_view`` is the same request as chat messages, used for
+(gateway/serving/request/chat_request.py): ``chat_view`` is the same request as chat messages, used for
 those only, never sent: ``instructions`` a system message, a string ``input`` a user message, a
 message item its role's message (text parts as text, images as image parts, so the budget bounds
 them as images, files as file parts, which only a backend declaring ``max_file_tokens`` takes), any
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import invalid
-from gateway.serving.chat.chat_request import (
+from gateway.serving.request.chat_request import (
     LITELLM_KEYS,
     MAX_OUTPUT_CAP,
     ChatRequest,
@@ -39,7 +39,7 @@ from gateway.serving.chat.chat_request import (
     number_param,
     only_known,
 )
-from gateway.serving.chat.chat_view import (
+from gateway.serving.request.chat_view import (
     chat_message,
     chat_view,
     forwarded_params,

@@ -34,8 +34,9 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import invalid
 from gateway.pricing import json_bytes
-from gateway.serving.chat.chat_request import int_param, json_object, number_param, only_known
 from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
+from gateway.serving.request.chat_request import int_param, json_object, number_param, only_known
+from gateway.serving.request.validation import json_body
 from gateway.serving.units.unit_prices import (
     IMAGE,
     MODERATION,
@@ -45,7 +46,6 @@ from gateway.serving.units.unit_prices import (
     image_usage_cost,
     unit_price,
 )
-from gateway.serving.validation import json_body
 from router_core.env.litellm_env import litellm
 
 IMAGE_KEYS = frozenset({"model", "prompt", "n", "size", "quality", "response_format", "style",

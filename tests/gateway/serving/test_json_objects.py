@@ -1,5 +1,5 @@
 """A body of very many objects is parsed by Python's own JSON scanner, which gives the GIL
-back (gateway/serving/validation.py ``MANY_OBJECTS``): orjson held it for a whole 4.7 MB
+back (gateway/serving/request/validation.py ``MANY_OBJECTS``): orjson held it for a whole 4.7 MB
 parse of 15,000 tools, and with it the event loop. The same body, the same refusals."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from gateway.errors import GatewayError
-from gateway.serving import validation
-from gateway.serving.validation import MANY_OBJECTS, load_json
+from gateway.serving.request import validation
+from gateway.serving.request.validation import MANY_OBJECTS, load_json
 
 MANY = [{"k": i, "v": [1.5, None, True, "é"]} for i in range(MANY_OBJECTS + 1)]
 

@@ -1,6 +1,6 @@
 """Requests with very many messages or content parts (issue 24): refused with a clear 400
 before anything walks them, so litellm's per-message work never holds the event loop
-(gateway/serving/validation.py ``check_counts``)."""
+(gateway/serving/request/validation.py ``check_counts``)."""
 
 from __future__ import annotations
 

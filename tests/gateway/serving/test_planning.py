@@ -14,7 +14,6 @@ from gateway.config import Settings, settings_from_dict
 from gateway.errors import GatewayError
 from gateway.pool import build_pool
 from gateway.pricing import Price, resolve_prices
-from gateway.serving.chat.chat_request import parse_chat_request
 from gateway.serving.plan.planning import (
     PASSTHROUGH_VERSION,
     Plan,
@@ -25,6 +24,7 @@ from gateway.serving.plan.planning import (
     ranked,
     start_plan,
 )
+from gateway.serving.request.chat_request import parse_chat_request
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
 from router_core.runtime.router import Router

@@ -18,8 +18,8 @@ from gateway.pricing import (
     prompt_size,
     resolve_prices,
 )
-from gateway.serving.chat.chat_request import parse_chat_request
 from gateway.serving.plan.planning import measure
+from gateway.serving.request.chat_request import parse_chat_request
 from tests.gateway.router_fixture import PRICES, build_router
 
 TEXT = "Summarise the history of the river harbour and its bridges for a tourist guide. " * 4

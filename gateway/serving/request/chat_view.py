@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection
 from typing import Any
 
 from gateway.errors import invalid
-from gateway.serving.chat.chat_request import ChatRequest, body_fallbacks, tollgate_options
+from gateway.serving.request.chat_request import ChatRequest, body_fallbacks, tollgate_options
 
 
 def stream_flag(body: dict[str, Any]) -> bool:
