@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.errors import invalid
 from gateway.serving.budget.fee_params import refuse_fee_params
-from gateway.serving.forwarding.cached_answer import CacheControl, cache_control
+from gateway.serving.request.cache_control import CacheControl, cache_control
 
 # OpenAI chat completion parameters forwarded as they are (model, messages, stream and
 # stream_options are handled by the gateway).
