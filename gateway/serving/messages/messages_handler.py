@@ -57,8 +57,8 @@ from gateway.serving.forwarding.delivery import (
 from gateway.serving.forwarding.upstream import OpenStream, over_deployments
 from gateway.serving.messages.messages_request import MessagesRequest, parse_messages_request
 from gateway.serving.plan.planning import admissible, record_routing
+from gateway.serving.plan.responses_mode import plan_responses
 from gateway.serving.request.anthropic_errors import anthropic_error, anthropic_error_event
-from gateway.serving.responses.responses_handler import plan_responses
 from router_core.env.litellm_env import litellm  # sets the local cost map before litellm loads
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",

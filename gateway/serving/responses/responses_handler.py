@@ -24,7 +24,6 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from gateway.context import GatewayContext
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
@@ -38,18 +37,11 @@ from gateway.serving.forwarding.delivery import (
     send_stream,
 )
 from gateway.serving.forwarding.upstream import OpenStream, responses
-from gateway.serving.plan.planning import (
-    Plan,
-    admissible,
-    named_backend,
-    named_plan,
-    plan_request,
-    record_routing,
-)
+from gateway.serving.plan.planning import admissible, record_routing
+from gateway.serving.plan.responses_mode import plan_responses
 from gateway.serving.record.outcome import answered_name
 from gateway.serving.responses.responses_request import ResponsesRequest, parse_responses_request
 
-RESPONSES_MODE = "responses"  # litellm's mode of a model served by the Responses API only
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
@@ -135,14 +127,6 @@ class ResponsesRelay:
     def broken(self, status: int, error: str) -> bytes:
         return event("error", {"type": "error", "code": "stream_interrupted", "message": error,
                                "param": None, "sequence_number": self.seq + 1})
-
-
-async def plan_responses(ctx: GatewayContext, plan: Plan) -> Plan:
-    """Chat's planning, except that a backend of litellm's ``responses`` mode (served by the
-    Responses API only) may be named as a passthrough too."""
-    if plan.route is not None or plan.pool.modes.get(plan.request.model) != RESPONSES_MODE:
-        return await plan_request(ctx, plan)
-    return await named_plan(plan, named_backend(plan))
 
 
 async def responses_endpoint(request: Request) -> Response:
