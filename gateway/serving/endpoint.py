@@ -33,10 +33,10 @@ from gateway.serving.plan.session_affinity import conversation_key
 from gateway.serving.record.access_log import log_access
 from gateway.serving.record.attribution import attribution
 from gateway.serving.record.outcome import Outcome
-from gateway.serving.record.tracing import start_request_trace
 from gateway.serving.request.chat_request import ChatRequest
 from gateway.serving.request.validation import json_body
 from gateway.serving.response_headers import RATELIMIT_STATE
+from gateway.serving.tracing import start_request_trace
 
 # a refusal's response in the endpoint's error shape (OpenAI's unless the endpoint says)
 Render = Callable[[GatewayError, dict[str, str]], Response]

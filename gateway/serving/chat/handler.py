@@ -5,7 +5,7 @@ and count what routing decided → the response cache → reserve tokens → for
 (the budget held per attempt, fallbacks) → send, settle and log. The frame around it (tracing,
 timing, errors in OpenAI's shape, settling and logging a request that ends early) is
 gateway/serving/endpoint.py's; the attempt loop gateway/serving/forwarding/attempts.py's; sending,
-settling and logging an answer gateway/serving/forwarding/delivery.py's. What is chat's own is here:
+settling and logging an answer gateway/serving/delivery.py's. What is chat's own is here:
 how one attempt is forwarded (``forward_chat``) and how its stream is relayed (``ChatRelay``).
 """
 
@@ -21,11 +21,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.errors import error_body
-from gateway.serving.endpoint import Frame
-from gateway.serving.forwarding.answer import DONE, completion_body, sse, stream_chunk
-from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.cached_answer import assembled
-from gateway.serving.forwarding.delivery import (
+from gateway.serving.delivery import (
     SETTLE,
     Event,
     Text,
@@ -34,6 +30,10 @@ from gateway.serving.forwarding.delivery import (
     send_body,
     send_stream,
 )
+from gateway.serving.endpoint import Frame
+from gateway.serving.forwarding.answer import DONE, completion_body, sse, stream_chunk
+from gateway.serving.forwarding.attempts import Call
+from gateway.serving.forwarding.cached_answer import assembled
 from gateway.serving.forwarding.upstream import OpenStream, complete, open_stream
 from gateway.serving.plan.planning import admissible, plan_request, record_routing
 from gateway.serving.record.outcome import Outcome, answered_name

@@ -26,10 +26,10 @@ from fastapi.responses import Response
 from gateway.context import GatewayContext
 from gateway.errors import invalid
 from gateway.serving.completions.completions_stream import UPSTREAM_STREAM_OPTIONS, TextRelay
+from gateway.serving.delivery import send_body, send_stream
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.delivery import send_body, send_stream
 from gateway.serving.forwarding.upstream import text_completion
 from gateway.serving.plan.planning import (
     Plan,

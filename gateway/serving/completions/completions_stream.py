@@ -3,7 +3,7 @@
 The upstream is always asked for its usage (``stream_options.include_usage``: the answer is
 settled from it). Its chunks, litellm's ``TextCompletionStreamWrapper`` items, are relayed as
 chat's are (gateway/serving/chat/handler.py ``ChatRelay``; sent, settled, closed and logged by
-gateway/serving/forwarding/delivery.py): each chunk one ``data:`` event with the backend's name as
+gateway/serving/delivery.py): each chunk one ``data:`` event with the backend's name as
 ``model``, the usage-only chunk sent only when the client asked for it, settled before
 ``data: [DONE]``. A text chunk carries its text in ``choices[].text`` (what is counted when no
 usage comes, and what the learning loop reads), and every choice gets OpenAI's fields
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import error_body
+from gateway.serving.delivery import SETTLE, Event, Text, Usage
 from gateway.serving.forwarding.answer import DONE, sse, stream_chunk
-from gateway.serving.forwarding.delivery import SETTLE, Event, Text, Usage
 from gateway.serving.forwarding.upstream import OpenStream
 
 UPSTREAM_STREAM_OPTIONS = {"include_usage": True}  # we settle from the usage chunk

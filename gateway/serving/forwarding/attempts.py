@@ -50,7 +50,7 @@ from gateway.serving.budget.bound_factors import held_out_error, widened, widene
 from gateway.serving.budget.budget_hold import BudgetHold
 from gateway.serving.forwarding.upstream import Billed, UpstreamFailure
 from gateway.serving.plan.planning import Plan
-from gateway.serving.record.tracing import RequestTrace
+from gateway.serving.tracing import RequestTrace
 from gateway.store.key_ledger import KeyBudgetExceeded
 from gateway.store.records import Tenant
 
@@ -220,7 +220,7 @@ class Attempts:
     def record(self, b: Backend, status: int, error: str | None, started: float) -> None:
         self.tried.append({"model": b.model_name, "status": status, "error": error,
                            "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
-        self.trace.attempted(self.tried[-1])  # its span (gateway/serving/record/tracing.py)
+        self.trace.attempted(self.tried[-1])  # its span (gateway/serving/tracing.py)
         self.ctx.metrics.attempts.labels(b.model_name, str(status)).inc()
 
     def upstream_result(self, b: Backend, f: UpstreamFailure | None, started: float) -> None:

@@ -42,10 +42,7 @@ from fastapi.responses import Response
 
 from gateway.config import Backend
 from gateway.config.model_map import map_entry
-from gateway.serving.endpoint import Frame
-from gateway.serving.forwarding.answer import Answer
-from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.delivery import (
+from gateway.serving.delivery import (
     SETTLE,
     Event,
     Failed,
@@ -54,6 +51,9 @@ from gateway.serving.forwarding.delivery import (
     send_body,
     send_stream,
 )
+from gateway.serving.endpoint import Frame
+from gateway.serving.forwarding.answer import Answer
+from gateway.serving.forwarding.attempts import Call
 from gateway.serving.forwarding.upstream import OpenStream, over_deployments
 from gateway.serving.messages.messages_request import MessagesRequest, parse_messages_request
 from gateway.serving.plan.planning import admissible, record_routing

@@ -32,7 +32,7 @@ from gateway.serving.plan.planning import PASSTHROUGH_VERSION, Plan, token_bound
 from gateway.serving.record.access_log import log_access
 from gateway.serving.record.attribution import Attribution
 from gateway.serving.record.log_row import log_row, served
-from gateway.serving.record.tracing import NO_TRACE, RequestTrace
+from gateway.serving.tracing import NO_TRACE, RequestTrace
 from gateway.store.records import Tenant
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class Outcome:
                  trace: RequestTrace = NO_TRACE,
                  client_gone: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.ctx, self.tenant, self.rid, self.t0 = ctx, tenant, request_id, t0
-        self.trace = trace  # its OpenTelemetry spans (gateway/serving/record/tracing.py)
+        self.trace = trace  # its OpenTelemetry spans (gateway/serving/tracing.py)
         self.created_at = datetime.now(UTC)
         self.plan: Plan | None = None  # set by the frame as planning proceeds (endpoint.py)
         # key, user and session on the log row; the session's once the body is read

@@ -24,10 +24,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
-from gateway.serving.endpoint import Frame
-from gateway.serving.forwarding.answer import Answer
-from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.delivery import (
+from gateway.serving.delivery import (
     SETTLE,
     Event,
     Failed,
@@ -36,6 +33,9 @@ from gateway.serving.forwarding.delivery import (
     send_body,
     send_stream,
 )
+from gateway.serving.endpoint import Frame
+from gateway.serving.forwarding.answer import Answer
+from gateway.serving.forwarding.attempts import Call
 from gateway.serving.forwarding.upstream import OpenStream, responses
 from gateway.serving.plan.planning import admissible, record_routing
 from gateway.serving.plan.responses_mode import plan_responses

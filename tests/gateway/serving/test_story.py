@@ -1,6 +1,6 @@
 """Each endpoint's story is one function that reads top to bottom (issue 38): authenticate →
 admit and parse → plan → count routing → admissible → reserve → attempts → send (settled and
-logged by gateway/serving/forwarding/delivery.py), inside the frame's ``async with``, not a
+logged by gateway/serving/delivery.py), inside the frame's ``async with``, not a
 callback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tollgate's OpenTelemetry spans (gateway/serving/record/tracing.py) through a real gateway: the
+"""Tollgate's OpenTelemetry spans (gateway/serving/tracing.py) through a real gateway: the
 OpenAI SDK calls it over HTTP, it forwards over HTTP to the fake upstream, and the spans land
 in the OpenTelemetry SDK's own in-memory exporter on the process's global TracerProvider.
 
@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from gateway.config import settings_from_dict
-from gateway.serving.record import tracing
+from gateway.serving import tracing
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway, gateway_config, run_gateway
@@ -160,7 +160,7 @@ def test_without_the_sdk_nothing_is_imported_and_nothing_fails() -> None:
     module imported, every hook a no-op."""
     code = (
         "import sys; sys.modules['opentelemetry.sdk'] = None\n"
-        "from gateway.serving.record import tracing\n"
+        "from gateway.serving import tracing\n"
         "t = tracing.start_request_trace('POST', '/v1/chat/completions', {}, 'tg-1')\n"
         "assert t is tracing.NO_TRACE and not t.recording\n"
         "with t.current():\n"
