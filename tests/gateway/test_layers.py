@@ -1,5 +1,5 @@
-"""The rooms of gateway/ (docs/architecture.md): a room imports only rooms below it, lazy
-imports inside functions included, and router_core never imports gateway."""
+"""The rooms of gateway/ and of gateway/serving/ (docs/architecture.md): a room imports only
+rooms below it, lazy imports inside functions included, and router_core never imports gateway."""
 
 from __future__ import annotations
 
@@ -11,11 +11,26 @@ RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "price_like": 1, "co
         "litellm_sections": 1, "litellm_callbacks": 1, "litellm_compat": 1, "seams": 1,
         "reliability": 2, "pool": 3, "serving": 4, "learning": 5, "review": 6, "admin": 6, "app": 7,
         "sandbox": 8, "cli": 9}
+# gateway/serving/'s rooms (a subpackage, or a module at its top level), in the order a request
+# meets them; rooms of one rank never import each other (no endpoint room imports another)
+SERVING_RANK = {"budget": 0, "tracing": 0, "response_headers": 0,  # held money; spans; headers
+                "request": 1,  # the body read: what every endpoint shares
+                "plan": 2, "forwarding": 3, "record": 4,
+                "endpoint": 5, "delivery": 5, "body_limit": 5,  # the frame: refused, answered
+                "passthrough": 6,  # the frame of a request answered by the backend it names
+                "chat": 7, "responses": 7, "completions": 7, "messages": 7, "embeddings": 7,
+                "units": 7,  # the endpoints
+                "more_routes": 8, "models_endpoint": 8}  # the route tables
 
 
 def _room(module: str) -> str | None:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[0] == "gateway" else None
+
+
+def _serving_room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["gateway", "serving"] else None
 
 
 def _imports(path: Path) -> list[str]:
@@ -30,8 +45,8 @@ def _imports(path: Path) -> list[str]:
             continue
         if isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
-            if node.module == "gateway":
-                found += [f"gateway.{a.name}" for a in node.names
+            if node.module in ("gateway", "gateway.serving"):
+                found += [f"{node.module}.{a.name}" for a in node.names
                           if not a.name.startswith("__")]  # __version__ is no room
         elif isinstance(node, ast.Import):
             found += [a.name for a in node.names]
@@ -55,8 +70,52 @@ def _upward_imports() -> list[str]:
     return bad
 
 
+def _serving_crossings(module: str, imported: list[str]) -> list[str]:
+    """What ``module`` imports from a serving room at or above its own (its own room aside)."""
+    here = _serving_room(module)
+    if here in (None, "__init__"):
+        return []
+    assert here in SERVING_RANK, f"{module}: room {here!r} has no rank in docs/architecture.md"
+    bad = []
+    for name in imported:
+        there = _serving_room(name)
+        if there in (None, here, "__init__"):
+            continue
+        if SERVING_RANK[there] >= SERVING_RANK[here]:
+            bad.append(f"{module} imports {name}")
+    return bad
+
+
+def _serving_upward_imports() -> list[str]:
+    bad = []
+    for path in sorted((ROOT / "gateway" / "serving").rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        bad += _serving_crossings(module, _imports(path))
+    return bad
+
+
 def test_no_room_imports_a_room_above_it():
     assert _upward_imports() == []
+
+
+def test_no_room_of_serving_imports_a_room_above_it_or_beside_it():
+    assert _serving_upward_imports() == []
+
+
+def test_the_serving_check_sees_a_cross_room_import(tmp_path):
+    """One endpoint room reaching into another, lazily, and a shared room reaching up to the
+    frame through the package are both caught; an endpoint's import of request/ is not."""
+    beside = tmp_path / "beside.py"
+    beside.write_text("def f():\n"
+                      "    from gateway.serving.responses.responses_handler import x\n")
+    assert _serving_crossings("gateway.serving.messages.m", _imports(beside)) == [
+        "gateway.serving.messages.m imports gateway.serving.responses.responses_handler"]
+    up = tmp_path / "up.py"
+    up.write_text("from gateway.serving import delivery\n"
+                  "from gateway.serving.request.chat_request import ChatRequest\n")
+    assert _serving_crossings("gateway.serving.plan.m", _imports(up)) == [
+        "gateway.serving.plan.m imports gateway.serving.delivery"]
+    assert _serving_crossings("gateway.serving.chat.m", _imports(up)) == []
 
 
 def test_router_core_never_imports_gateway():
