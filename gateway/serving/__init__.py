@@ -1,9 +1,11 @@
-"""The serving side: one room per endpoint, beside the rooms every endpoint shares.
+"""The serving side: one room per endpoint, beside the rooms every endpoint shares, ranked
+(docs/architecture.md; tests/gateway/test_layers.py checks that a room imports only lower ones).
 
 Endpoints: chat/, responses/, completions/, embeddings/, messages/ (Anthropic's), units/ (the
-passthroughs billed by the unit). Shared: plan/ (how a request will be served), budget/ (what it
-may cost and holds), record/ (its outcome, log row, access line and spans), forwarding/
-(upstream calls, attempts, the response cache). At the top level, what frames every
-endpoint: endpoint.py, validation.py, response_headers.py, passthrough.py (the record embeddings
-and the unit-billed endpoints share), the route table more_routes.py and GET /v1/models
-(docs/architecture.md draws it)."""
+passthroughs billed by the unit); none imports another. Shared, from the bottom: budget/ (what
+it may cost and holds), request/ (the body as every endpoint reads it), plan/ (how a request
+will be served), forwarding/ (upstream calls, attempts, the response cache), record/ (its
+outcome, log row and access line). At the top level, what no single room owns: tracing.py (the
+request's spans), response_headers.py, the frame (endpoint.py for a refusal, delivery.py for an
+answer, body_limit.py), passthrough.py (the record embeddings and the unit-billed endpoints
+share), the route table more_routes.py and GET /v1/models."""
