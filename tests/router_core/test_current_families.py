@@ -29,11 +29,11 @@ from router_core.identity.capability import (
 AS_OF = dt.date(2026, 12, 6)
 FAMILY = re.compile(
     r"claude-(haiku|sonnet|opus)-4|claude-4|gpt-4\.1|gpt-5|gemini-2\.5|gemini-3|llama-?3|"
-    r"llama-?4|qwen-?2\.5|qwen-?3|deepseek-v3|deepseek-chat", re.I)
+    r"llama-?4|qwen-?2\.5|qwen-?3|deepseek-v3|deepseek-chat", re.IGNORECASE)
 # providers that serve the vendor's own model ids (resellers rename and requantize)
-FIRST_PARTY = {"openai", "anthropic", "gemini", "deepseek", "vertex_ai", "vertex_ai-language-models",
-               "vertex_ai-anthropic_models", "vertex_ai-llama_models", "vertex_ai-qwen_models",
-               "vertex_ai-deepseek_models"}
+FIRST_PARTY = {"openai", "anthropic", "gemini", "deepseek", "vertex_ai",
+               "vertex_ai-language-models", "vertex_ai-anthropic_models", "vertex_ai-llama_models",
+               "vertex_ai-qwen_models", "vertex_ai-deepseek_models"}
 # map entries that are not one general chat model: each with why it is left out
 NOT_ONE_MODEL = {
     r"^ft:": "a fine-tune's base, not a deployable model id",
