@@ -40,7 +40,7 @@ NOT_ONE_MODEL = {
     r"-latest$": "a moving pointer (OpenAI re-points *-chat-latest), not one model",
     r"^deepseek(/deepseek)?-chat$": "a moving pointer to DeepSeek's current V3.x",
     r"search-api": "a search product wrapped around a model",
-    r"-tts$|computer-use|-image|customtools": "a task-specific variant (speech, GUI, images, tools)",
+    r"-tts$|computer-use|-image|customtools": "a task-specific variant (speech, GUI, images)",
     r"-cyber(-preview)?$": "a security-restricted variant",
     r"llama3-(8b|70b|405b)-instruct-maas$": "Vertex's un-versioned id does not say which Llama 3",
     r"llama-4-maverick-17b-16e|llama-4-scout-17b-128e": "an expert count no Llama 4 model has",
