@@ -40,7 +40,7 @@ from gateway.config import Backend, Settings
 from gateway.pool.known import PRIOR_KIND, Known, outcomes_of
 from gateway.pool.priors import TYPICAL_TOKENS
 from gateway.pricing import Price
-from router_core.identity.capability import SECOND, benchmark_map, capability
+from router_core.identity.capability import benchmark_map, capability
 from router_core.promise import (
     LogitBelief,
     TrainedBelief,
@@ -123,9 +123,11 @@ def published_figure(b: Backend) -> tuple[float, str, bool] | None:
         cap = capability(name)
         if cap is not None:
             how = f"{cap.how} {cap.value:.3f} ({cap.source_title})"
-            line = benchmark_map() if cap.how == f"mapped from {SECOND}" else None
+            source = cap.how.removeprefix("mapped from ") if cap.how.startswith("mapped") else None
+            line = benchmark_map(source) if source else None
             if line is not None:  # the conversion, stated: the fitted line and its residual
-                how += (f" by MMLU-Pro = {line.slope:.2f}·MMLU {line.intercept:+.2f}, fitted on "
+                label = {"mmlu": "MMLU", "gpqa_diamond": "GPQA-Diamond"}.get(source, source)
+                how += (f" by MMLU-Pro = {line.slope:.2f}·{label} {line.intercept:+.2f}, fitted on "
                         f"{len(line.models)} models with both, residual ±{line.residual_sd:.2f}")
             return cap.value, how, cap.claim is not None
     return None

@@ -12,7 +12,8 @@ model has no number. This module reads it:
   on the models that have both; its residual standard deviation is the uncertainty of a mapped
   value (how far the models it was fitted on fall from the line);
 - ``capability(model)``: a model's place on the primary scale (MMLU-Pro) with its uncertainty
-  and how it is known: published, or mapped from the second benchmark, else None.
+  and how it is known: published, or mapped from a secondary benchmark (MMLU, else GPQA
+  Diamond, ``SECONDARY``), else None.
 
 Names resolve through the identity table (model_identity.yaml, its ``experts`` and its
 ``published`` models), exactly and never by a guess: an unknown name has no capability.
@@ -33,6 +34,11 @@ from router_core.identity.table import IDENTITY_FILE, Identity, IdentityTable, l
 CAPABILITY_FILE = Path(__file__).with_name("capability.yaml")
 PRIMARY = "mmlu_pro"
 SECOND = "mmlu"
+# secondary benchmarks, tried in this order when a model has no primary value: MMLU where the
+# vendors still published it (to 2025), GPQA Diamond for the models after (2025-26 vendors
+# publish it instead of MMLU-Pro). Each is mapped by its own line, fitted on the table's models
+# with both (``benchmark_map``); the line's residual is the mapped value's uncertainty.
+SECONDARY = (SECOND, "gpqa_diamond")
 _UNITS = {"percent": 100.0, "fraction": 1.0}
 _SCORE_KEYS = {"benchmark", "value", "source", "row", "note"}
 _RELATIONS = {"at_least", "about"}
@@ -79,7 +85,7 @@ class Capability:
     model: str
     value: float
     sd: float | None
-    how: str  # "published mmlu_pro", "mapped from mmlu" or "vendor claim: at least X"
+    how: str  # "published mmlu_pro", "mapped from mmlu|gpqa_diamond", "vendor claim: at least X"
     scores: tuple[Score, ...]
     claim: Relation | None = None  # set when the value is another model's, by a vendor claim
 
@@ -163,9 +169,10 @@ class CapabilityTable:
     def capability(self, model: str, second: str = SECOND,
                    claims: bool = True) -> Capability | None:
         """The model on the primary scale: its published mean (sd: the spread between its
-        sources), else its second benchmark mapped by ``benchmark_map`` (sd: the fit's
-        residual, widened by the sources' spread), else (``claims``) a vendor's claim
-        relating it to a model with a number (``_claimed``), else None."""
+        sources), else its first secondary benchmark with a value and a line (``second``,
+        then the rest of ``SECONDARY``) mapped by ``benchmark_map`` (sd: the fit's residual,
+        widened by the sources' spread), else (``claims``) a vendor's claim relating it to a
+        model with a number (``_claimed``), else None."""
         model_id = self.resolve(model)
         if model_id is None:
             return None
@@ -174,15 +181,16 @@ class CapabilityTable:
         if primary:
             return Capability(model_id, sum(primary) / len(primary), _sd(primary),
                               f"published {self.primary}", scores)  # fmt: skip
-        other = [s.value for s in scores if s.benchmark == second]
-        line = self.benchmark_map(second) if other else None
-        if line is None:
-            return self._claimed(model_id, second) if claims else None
-        value, residual = line(sum(other) / len(other))
-        spread = line.slope * (_sd(other) or 0.0)
-        return Capability(model_id, value, math.hypot(residual, spread),
-                          f"mapped from {second}", scores)  # fmt: skip
-
+        for bench in dict.fromkeys((second, *SECONDARY)):
+            other = [s.value for s in scores if s.benchmark == bench]
+            line = self.benchmark_map(bench) if other else None
+            if line is None or line.slope <= 0:  # a line that cannot order models says nothing
+                continue
+            value, residual = line(sum(other) / len(other))
+            spread = line.slope * (_sd(other) or 0.0)
+            return Capability(model_id, value, math.hypot(residual, spread),
+                              f"mapped from {bench}", scores)  # fmt: skip
+        return self._claimed(model_id, second) if claims else None
 
     def _claimed(self, model_id: str, second: str) -> Capability | None:
         """A vendor's ``at_least`` / ``about`` claim against a model with a number: that

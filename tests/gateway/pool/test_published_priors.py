@@ -23,16 +23,17 @@ from router_core.identity.capability import capability, capability_table
 # one or more models of each family the issue names, by a name a LiteLLM config would use
 FAMILIES = {
     "Claude 4.x": ["anthropic/claude-sonnet-4-6", "claude-sonnet-4-5", "claude-opus-4-1-20250805",
-                   "claude-opus-4-5", "claude-sonnet-4-20250514"],
+                   "claude-opus-4-5", "claude-sonnet-4-20250514", "anthropic/claude-opus-4-6"],
     "GPT-4.1": ["openai/gpt-4.1", "gpt-4.1-mini", "gpt-4.1-nano"],
-    "GPT-5.x": ["openai/gpt-5"],
+    "GPT-5.x": ["openai/gpt-5", "openai/gpt-5-mini", "gpt-5.1", "openai/gpt-5.2", "gpt-5.4"],
     "Gemini 2.5": ["gemini/gemini-2.5-flash", "gemini-2.5-pro"],
-    "Gemini 3.x": ["gemini-3.1-pro"],
+    "Gemini 3.x": ["gemini-3.1-pro", "gemini/gemini-3-pro-preview", "gemini/gemini-3-flash-preview",
+                   "gemini/gemini-3.1-flash-lite"],
     "Llama 3": ["llama-3-8b-instruct", "llama-3.3-70b-instruct", "llama-3.1-405b-instruct"],
     "Llama 4": ["llama-4-scout-17b-16e-instruct", "llama-4-maverick-17b-128e-instruct"],
     "Qwen 2.5": ["qwen2.5-72b-instruct"],
     "Qwen 3": ["qwen3-235b-a22b", "qwen3-32b", "qwen3-30b-a3b"],
-    "DeepSeek V3": ["deepseek-v3", "deepseek-v3-0324", "deepseek-v3.1"],
+    "DeepSeek V3": ["deepseek-v3", "deepseek-v3-0324", "deepseek-v3.1", "deepseek-v3.2"],
 }
 
 
@@ -41,7 +42,8 @@ def test_every_current_family_has_a_published_figure_with_its_source(family: str
     for name in FAMILIES[family]:
         cap = capability(name)
         assert cap is not None and cap.claim is None, name  # a number, not a claim
-        assert 0.0 < cap.value < 1.0 and cap.how in ("published mmlu_pro", "mapped from mmlu")
+        assert 0.0 < cap.value < 1.0
+        assert cap.how in ("published mmlu_pro", "mapped from mmlu", "mapped from gpqa_diamond")
         assert all(s.source.url.startswith("https://") and s.row for s in cap.scores), name
 
 
@@ -113,3 +115,15 @@ def test_a_figure_on_another_benchmark_states_its_fitted_conversion(every_publis
     how = pool.how_known("gpt-4o-mini")
     assert how.startswith("prior from published results: mapped from mmlu 0.650")
     assert f"fitted on {len(line.models)} models with both, residual ±" in how
+
+
+def test_a_gpqa_figure_states_its_fitted_conversion(every_published_pool) -> None:
+    """Gemini 3 Flash has Google's GPQA Diamond figure and no MMLU-Pro: it is placed by the
+    GPQA line fitted on the table's models with both, and says so (no price, no claim)."""
+    from router_core.identity.capability import benchmark_map
+
+    pool, _ = every_published_pool
+    line = benchmark_map("gpqa_diamond")
+    how = pool.how_known("gemini-3-flash")
+    assert how.startswith("prior from published results: mapped from gpqa_diamond 0.88")
+    assert f"·GPQA-Diamond {line.intercept:+.2f}, fitted on {len(line.models)} models" in how
