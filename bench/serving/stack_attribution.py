@@ -16,8 +16,8 @@ SQL = ("/sqlalchemy/", "/sqlite3/")
 # step None: a pass-through frame, charged to the step calling it.
 STEPS = (
     ("gateway/context.py", {"call"}, None), ("gateway/store/store.py", {"_run"}, None),
-    ("gateway/store/store.py", {"reserve", "settle", "_settle", "_spawn", "_release_orphan"},
-     "budget"),
+    ("gateway/store/store.py", {"reserve", "settle"}, "budget"),
+    ("gateway/store/budget_book.py", None, "budget"),
     ("gateway/reliability/outage.py", {"reserve", "settle"}, "budget"),
     ("gateway/store/periods.py", None, "budget"), ("gateway/store/records.py", None, "budget"),
     ("gateway/store/store.py", {"authenticate", "_lookup", "cached_tenant"}, "auth"),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
@@ -31,12 +31,12 @@ from sqlalchemy.exc import SQLAlchemyError
 # module imports by full name: ``from gateway.store import x`` would import this package's
 # __init__, which imports this module (an import cycle)
 import gateway.store.keys as keylib
-import gateway.store.ledger as ledgerlib
 import gateway.store.migrate as migratelib
 import gateway.store.prompt_keys as prompt_keys  # noqa: PLR0402 - not through __init__
 import gateway.store.reclaim as reclaimlib
 import gateway.store.sessions as sessionlib
 import gateway.store.tenants as admin
+from gateway.store.budget_book import BudgetBook
 from gateway.store.dberrors import is_unavailable
 from gateway.store.engine import (
     database_url_from_env,
@@ -47,13 +47,10 @@ from gateway.store.engine import (
 )
 from gateway.store.errors import StoreUnavailable
 from gateway.store.key_cache import KeyCache
-from gateway.store.key_ledger import key_booking
 from gateway.store.key_store import KeyStore
 from gateway.store.lease_settings import LeaseSettings
-from gateway.store.leases import LeaseBook
 from gateway.store.litellm_admin import LiteLLMAdmin
 from gateway.store.logwriter import LogWriter
-from gateway.store.money import usd_to_nusd
 from gateway.store.periods import utcnow
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import KeyInfo, NewKey, Reservation, SettleResult, Tenant, TenantInfo
@@ -96,23 +93,20 @@ class Store:
         # LiteLLM's key API (gateway/store/key_admin.py) and /team, /user, /spend/logs
         shared = (engine, self._run, self._revoking, self._require_secret, clock)
         self.key_admin, self.litellm_admin = KeyStore(*shared), LiteLLMAdmin(*shared)
-        self._reservation_ttl_s = reservation_ttl_s
         # an identity tags reservations; its previous run's are released (store/reclaim.py)
         self.replica_slot = reclaimlib.claim_slot(replica_dir, replica_id) if replica_dir else None
         self._replica_tag = reclaimlib.tag_for(self.replica_slot, replica_id)
         self._started_s = int(clock().timestamp())
         self._maintenance_interval_s = maintenance_interval_s
-        self._pending_settles: dict[str, tuple[Reservation, int]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
         self._secret: bytes | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._maintenance: asyncio.Task[None] | None = None
         self.logs = LogWriter(engine, log_prompts=log_prompts, clock=clock,
                               **(log_options or {}))
-        # budget leases (gateway/store/leases.py), when enabled
-        self.leases = LeaseBook(leases, engine, self._run, self._book, clock,
-                                self._replica_tag) if leases is not None and leases.enabled \
-            else None
+        # reservations and settlements in flight (gateway/store/budget_book.py)
+        self.budget = BudgetBook(engine, self._run, clock, self._replica_tag,
+                                 reservation_ttl_s, leases)
+        self.leases = self.budget.leases  # budget leases (gateway/store/leases.py), if enabled
 
     @classmethod
     def from_url(cls, url: str | None = None, *, engine_options: dict[str, Any] | None = None,
@@ -144,21 +138,14 @@ class Store:
     async def close(self, flush_timeout_s: float = 30.0) -> None:
         """Finish settlements in flight, flush the request log, retry deferred settlements
         once, release connections."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=flush_timeout_s)
-        if self.leases is not None:
-            await self.leases.close()
+        await self.budget.finish_in_flight(flush_timeout_s)
         await self.logs.close(flush_timeout_s)
         if self._maintenance is not None:
             self._maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._maintenance
             self._maintenance = None
-        with contextlib.suppress(StoreUnavailable):
-            await self._retry_settles()
-        if self._pending_settles:
-            log.error("%d settlements could not be written; their reservations will be "
-                      "charged in full when they expire", len(self._pending_settles))
+        await self.budget.retry_settles_once_more()
         if self.revocations is not None:
             await self.revocations.close()
         self.engine.dispose()
@@ -206,13 +193,13 @@ class Store:
                     backoff = min(backoff * 2, self._maintenance_interval_s)
                     continue
             try:
-                await self._retry_settles()
+                await self.budget.retry_settles()
                 await self.expire_stale()
             except StoreUnavailable:
                 pass
             except Exception:
                 log.exception("store maintenance failed")
-            await asyncio.sleep(self._maintenance_interval_s if not self._pending_settles
+            await asyncio.sleep(self._maintenance_interval_s if not self.budget.pending
                                 else min(1.0, self._maintenance_interval_s))
 
     async def _run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -276,89 +263,25 @@ class Store:
             if self.revocations is not None:
                 await self.revocations.bump()
 
-    # -- budget -------------------------------------------------------------------------------
+    # -- budget (gateway/store/budget_book.py) ----------------------------------------------
     async def reserve(self, tenant: Tenant | str, usd: float,
                       request_id: str | None = None) -> Reservation:
-        """Hold `usd` of the tenant's budget or raise `BudgetExceeded`.
-
-        Cancellation-safe: the database work runs in its own task; if the caller is cancelled
-        while it runs (client gone), a reservation booked anyway is released (settled at 0)
-        instead of staying held until it expires."""
+        """Hold `usd` of the tenant's budget or raise `BudgetExceeded`; cancellation-safe."""
         self._require_secret()
-        if self.leases is not None and isinstance(tenant, Tenant):
-            task = self._spawn(self.leases.reserve(tenant, usd_to_nusd(usd), request_id))
-        else:
-            task = self._spawn(self._book(tenant, usd_to_nusd(usd), request_id,
-                                          self._replica_tag))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            task.add_done_callback(self._release_orphan)
-            raise
-
-    async def _book(self, tenant: Tenant | str, amount_nusd: int, request_id: str | None,
-                    id_prefix: str) -> Reservation:
-        """One reservation booked on the ledger (the tenant's and its key's rows)."""
-        tenant_id = tenant.id if isinstance(tenant, Tenant) else tenant
-        now = self._clock()
-        key_id = tenant.key_id if isinstance(tenant, Tenant) else None
-        prefix = id_prefix if id_prefix.startswith(self._replica_tag) else \
-            self._replica_tag + id_prefix
-        return await self._run(ledgerlib.reserve, self.engine, tenant_id, amount_nusd,
-                               request_id, now, prefix, key_id,
-                               key_booking(self.engine, tenant, now))
-
-    def _release_orphan(self, task: asyncio.Task[Reservation]) -> None:
-        if not task.cancelled() and task.exception() is None:
-            if self.leases is not None and self.leases.owns(task.result()):
-                self.leases.settle(task.result(), 0)
-            else:
-                self._spawn(self._settle(task.result(), 0))
+        return await self.budget.reserve(tenant, usd, request_id)
 
     async def settle(self, reservation: Reservation, actual_usd: float) -> SettleResult:
-        """Charge `actual_usd`, release the reservation; idempotent.
-
-        Cancellation-safe: the settlement runs in its own task and completes even if the
-        caller is cancelled (e.g. settling in a `finally` after a client disconnect). If the
-        database is down it is kept and retried in the background (`deferred=True`): never
-        lost while the process lives; if the process dies, the reservation expires and is
-        charged in full."""
-        if self.leases is not None and self.leases.owns(reservation):
-            return self.leases.settle(reservation, usd_to_nusd(actual_usd))
-        return await asyncio.shield(self._spawn(self._settle(reservation,
-                                                             usd_to_nusd(actual_usd))))
-
-    async def _settle(self, reservation: Reservation, actual: int) -> SettleResult:
-        try:
-            return await self._run(ledgerlib.settle, self.engine, reservation.id,
-                                   reservation.amount_nusd, actual, self._clock())
-        except StoreUnavailable:
-            self._pending_settles[reservation.id] = (reservation, actual)
-            return SettleResult(reservation.id, reservation.amount_usd, actual / 1e9,
-                                applied=False, deferred=True)
-
-    def _spawn(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-        """A task the store keeps a reference to until it is done (and awaits on close)."""
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        """Charge `actual_usd`, release the reservation; idempotent, cancellation-safe, and
+        deferred (`deferred=True`) while the database is down."""
+        return await self.budget.settle(reservation, actual_usd)
 
     @property
     def pending_settlements(self) -> int:
-        return len(self._pending_settles)
-
-    async def _retry_settles(self) -> None:
-        for rid, (res, actual) in list(self._pending_settles.items()):
-            await self._run(ledgerlib.settle, self.engine, rid, res.amount_nusd, actual,
-                            self._clock())
-            self._pending_settles.pop(rid, None)
+        return self.budget.pending
 
     async def expire_stale(self) -> int:
-        """Release reservations older than `reservation_ttl_s` (dead requests), charging
-        what they provably owe (gateway/store/ledger.py)."""
-        cutoff = int(self._clock().timestamp() - self._reservation_ttl_s)
-        return await self._run(reclaimlib.expire_reservations, self.engine, cutoff, self._clock())
+        """Release reservations older than `reservation_ttl_s` (dead requests)."""
+        return await self.budget.expire_stale()
 
     # -- admin --------------------------------------------------------------------------------
     async def create_tenant(self, name: str, *, budget_usd: float | None = None,
