@@ -23,7 +23,7 @@ Per route (``route_savings``), over the window's answered requests:
   reference, or the strongest on a route without a promise): saving = Σ c_comparator − Σ c,
   beside the quality change over the same rows, and a per-bucket cumulative series of both.
 - **Measured** (both kinds): on the rows not answered by the comparator, the judged ones
-  are those where observations (paired, judge, shadow, feedback; queries.judged_outcomes)
+  are those where observations (paired, judge, shadow, feedback; judged_outcomes.py)
   exist on the prompt for both the answered backend's and the comparator's router model;
   measured change = (share of rows not answered by the comparator) × mean (q_chosen −
   q_comparator) over the judged rows (rows answered by the comparator itself change

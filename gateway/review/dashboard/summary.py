@@ -38,8 +38,8 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from gateway.review.dashboard import log_sql
+from gateway.review.dashboard.judged_outcomes import OutcomeTables, judged_outcomes
 from gateway.review.dashboard.log_sql import LogWindow, StatusGroup
-from gateway.review.dashboard.queries import OutcomeTables, judged_outcomes
 from gateway.review.dashboard.savings import SavingsFold
 from gateway.store.models import request_logs
 from gateway.store.periods import period_end
@@ -101,7 +101,7 @@ def summarise(engine: Engine, window: LogWindow, now: datetime, view: View, *,
               fold_rows: int = FOLD_ROWS) -> dict[str, Any]:
     """Every chart and card of the dashboard as JSON-ready lists. ``judge``: request rows ->
     request id -> router model -> mean observed quality on its prompt (default
-    queries.judged_outcomes with the store's ``secret``)."""
+    judged_outcomes.judged_outcomes with the store's ``secret``)."""
     dialect = engine.dialect.name
     with engine.connect() as conn:
         bk = buckets_for(log_sql.first_row_time(conn, window), now, window.start)

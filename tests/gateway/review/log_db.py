@@ -49,7 +49,7 @@ def summary_of(engine: sa.Engine, rows: Sequence[Mapping[str, Any]], *, now: dat
                promises: Mapping[str, Any] | None = None, routes: Sequence[str] = (),
                fold_rows: int | None = None) -> dict[str, Any]:
     """The dashboard's summary of ``rows`` (``outcomes``: the judged outcomes, as
-    queries.judged_outcomes would give them)."""
+    judged_outcomes.py would give them)."""
     load(engine, rows)
     view = View(tenants=tenants, prices=prices, names=names, promises=promises or {},
                 routes=routes)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 from gateway.learning import tables as ldb
 from gateway.pricing import Price
-from gateway.review.dashboard.queries import judged_outcomes
+from gateway.review.dashboard.judged_outcomes import judged_outcomes
 from gateway.review.dashboard.savings import UNKNOWN, promise_reference
 from gateway.store import prompt_keys
 from tests.gateway.review.log_db import summary_of
