@@ -7,9 +7,10 @@
    benchmark's models with random descriptors and a flat calibration (p̂ = 0.5 for all), so
    it routes to the cheapest model in reach.
 3. Each round, a fresh slice of the training prompts goes through the gateway with the
-   OpenAI SDK, each with a cost weight λ drawn from a grid (tenants differ). Shadow
-   exploration (ε, candidates, its own budget) replays requests to other models in the
-   background and a reference judge scores those answers with their recorded grades.
+   OpenAI SDK (gateway/sandbox/simulated_clients.py), each with a cost weight λ drawn from a
+   grid (tenants differ). Shadow exploration (ε, candidates, its own budget) replays
+   requests to other models in the background and a reference judge scores those answers
+   with their recorded grades.
    ``--feedback recorded``: the client posts each served answer's recorded correctness to
    ``/v1/feedback``. ``--feedback judge``: no client feedback; the judge also scores the
    served answers.
@@ -26,7 +27,6 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ import numpy as np
 
 from gateway.sandbox.local_server import serve_in_thread
 from gateway.sandbox.replay import Replay, replay_upstream
+from gateway.sandbox.simulated_clients import SimulatedClients, tenant_key
 from router_core.data.table import RoutingTable
 from router_core.runtime.router import Calibration, Expert, Head, Router
 
@@ -178,7 +179,8 @@ def run_simulation(
             explorer.judge = ReferenceJudge(replay.grade)
             explorer.judge_served = feedback == "judge"
             explorer.rng = random.Random(seed)
-            client = _Client(gw_url, _tenant_key(gw_url, admin_key), feedback, _truth(p))
+            client = SimulatedClients(gw_url, tenant_key(gw_url, admin_key), feedback,
+                                      _truth(p))
             spent_before = 0.0
             lam_rng = random.Random(seed)
             for rnd, chunk in enumerate(np.array_split(p.train_rows, rounds), start=1):
@@ -284,62 +286,6 @@ def _truth(p: _Prompts) -> dict[tuple[str, str], float]:
     t = p.table
     return {(str(t.prompts[i]), m): float(t.quality[i, j])
             for i in p.train_rows for j, m in enumerate(t.models) if np.isfinite(t.quality[i, j])}
-
-
-def _tenant_key(gw_url: str, admin_key: str) -> str:
-    """A tenant without a budget, made through the admin API; its API key."""
-    import httpx
-
-    r = httpx.post(gw_url + "/admin/tenants", timeout=60,
-                   headers={"authorization": f"Bearer {admin_key}"},
-                   json={"name": "simulator", "budget_usd": None, "period": "total"})
-    r.raise_for_status()
-    return r.json()["api_key"]
-
-
-class _Client:
-    """The simulated clients: the OpenAI SDK against the gateway, and (``feedback ==
-    "recorded"``) each served answer's recorded correctness posted to ``/v1/feedback``."""
-
-    def __init__(self, gw_url: str, key: str, feedback: str,
-                 truth: dict[tuple[str, str], float]) -> None:
-        import openai
-
-        self.gw_url, self.key, self.feedback, self.truth = gw_url, key, feedback, truth
-        self.sdk = openai.OpenAI(base_url=gw_url + "/v1", api_key=key, max_retries=2,
-                                 timeout=300)
-
-    def send_round(self, table: RoutingTable, chunk: np.ndarray, lams: list[float],
-                   workers: int) -> list[str]:
-        """The round's prompts, each with its λ; returns the feedback posts refused."""
-        failures: list[str] = []
-
-        def one(args: tuple[int, float]) -> None:
-            i, lam = args
-            failure = self.ask(str(table.prompts[i]), lam)
-            if failure is not None:
-                failures.append(failure)
-
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(one, zip(chunk.tolist(), lams)))
-        return failures
-
-    def ask(self, prompt: str, lam: float) -> str | None:
-        import httpx
-
-        raw = self.sdk.chat.completions.with_raw_response.create(
-            model="auto", messages=[{"role": "user", "content": prompt}],
-            extra_body={"tollgate": {"cost_weight": lam}})
-        if self.feedback != "recorded":
-            return None
-        served = raw.parse().model
-        fb = httpx.post(
-            self.gw_url + "/v1/feedback", timeout=60,
-            headers={"authorization": f"Bearer {self.key}"},
-            json={"request_id": raw.headers["x-tollgate-request-id"],
-                  "correct": self.truth[(prompt, served)] >= 0.5})
-        # a refused post is counted and reported, not fatal
-        return None if fb.status_code == 200 else f"{fb.status_code} {fb.text[:200]}"
 
 
 def _retrain_and_swap(ctx: Any, margin: float, min_holdout: int) -> dict:
