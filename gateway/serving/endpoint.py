@@ -1,13 +1,15 @@
 """The frame every endpoint's story runs in: ``async with Frame(request) as frame``.
 
-Chat completions, Responses, text completions and Messages differ only in how a body is
-parsed, planned, forwarded and relayed; what surrounds that is here, so a fix to it reaches
-every endpoint: the request id, its trace (current while the story runs, so litellm's spans
-nest under it), its timing, authentication and the ``Outcome`` created right after it, the
-rate limit, and the error mapping: whatever ends the story early (a refusal in the endpoint's
-error shape, the client gone, a cancellation or a bug) settles and logs the request exactly
-once. Embeddings keep their own record (gateway/serving/embeddings/embeddings_handler.py) but end
-through the same ``finished``.
+Every endpoint runs in it: chat completions, Responses, text completions and Messages, which
+differ only in how a body is parsed, planned, forwarded and relayed, and embeddings and the
+unit endpoints (images, speech, transcription, moderations, rerank), which name their backend
+and make one call (gateway/serving/named_call.py). What surrounds the story is here,
+so a fix to it reaches every endpoint: the request id, its trace (current while the story runs,
+so litellm's spans nest under it), its timing, authentication and the ``Outcome`` created right
+after it (the one record of every request), the rate limit, and the error mapping: whatever
+ends the story early (a refusal in the endpoint's error shape, the client gone, a cancellation
+or a bug) settles and logs the request exactly once, with its access line and span even when
+no tenant was found.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, Self
 
 import anyio
 from fastapi import Request
@@ -43,14 +45,6 @@ Render = Callable[[GatewayError, dict[str, str]], Response]
 Planner = Callable[[GatewayContext, Plan], Awaitable[Plan]]
 
 
-class Record(Protocol):
-    """What ``finished`` needs of a request's record (an ``Outcome``, an embeddings call)."""
-
-    async def finish(self, status: int, error: str | None) -> None: ...
-
-    def headers(self) -> dict[str, str]: ...
-
-
 def new_request_id() -> str:
     return "tg-" + uuid.uuid4().hex
 
@@ -60,7 +54,7 @@ def openai_error(e: GatewayError, headers: dict[str, str]) -> Response:
     return e.response(headers)
 
 
-async def refused(record: Record, e: BaseException, render: Render) -> Response | None:
+async def refused(record: Outcome, e: BaseException, render: Render) -> Response | None:
     """``record`` finished for what ended it early: a refusal is answered with its error; a
     client that hung up before its body was read (Starlette's ``ClientDisconnect``) is a 499
     like one gone mid-answer (nothing is raised, so no traceback is logged for what any
@@ -80,29 +74,21 @@ async def refused(record: Record, e: BaseException, render: Render) -> Response 
     return None
 
 
-async def finished(record: Record, work: Callable[[], Awaitable[Response]],
-                   render: Render = openai_error) -> Response:
-    """``work``'s response, or ``refused``'s when it ends early."""
-    try:
-        return await work()
-    except BaseException as e:
-        response = await refused(record, e, render)
-        if response is None:
-            raise
-        return response
-
-
 class Frame:
     """Tracing, timing and error mapping around one request's story; refusals are answered by
-    ``render`` (Anthropic's error shape on /v1/messages) as ``response``."""
+    ``render`` (Anthropic's error shape on /v1/messages) as ``response``. ``unit``: the label
+    of an endpoint that names its backend and is billed by the unit (its metrics' route, its
+    row's reason); ``by_tokens``: its input is counted in the token metrics (embeddings)."""
 
-    def __init__(self, request: Request, render: Render = openai_error) -> None:
+    def __init__(self, request: Request, render: Render = openai_error,
+                 unit: str | None = None, by_tokens: bool = False) -> None:
         self.request, self.render = request, render
+        self.unit, self.by_tokens = unit, by_tokens
         self.ctx: GatewayContext = request.app.state.ctx
         self.t0 = time.perf_counter()
         self.rid = new_request_id()
         self.trace = start_request_trace(request.method, request.url.path, request.headers,
-                                         self.rid)
+                                         self.rid, unit)
         self.out: Outcome | None = None  # from authentication on
         self.refusal: Response | None = None
         self._current = contextlib.ExitStack()
@@ -119,8 +105,8 @@ class Frame:
             if self.out is not None:
                 self.refusal = await refused(self.out, e, self.render)
             elif isinstance(e, GatewayError):  # no tenant: nothing held, only counted and logged
-                self.ctx.metrics.requests.labels("unknown", "none", str(e.status),
-                                                 "unknown").inc()
+                self.ctx.metrics.requests.labels(self.unit or "unknown", "none", str(e.status),
+                                                 "false" if self.unit else "unknown").inc()
                 log_access({"id": self.rid, "status": e.status,
                             "latency_ms": (time.perf_counter() - self.t0) * 1000}, None)
                 self.trace.end(e.status, e.message)
@@ -138,17 +124,24 @@ class Frame:
         """The tenant (401), and the request's record from here on."""
         tenant = await authenticate(self.ctx, self.request)
         self.out = Outcome(self.ctx, tenant, self.rid, self.t0, self.trace,
-                           client_gone=self.request.is_disconnected)
+                           client_gone=self.request.is_disconnected, unit=self.unit,
+                           by_tokens=self.by_tokens)
         return self.out
 
-    async def admit(self, out: Outcome) -> Any:
-        """The JSON body, once the tenant is admitted: 429 + Retry-After over the rate limit
-        (the x-ratelimit-* headers of the response), and a slot of max_parallel_requests,
-        given back when the request is settled."""
+    async def take_slot(self, out: Outcome) -> None:
+        """The tenant admitted: 429 + Retry-After over the rate limit (the x-ratelimit-*
+        headers of the response), and a slot of max_parallel_requests, given back when the
+        request is settled; before the body is read, so an upload in flight is a request in
+        flight."""
         setattr(self.request.state, RATELIMIT_STATE, await self.ctx.reliability.admit(out.tenant))
         out.admitted(await self.ctx.reliability.take_slot(out.tenant, self.rid))
+
+    async def admit(self, out: Outcome) -> Any:
+        """The JSON body, once the tenant is admitted (``take_slot``); who it is for
+        (gateway/serving/record/attribution.py)."""
+        await self.take_slot(out)
         body = await json_body(self.request)
-        out.attribution = attribution(out.tenant.key_user_id, self.request.headers, body)
+        out.attributed(attribution(out.tenant.key_user_id, self.request.headers, body))
         return body
 
     async def plan(self, out: Outcome, chat: ChatRequest, planner: Planner) -> Plan:
@@ -164,3 +157,17 @@ class Frame:
         plan = out.planned(await planner(self.ctx, plan))
         self.trace.routed(plan, started_ns, self.ctx.encoder.kind)
         return plan
+
+
+UnitStory = Callable[[Outcome, Request], Awaitable[Response]]
+
+
+async def serve_unit(request: Request, unit: str, story: UnitStory,
+                     by_tokens: bool = False) -> Response:
+    """An endpoint that names its backend (embeddings, the unit endpoints): ``story`` told in
+    the frame once the tenant is admitted, before its body is read."""
+    async with Frame(request, unit=unit, by_tokens=by_tokens) as frame:
+        out = await frame.authenticate()
+        await frame.take_slot(out)
+        return await story(out, request)
+    return frame.response()  # a refusal, settled and logged

@@ -48,10 +48,12 @@ if TYPE_CHECKING:
     from gateway.serving.record.outcome import Outcome
 
 TRACER = "tollgate"
-# gen_ai.operation.name by endpoint (GenAI conventions' values: chat, text_completion; a
-# Responses call generates a chat turn)
+# gen_ai.operation.name by endpoint (GenAI conventions' values: chat, text_completion,
+# embeddings; a Responses call generates a chat turn); an endpoint without a well-known value
+# (images, speech ...) is named by its own label, a custom value as the conventions allow
+# (https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/)
 OPERATIONS = {"/v1/chat/completions": "chat", "/v1/responses": "chat",
-              "/v1/completions": "text_completion"}
+              "/v1/completions": "text_completion", "/v1/embeddings": "embeddings"}
 # litellm's provider → gen_ai.provider.name's well-known value (GenAI conventions' registry,
 # https://opentelemetry.io/docs/specs/semconv/registry/attributes/gen-ai/); others as litellm
 # names them
@@ -147,14 +149,17 @@ class RequestTrace:
             return
         now = time.time_ns()
         answered = out.answered.model_name if out.answered is not None else None
-        for i, (ended, record) in enumerate(self.attempt_ends):
+        logged = out.attempt_log()  # the records with what was learnt of them since
+        for i, (ended, made) in enumerate(self.attempt_ends):
+            record = logged[i] if i < len(logged) else made
             last_answer = (record["status"] == 200 and record["model"] == answered
                            and i == len(self.attempt_ends) - 1)
             end = now if last_answer and _streamed(out) else ended
             self._attempt_span(out, record, ended - int(record["latency_ms"] * 1e6), end,
                                last_answer)
-        if out.plan is not None:  # the GenAI span name, now that the model is known
-            self.span.update_name(f"{self.operation} {out.plan.request.model}")
+        model = out.plan.request.model if out.plan is not None else out.named
+        if model:  # the GenAI span name, now that the model is known
+            self.span.update_name(f"{self.operation} {model}")
         self.end(status, error, _request_attributes(out))
 
     def _attempt_span(self, out: Outcome, record: dict, start: int, end: int,
@@ -212,6 +217,8 @@ def _request_attributes(out: Outcome) -> dict[str, Any]:
                              "tollgate.cost_usd": float(out.cost_usd or 0.0),
                              "tollgate.reserved_usd": float(out.hold.held or 0.0),
                              "tollgate.attempts": len(out.attempts)}
+    if out.unit is not None:
+        attrs.update({"tollgate.route": out.unit, "gen_ai.request.model": out.named or ""})
     if out.plan is not None:
         attrs.update({"gen_ai.request.model": out.plan.request.model,
                       "tollgate.route": out.plan.route or "passthrough",
@@ -223,17 +230,18 @@ def _request_attributes(out: Outcome) -> dict[str, Any]:
     return attrs
 
 
-def start_request_trace(method: str, path: str, headers: Any, request_id: str) -> RequestTrace:
+def start_request_trace(method: str, path: str, headers: Any, request_id: str,
+                        operation: str | None = None) -> RequestTrace:
     """The request's span, started now: a child of the current (HTTP server) span if there
     is one, else the server span continuing the caller's ``traceparent``; NO_TRACE without
-    the SDK."""
+    the SDK. ``operation``: its gen_ai.operation.name when the path has no well-known one."""
     trace = _otel()
     if trace is None:
         return NO_TRACE
     from opentelemetry import propagate
 
     nested = trace.get_current_span().get_span_context().is_valid  # a server span exists
-    operation = OPERATIONS.get(path, "chat")
+    operation = OPERATIONS.get(path) or operation or "chat"
     span = trace.get_tracer(TRACER).start_span(
         f"{operation} {path}", context=None if nested else propagate.extract(headers),
         kind=trace.SpanKind.INTERNAL if nested else trace.SpanKind.SERVER,

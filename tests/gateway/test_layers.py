@@ -18,7 +18,7 @@ SERVING_RANK = {"budget": 0, "tracing": 0, "response_headers": 0,  # held money;
                 "request": 1,  # the body read: what every endpoint shares
                 "plan": 2, "forwarding": 3, "record": 4,
                 "endpoint": 5, "delivery": 5, "body_limit": 5,  # the frame: refused, answered
-                "passthrough": 6,  # the frame of a request answered by the backend it names
+                "named_call": 5,  # the one call of a request answered by the backend it names
                 "chat": 7, "responses": 7, "completions": 7, "messages": 7, "embeddings": 7,
                 "units": 7,  # the endpoints
                 "more_routes": 8, "models_endpoint": 8}  # the route tables

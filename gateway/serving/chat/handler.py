@@ -12,7 +12,7 @@ how one attempt is forwarded (``forward_chat``) and how its stream is relayed (`
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -75,6 +75,7 @@ class ChatRelay:
     out: Outcome  # read only: the answering backend, the settled token counts
     include_usage: bool
     cache: Any = None  # the response cache (a RequestCache) when the answer may be stored
+    chunks: list[dict] = field(default_factory=list)  # the stream's chunks, to store
 
     async def events(self, opened: OpenStream) -> AsyncIterator[Event]:
         model = answered_name(self.out)
@@ -85,8 +86,8 @@ class ChatRelay:
             if text:
                 yield Text(text)
             if data is not None:
-                if self.out.cache is not None:
-                    self.out.cache.chunks.append(chunk.model_dump(exclude_none=True))
+                if self.cache is not None:
+                    self.chunks.append(chunk.model_dump(exclude_none=True))
                 yield sse(data)
         yield SETTLE
         with anyio.CancelScope(shield=True):  # stored before the client has [DONE]
@@ -100,7 +101,7 @@ class ChatRelay:
         usage = {"prompt_tokens": self.out.prompt_tokens or 0,
                  "completion_tokens": self.out.completion_tokens or 0}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        body = assembled(self.cache.chunks, usage)
+        body = assembled(self.chunks, usage)
         if body is not None:
             await self.cache.store(model, {**body, "model": model})
 

@@ -31,10 +31,10 @@ from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
 from gateway.serving.forwarding.upstream import text_completion
+from gateway.serving.plan.backend_named import named_backend
 from gateway.serving.plan.planning import (
     Plan,
     admissible,
-    named_backend,
     named_plan,
     record_routing,
 )

@@ -238,18 +238,8 @@ class Attempts:
             return self.circuit_open
         if last is None:  # nothing was tried: every candidate was over budget
             return self.budget_refusal(plan.request.max_tokens)
-        if not last.retryable:
-            return GatewayError(last.status, f"upstream refused the request: {last.message}",
-                                "invalid_request_error", code="upstream_bad_request")
-        status = {504: 504, 429: 503}.get(last.status, 502)
-        tried = ", ".join(
-            a["model"] for a in self.tried if not (a["error"] or "").startswith("budget"))
-        return GatewayError(
-            status,
-            f"every upstream attempt failed ({tried}); last: {last.kind}: {last.message}",
-            "upstream_error",
-            code={504: "upstream_timeout", 503: "upstream_unavailable"}.get(status, "bad_gateway"),
-        )
+        return upstream_error(last, [a["model"] for a in self.tried
+                                     if not (a["error"] or "").startswith("budget")])
 
     def budget_refusal(self, asked: int | None) -> GatewayError:
         """No candidate fits the budget: retryable while others' reservations are the reason."""
@@ -271,6 +261,22 @@ class Attempts:
         return budget_exceeded(
             f"This request's predicted cost does not fit the remaining budget{detail}."
             + affordable(hold.affordable_tokens, asked))
+
+
+def upstream_error(last: UpstreamFailure, tried: list[str]) -> GatewayError:
+    """The client's error when no attempt answered, ``last`` the last failure (of every
+    endpoint): the upstream's 400 about the request as it is, a timeout 504, a rate limit 503,
+    anything else 502."""
+    if not last.retryable:
+        return GatewayError(last.status, f"upstream refused the request: {last.message}",
+                            "invalid_request_error", code="upstream_bad_request")
+    status = {504: 504, 429: 503}.get(last.status, 502)
+    return GatewayError(
+        status,
+        f"every upstream attempt failed ({', '.join(tried)}); last: {last.kind}: {last.message}",
+        "upstream_error",
+        code={504: "upstream_timeout", 503: "upstream_unavailable"}.get(status, "bad_gateway"),
+    )
 
 
 def affordable(tokens: int | None, asked: int | None) -> str:

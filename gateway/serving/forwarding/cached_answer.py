@@ -55,7 +55,6 @@ class RequestCache:
         self.tenant_id, self.digest = tenant_id, digest
         self.key: str | None = None  # the last key looked up or stored (a response header)
         self.state = "miss"  # "hit" once an answer came from the cache
-        self.chunks: list[dict[str, Any]] = []  # a streamed answer's events, to store
 
     @classmethod
     async def for_request(cls, ctx: GatewayContext, tenant_id: str, messages: list[dict],

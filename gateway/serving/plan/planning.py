@@ -23,10 +23,9 @@ import anyio.to_thread
 from gateway.auth import require_model
 from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid, model_not_found
+from gateway.errors import GatewayError, invalid
 from gateway.pool import Pool
 from gateway.pool.explore_share import PriorShare, cap_priors
-from gateway.pool.modes import CHAT
 from gateway.price_like import unpriced_fix
 from gateway.pricing import (
     PromptSize,
@@ -35,6 +34,7 @@ from gateway.pricing import (
     prompt_size,
 )
 from gateway.serving.budget.fee_params import billable_tier, tier_pool, tier_unpriced
+from gateway.serving.plan.backend_named import passthrough_backend
 from gateway.serving.plan.fallbacks import with_fallbacks
 from gateway.serving.plan.promise_routing import promise_route
 from gateway.serving.plan.routing import Routed, cascaded, embed_text, route_request
@@ -223,31 +223,6 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int,
     if held is not None:
         routed = kept(routed, held)
     return replace(plan, routed=routed, candidates=routed.backends)
-
-
-def named_backend(plan: Plan) -> Backend:
-    """The backend ``model`` names, if the tenant policy allows it (404 otherwise): by its
-    name, or for a model a wildcard backend matched, by that name or the wildcard's; of any
-    mode (the caller checks it)."""
-    model = plan.request.model
-    backend = plan.pool.backend(model)
-    policy_allowed = plan.policy.allowed_models
-    if backend is None or backend.is_wildcard or (
-            policy_allowed is not None and model not in policy_allowed
-            and (backend.wildcard is None or backend.wildcard not in policy_allowed)):
-        raise model_not_found(model)
-    return backend
-
-
-def passthrough_backend(plan: Plan) -> Backend:
-    """The named backend (``named_backend``) of a chat request: of chat's mode (400)."""
-    backend, model = named_backend(plan), plan.request.model
-    mode = plan.pool.modes.get(model, CHAT)
-    if mode != CHAT:
-        raise invalid(f"{model!r} is a model of mode {mode!r}, not a chat model (an "
-                      "embedding model answers /v1/embeddings)", param="model",
-                      code="model_not_supported")
-    return backend
 
 
 async def named_plan(plan: Plan, backend: Backend) -> Plan:

@@ -6,7 +6,8 @@ other."""
 from __future__ import annotations
 
 from gateway.context import GatewayContext
-from gateway.serving.plan.planning import Plan, named_backend, named_plan, plan_request
+from gateway.serving.plan.backend_named import named_backend
+from gateway.serving.plan.planning import Plan, named_plan, plan_request
 
 RESPONSES_MODE = "responses"  # litellm's mode of a model served by the Responses API only
 

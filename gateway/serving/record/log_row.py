@@ -1,7 +1,9 @@
 """The two records a finished request leaves: its request-log row and what learning may know.
 
-Both are read from the ``Outcome`` and its plan (gateway/serving/record/outcome.py); a request
-refused before its body was parsed has no plan, and its row says only what is known.
+Both are read from the ``Outcome`` and its plan (gateway/serving/record/outcome.py), for every
+endpoint; a request refused before its body was parsed has no plan, and its row says only what
+is known; a unit call (embeddings, images ...) has none either: its row's reason is its
+endpoint's label and its ``chosen_model`` the backend it named.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def routing_reason(plan: Plan) -> str:
 def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
     """The request-log row (keys fixed in docs/architecture.md)."""
     plan, settings = outcome.plan, outcome.ctx.settings
-    chosen = outcome.answered.model_name if outcome.answered else None
+    chosen = outcome.answered.model_name if outcome.answered else outcome.named
     if chosen is None and plan is not None and plan.candidates:
         chosen = plan.candidates[0]
     return {
@@ -75,8 +77,9 @@ def log_row(outcome: Outcome, status: int, error: str | None) -> dict[str, Any]:
         # an answer from the response cache (gateway/serving/forwarding/cached_answer.py)
         **({"reason": f"{routing_reason(plan)}; cache hit"}
            if outcome.cache_hit and plan is not None else {}),
+        **({"reason": outcome.unit} if outcome.unit is not None else {}),  # embeddings ...
         "chosen_model": chosen,
-        "attempts": outcome.attempts,
+        "attempts": outcome.attempt_log(),
         "prompt_tokens": outcome.prompt_tokens,
         "completion_tokens": outcome.completion_tokens,
         "cost_usd": outcome.cost_usd,

@@ -1,11 +1,17 @@
 """What happened to one request, from authentication to its log row: the ``Outcome``.
 
-It exists as soon as the tenant is known, before anything can be refused, so every request,
-refused or answered or cancelled, settles its held money and logs exactly once (``finish``).
-The plan is filled in as planning proceeds (None until the body is parsed); the attempts
-(gateway/serving/forwarding/attempts.py) are taken whole from their frozen result, the answer's text
-and usage as they reach the client. Only this module writes it. The log row and the learning record
-are both read from it (gateway/serving/record/log_row.py).
+It exists as soon as the tenant is known, before anything can be refused, so every request
+of every endpoint, refused or answered or cancelled, settles its held money and logs exactly
+once (``finish``). A planned request (chat, Responses, completions, Messages) fills in its plan
+as planning proceeds (None until the body is parsed) and takes its attempts
+(gateway/serving/forwarding/attempts.py) whole from their frozen result; a request that names its
+backend and is billed by what it sends (embeddings and the unit endpoints: its ``unit`` label)
+records its one call (gateway/serving/named_call.py) and the cost its endpoint read off
+the reply. The answer's text and usage are taken as they reach the client. Only this module
+assigns its attributes (tests/gateway/serving/test_outcome_writes.py); an attempt's record is
+never edited once made: what is learnt of it later (a broken stream, an overrun) is written on
+the row (``attempt_log``). The log row and the learning record are both read from it
+(gateway/serving/record/log_row.py).
 """
 
 from __future__ import annotations
@@ -24,14 +30,16 @@ from gateway.context import GatewayContext
 from gateway.pricing import count_text_tokens
 from gateway.reliability.parallel import Slot
 from gateway.reliability.ratelimit import TokenGrant
-from gateway.serving.budget.bound_factors import ABSURD_FACTOR, report_ratio
 from gateway.serving.budget.budget_hold import BudgetHold
 from gateway.serving.forwarding.attempts import Attempted, Attempts, Forward
 from gateway.serving.forwarding.upstream import UpstreamFailure
-from gateway.serving.plan.planning import PASSTHROUGH_VERSION, Plan, token_bounds
+from gateway.serving.plan.planning import Plan, token_bounds
 from gateway.serving.record.access_log import log_access
 from gateway.serving.record.attribution import Attribution
 from gateway.serving.record.log_row import log_row, served
+from gateway.serving.record.request_metrics import count_request
+from gateway.serving.record.tollgate_headers import tollgate_headers
+from gateway.serving.record.usage import clamped, learned, reported_tokens, tokens_used
 from gateway.serving.tracing import NO_TRACE, RequestTrace
 from gateway.store.records import Tenant
 
@@ -40,17 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-def reported_tokens(value: Any) -> int | None:
-    """A reported token count, or None when it is not one (missing, negative, not a number)."""
-    if isinstance(value, bool):
-        return None
-    try:
-        n = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return n if n >= 0 else None
-
-
 def answered_name(out: Outcome) -> str:
     """The answering backend's name: the ``model`` the client is told."""
     assert out.answered is not None, "asked before a backend answered"
@@ -58,12 +55,17 @@ def answered_name(out: Outcome) -> str:
 
 
 class Outcome:
-    """One request's record: its plan, attempts, answer, usage and cost."""
+    """One request's record: its plan (or its named unit call), attempts, answer, usage and
+    cost. ``unit``: the label of an endpoint billed by the unit (``embeddings``, ``images`` ...:
+    its metrics' route and its row's reason), None for a planned request; ``by_tokens``: its
+    input is counted in the token metrics (embeddings)."""
 
     def __init__(self, ctx: GatewayContext, tenant: Tenant, request_id: str, t0: float,
                  trace: RequestTrace = NO_TRACE,
-                 client_gone: Callable[[], Awaitable[bool]] | None = None) -> None:
+                 client_gone: Callable[[], Awaitable[bool]] | None = None,
+                 unit: str | None = None, by_tokens: bool = False) -> None:
         self.ctx, self.tenant, self.rid, self.t0 = ctx, tenant, request_id, t0
+        self.unit, self.by_tokens = unit, by_tokens
         self.trace = trace  # its OpenTelemetry spans (gateway/serving/tracing.py)
         self.created_at = datetime.now(UTC)
         self.plan: Plan | None = None  # set by the frame as planning proceeds (endpoint.py)
@@ -90,6 +92,10 @@ class Outcome:
         self.tpm_grant: TokenGrant | None = None  # tokens reserved against TPM
         self.parallel_slot: Slot | None = None  # of max_parallel_requests (endpoint.py)
         self.cache: RequestCache | None = None  # the response cache, when on (delivery.py)
+        self.stream_error: str | None = None  # the answering stream broke after its first byte
+        self.named: str | None = None  # the backend a unit call names (named_call.py)
+        self.unit_cost = 0.0  # what the unit call's answer costs, as its endpoint read it
+        self.unit_overrun = 0.0  # what its reply reported past the bound, at its prices
         self.finished = False
 
     @property
@@ -104,6 +110,10 @@ class Outcome:
     def admitted(self, slot: Slot | None) -> None:
         """The request's slot of max_parallel_requests, given back when it is settled."""
         self.parallel_slot = slot
+
+    def attributed(self, attribution: Attribution) -> None:
+        """Key, user and session of the log row, once the body is read."""
+        self.attribution = attribution
 
     def caching(self, cache: RequestCache | None) -> None:
         """The request's response cache (gateway/serving/forwarding/cached_answer.py), when it has
@@ -162,10 +172,8 @@ class Outcome:
         told to the backend's circuit breaker and written on the answering attempt."""
         name = self.answered.model_name if self.answered else ""
         self.ctx.reliability.upstream_result(name, failure, self.tenant.principal)
-        error = f"stream broken after first byte: {failure}"
-        if self.attempts:
-            self.attempts[-1]["error"] = error
-        return (504 if failure.kind == "timeout" else 502), error
+        self.stream_error = f"stream broken after first byte: {failure}"
+        return (504 if failure.kind == "timeout" else 502), self.stream_error
 
     def replayed(self, b: Backend, body: dict[str, Any]) -> None:
         """A cached answer of ``b``: answered, its usage as the log's token counts (what the
@@ -178,6 +186,50 @@ class Outcome:
         self.answer_text = str((choices[0].get("message") or {}).get("content") or "")
         self.ttft_ms = round((time.perf_counter() - self.t0) * 1000, 3)
 
+    # -- a unit call (gateway/serving/named_call.py) ---------------------------------
+    def naming(self, b: Backend) -> Backend:
+        """The backend the unit call names (its row's ``chosen_model``, answered or not)."""
+        self.named = b.model_name
+        return b
+
+    async def reserve_input(self, tokens: int, bound: int | None = None) -> None:
+        """Reserve the input's ``tokens`` against the tenant's and the key's tokens per minute
+        (429 over either); ``bound``: the tokens its provider may report at most, beyond which
+        the report is the operator's overrun and teaches the backend's factor (embeddings)."""
+        self.usage_prompt_tokens = tokens
+        if bound is not None and self.named is not None:
+            self.bounds[self.named] = (bound, 0)
+        self.tpm_grant = await self.ctx.reliability.reserve_tokens(self.tenant, tokens, tokens)
+
+    def unit_attempt(self, status: int, started: float,
+                     failure: UpstreamFailure | None) -> None:
+        """The unit call's one attempt, told to the circuit breaker and logged; a failure the
+        provider may bill (it had the request) owes what was held."""
+        name = self.named or ""
+        self.ctx.reliability.upstream_result(name, failure, self.tenant.principal)
+        record: dict[str, Any] = {
+            "model": name, "status": status, "error": None if failure is None else str(failure),
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if failure is not None and failure.billable:
+            usd = self.hold.owe(self.hold.held)
+            self.timeout_charges.append((name, usd))
+            record["charged_usd"] = usd
+        self.attempts.append(record)
+        self.trace.attempted(record)  # its span (gateway/serving/tracing.py)
+        self.ctx.metrics.attempts.labels(name, str(status)).inc()
+
+    def unit_answered(self, b: Backend, cost_usd: float, overrun_usd: float = 0.0,
+                      tokens: tuple[int | None, int | None] | None = None,
+                      reported: int | None = None) -> None:
+        """The unit call's answer: what it costs, what its reply reported past the bound (the
+        operator's), its (prompt, completion) tokens when it has a count, and the prompt
+        count it reported (held against the bound: ``_learn``)."""
+        self.answered = b
+        self.unit_cost, self.unit_overrun = cost_usd, overrun_usd
+        if tokens is not None:
+            self.usage_prompt_tokens, self.completion_tokens = tokens
+        self.reported = (reported, None)
+
     @property
     def prompt_tokens(self) -> int | None:
         """The upstream's count once it reported usage, else the plan's."""
@@ -187,15 +239,13 @@ class Outcome:
 
     @property
     def route_label(self) -> str:
-        return (self.plan and self.plan.route) or "passthrough"
+        return (self.plan and self.plan.route) or self.unit or "passthrough"
 
     def take_usage(self, usage: dict) -> None:
         """The upstream's usage, clamped: a count that is negative or not a number is not
         believed (the prompt is then our count; the completion what was answered, counted
         at settling); a count past the attempt's bound is clamped to it, the rest kept apart
-        as the operator's overrun (``excess_tokens``, at most ``ABSURD_FACTOR`` × the bound;
-        gateway/serving/budget/bound_factors.py). Clamped before anything is written: no count
-        reaches the log row or the ledger past the bound, whatever its size."""
+        as the operator's overrun (``excess_tokens``; gateway/serving/record/usage.py)."""
         prompt, completion = reported_tokens(usage.get("prompt_tokens")), reported_tokens(
             usage.get("completion_tokens"))
         self.reported = (prompt, completion)
@@ -206,12 +256,9 @@ class Outcome:
         bound = self.bounds.get(self.answered.model_name) if self.answered else None
         excess = [0, 0]
         if bound is not None:
-            if prompt > bound[0]:
-                excess[0] = min(prompt, int(ABSURD_FACTOR * max(bound[0], 1))) - bound[0]
-                prompt = bound[0]
-            if completion is not None and completion > bound[1]:
-                excess[1] = min(completion, int(ABSURD_FACTOR * max(bound[1], 1))) - bound[1]
-                completion = bound[1]
+            prompt, excess[0] = clamped(prompt, bound[0])
+            if completion is not None:
+                completion, excess[1] = clamped(completion, bound[1])
         if excess != [0, 0]:
             log.warning("request %s: %s reported usage past the reserved bound (%s tokens "
                         "more than prompt %d / completion %d): clamped, the excess is the "
@@ -222,26 +269,15 @@ class Outcome:
         self.excess_tokens = (excess[0], excess[1])
 
     def headers(self) -> dict[str, str]:
-        version = self.plan.router_version if self.plan else PASSTHROUGH_VERSION
-        h = {"x-tollgate-request-id": self.rid, "x-tollgate-router-version": version}
-        if self.answered is not None:
-            h["x-tollgate-model"] = self.answered.model_name
-        if self.output_cap is not None:
-            h["x-tollgate-output-cap"] = str(self.output_cap)
-        cert = ((self.plan.routed.promise or {}).get("certificate")
-                if self.plan is not None and self.plan.routed is not None else None)
-        if cert is not None:  # a certificate from judged pairs decided (promise_routing.py)
-            bound = "none" if cert["upper_drop"] is None else f"{cert['upper_drop']:.4f}"
-            h["x-tollgate-certificate"] = (f"region={cert['region']}; "
-                                           f"n_prompts={cert['n_prompts']}; drop_bound={bound}")
-        if self.cache is not None:
-            h.update(self.cache.headers())
-        return h
+        return tollgate_headers(self)
 
     def answer_cost(self) -> float:
         """usage.prompt_tokens · p_in + usage.completion_tokens · p_out at the answering
         deployment's price, by litellm's cost functions where the price is litellm's
-        (gateway/pricing.py; 0 if unanswered or answered from the cache)."""
+        (gateway/pricing.py; 0 if unanswered or answered from the cache); a unit call's, as
+        its endpoint read it off the reply."""
+        if self.unit is not None:
+            return self.unit_cost if self.answered is not None else 0.0
         if (self.answered is None or self.prompt_tokens is None or self.plan is None
                 or self.cache_hit):
             return 0.0
@@ -250,6 +286,8 @@ class Outcome:
 
     def overrun_cost(self) -> float:
         """What the upstream reported past the answer's bounds, at its prices."""
+        if self.unit is not None:
+            return self.unit_overrun if self.answered is not None else 0.0
         if self.answered is None or self.plan is None or self.excess_tokens == (0, 0):
             return 0.0
         return self.plan.pool.answer_price(self.answered.model_name,
@@ -271,32 +309,31 @@ class Outcome:
         bound = self.bounds.get(self.answered.model_name) if self.answered else None
         return counted if bound is None else min(counted, bound[1])
 
-    def _learn(self) -> bool:
-        """The answering backend's report against its bound
-        (gateway/serving/budget/bound_factors.py): its factor widened, or held out when absurd
-        (returned)."""
-        b = self.answered
-        bound = self.bounds.get(b.model_name) if b is not None else None
-        factors = self.ctx.bound_factors
-        if b is None or bound is None or factors is None:
-            return False
-        return factors.reported(b.model_name, report_ratio(self.reported, bound),
-                                self.tenant.principal) in ("absurd", "held out")
-
     def _book_overrun(self, owed: float) -> None:
-        """The operator's part of the provider's report: counted by backend, in the
-        answering attempt's log entry."""
+        """The operator's part of the provider's report (past the bounds, or past what was
+        held), the one booking of an overrun: counted by backend, on the answering attempt's
+        log entry (``attempt_log``)."""
         name = self.answered.model_name if self.answered else "none"
-        self.overrun_usd = self.overrun_cost() + max(0.0, owed - self.cost_usd)
+        self.overrun_usd = self.overrun_cost() + max(0.0, owed - (self.cost_usd or 0.0))
         if self.overrun_usd <= 0:
             return
         m = self.ctx.metrics
         m.overruns.inc()
         m.overrun_usd.inc(self.overrun_usd)
         m.overrun_by_backend.labels(name).inc(self.overrun_usd)
-        answered = [a for a in self.attempts if a.get("model") == name and a["status"] == 200]
-        if answered:
-            answered[-1]["overrun_usd"] = self.overrun_usd
+
+    def attempt_log(self) -> list[dict]:
+        """The attempts as the row logs them: the records as made, the answering one with what
+        was learnt of it later (its stream broke: ``error``; an overrun: ``overrun_usd``)."""
+        name = self.answered.model_name if self.answered else None
+        answering = [i for i, a in enumerate(self.attempts)
+                     if a.get("model") == name and a["status"] == 200]
+        notes: dict[int, dict[str, Any]] = {}
+        if self.stream_error and self.attempts:
+            notes.setdefault(len(self.attempts) - 1, {})["error"] = self.stream_error
+        if self.overrun_usd > 0 and answering:
+            notes.setdefault(answering[-1], {})["overrun_usd"] = self.overrun_usd
+        return [{**a, **notes[i]} if i in notes else a for i, a in enumerate(self.attempts)]
 
     async def settle(self) -> None:
         """Settle the held money with the actual cost (once); never raises: a fault is kept
@@ -307,15 +344,16 @@ class Outcome:
         if self.hold.settled:
             return
         try:
-            if self.answered is not None and self.completion_tokens is None:
+            if self.answered is not None and self.completion_tokens is None and \
+                    self.unit is None:
                 b = self.answered  # no believable count: what was answered, counted
                 self.completion_tokens = self.count_unreported(
                     await anyio.to_thread.run_sync(count_text_tokens, b, self.answer_text))
             owed = self.answer_cost() + self.hold.owed
             self.cost_usd = self.charged(owed)
-            absurd = self._learn()
-            if self.answered is not None and not self.cache_hit:  # the backend's trust
-                # (gateway/serving/budget/budget_gate.py)
+            absurd = learned(self)
+            if self.answered is not None and not self.cache_hit and self.unit is None:
+                # the backend's trust (gateway/serving/budget/budget_gate.py)
                 self.ctx.budget_gate.answered(self.answered.model_name, overran=absurd)
             self._book_overrun(owed)
             await self.hold.settle(self.cost_usd)
@@ -332,7 +370,7 @@ class Outcome:
             self.cost_usd = self.actual_cost()
         if self.settle_error:
             error = f"{error + '; ' if error else ''}{self.settle_error}"
-        self._count(status)
+        count_request(self, status)
         self.trace.finished(self, status, error)
         row = log_row(self, status, error)
         self.ctx.log_writer.submit(row)
@@ -340,11 +378,11 @@ class Outcome:
         if self.cache_hit:  # a replay: nothing new to learn, no tokens spent upstream
             return
         self._hold_conversation(status)
-        if self.ctx.learning is not None:
+        if self.ctx.learning is not None and self.unit is None:  # what a router learns from
             await self.ctx.learning.after_request(served(self, status))
         if self.answered is not None or self.tpm_grant is not None:  # tokens per minute
             await self.ctx.reliability.settle_tokens(self.tenant, self.tpm_grant,
-                                                     self._tokens_used())
+                                                     tokens_used(self))
 
     def _hold_conversation(self, status: int) -> None:
         """The backend that answered a routed conversation holds its prompt cache now
@@ -354,28 +392,3 @@ class Outcome:
         if (affinity is not None and status == 200 and self.answered is not None
                 and plan is not None and plan.route is not None):
             affinity.hold(plan.conversation, self.answered.model_name)
-
-    def _tokens_used(self) -> int:
-        """What the request counts against TPM: the answer's tokens; unanswered, its whole
-        reservation if an attempt timed out after it was sent (the provider worked on it),
-        else none."""
-        if self.answered is not None:
-            return (self.prompt_tokens or 0) + (self.completion_tokens or 0)
-        if self.timeout_charges and self.tpm_grant is not None:
-            return self.tpm_grant.tokens
-        return 0
-
-    def _count(self, status: int) -> None:
-        m, route = self.ctx.metrics, self.route_label
-        model = self.answered.model_name if self.answered else "none"
-        stream = str(bool(self.plan and self.plan.request.stream)).lower()
-        m.requests.labels(route, model, str(status), stream).inc()
-        m.latency.labels(route, stream).observe(time.perf_counter() - self.t0)
-        for backend, usd in self.timeout_charges:
-            m.timeout_charges.labels(backend).inc()
-            m.timeout_charged_usd.labels(backend).inc(usd)
-            m.cost.labels(backend).inc(usd)
-        if self.answered is not None and not self.cache_hit:
-            m.cost.labels(model).inc(self.answer_cost())
-            m.tokens.labels(model, "prompt").inc(self.prompt_tokens or 0)
-            m.tokens.labels(model, "completion").inc(self.completion_tokens or 0)

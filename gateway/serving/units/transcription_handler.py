@@ -1,6 +1,7 @@
 """POST /v1/audio/transcriptions: a multipart upload passed through ``litellm.atranscription``
 to the named backend, reserved at the audio's duration × the per-second price, settled at it
-and logged (gateway/serving/passthrough.py).
+and logged (gateway/serving/named_call.py), in the frame every endpoint runs in
+(gateway/serving/endpoint.py ``serve_unit``).
 
 The upload is bounded before it is read: the gateway's request-size limit (``BodyLimit``,
 ``reliability.max_body_bytes``) answers 413 as soon as the bytes passed it, and the form takes
@@ -26,7 +27,10 @@ from starlette.datastructures import FormData, UploadFile
 from starlette.exceptions import HTTPException
 
 from gateway.errors import invalid
-from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
+from gateway.serving.endpoint import serve_unit
+from gateway.serving.named_call import call_litellm, reply_json, settled
+from gateway.serving.plan.backend_named import unit_backend
+from gateway.serving.record.outcome import Outcome
 from gateway.serving.units.audio_length import audio_length
 from gateway.serving.units.unit_prices import TRANSCRIPTION, unit_price
 from router_core.env.litellm_env import litellm
@@ -67,10 +71,11 @@ async def _form(request: Request) -> FormData:
         raise invalid(f"the multipart form was refused: {e.detail}", param="file") from e
 
 
-async def _transcribe(call: Passthrough, request: Request) -> Response:
+async def _transcribe(out: Outcome, request: Request) -> Response:
     form = await _form(request)
     try:
-        backend = call.named(form.get("model"), TRANSCRIPTION)
+        backend = out.naming(unit_backend(out.ctx.pool.current, out.tenant, form.get("model"),
+                                          TRANSCRIPTION))
         upload = form.get("file")
         if not isinstance(upload, UploadFile):
             raise invalid("'file' is required: the audio to transcribe", param="file")
@@ -85,10 +90,10 @@ async def _transcribe(call: Passthrough, request: Request) -> Response:
                           code="audio_duration_unknown")
         bound = math.ceil(length.seconds) * price
         params["file"] = (upload.filename or "audio", data)
-        reply = await call.call(backend, bound, litellm.atranscription, params)
+        reply = await call_litellm(out, backend, bound, litellm.atranscription, params)
     finally:
         await form.close()  # its spool files
-    headers = await call.settle(bound)  # billed by the audio's seconds: known before the call
+    headers = await settled(out, backend, bound)  # billed by the audio's seconds: known before
     if params.get("response_format") in TEXT_FORMATS:
         text = reply if isinstance(reply, str) else getattr(reply, "text", "")
         return PlainTextResponse(str(text), headers=headers)
@@ -97,4 +102,4 @@ async def _transcribe(call: Passthrough, request: Request) -> Response:
 
 async def transcriptions_endpoint(request: Request) -> Response:
     """OpenAI's audio transcriptions (``client.audio.transcriptions.create``)."""
-    return await serve_passthrough(request, "transcriptions", _transcribe)
+    return await serve_unit(request, "transcriptions", _transcribe)

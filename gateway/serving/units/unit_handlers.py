@@ -1,7 +1,8 @@
 """POST /v1/images/generations, /v1/audio/speech, /v1/moderations and /v1/rerank: passthroughs
 to the named backend through litellm (``aimage_generation``, ``aspeech``, ``amoderation``,
 ``arerank``), each reserved at a bound on what it can cost, settled and logged
-(gateway/serving/passthrough.py; the prices: gateway/serving/units/unit_prices.py).
+(gateway/serving/named_call.py; the prices: gateway/serving/units/unit_prices.py),
+each in the frame every endpoint runs in (gateway/serving/endpoint.py ``serve_unit``).
 
 The bounds, each known before the call:
 - images: n × the price of one image at the dearest size and quality the request allows
@@ -16,7 +17,7 @@ The bounds, each known before the call:
   query, and tokens are bounded by bytes, so chunks_d ≤ ⌈b_d / max(1, 500 − b_q)⌉ and
   units ≤ ⌈Σ chunks_d / 100⌉; settled at the search units the provider reports.
 Every one takes a slot of the key's and the tenant's ``max_parallel_requests`` before its body
-is read and counts against their requests per minute (gateway/serving/passthrough.py); the
+is read and counts against their requests per minute (gateway/serving/endpoint.py); the
 text ones reserve their input's UTF-8 bytes (a bound on its tokens) against their tokens per
 minute (docs/endpoints.md).
 Each body is checked key by key (an unknown key is a 400, as on chat), which keeps clients
@@ -34,7 +35,10 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import invalid
 from gateway.pricing import json_bytes
-from gateway.serving.passthrough import Passthrough, reply_json, serve_passthrough
+from gateway.serving.endpoint import serve_unit
+from gateway.serving.named_call import call_litellm, reply_json, settled
+from gateway.serving.plan.backend_named import unit_backend
+from gateway.serving.record.outcome import Outcome
 from gateway.serving.request.chat_request import int_param, json_object, number_param, only_known
 from gateway.serving.request.validation import json_body
 from gateway.serving.units.unit_prices import (
@@ -95,33 +99,32 @@ def _image_count(body: dict) -> int:
     return n
 
 
-async def _images(call: Passthrough, request: Request) -> Response:
+def _named(out: Outcome, model: Any, mode: str) -> Any:
+    """The backend ``model`` names (backend_named.py ``unit_backend``), on the record."""
+    return out.naming(unit_backend(out.ctx.pool.current, out.tenant, model, mode))
+
+
+async def _images(out: Outcome, request: Request) -> Response:
     body = await _body(request, IMAGE_KEYS)
-    backend = call.named(body.get("model"), IMAGE)
+    backend = _named(out, body.get("model"), IMAGE)
     n = _image_count(body)
     prompt_bytes = len(body["prompt"].encode())
     bound = image_cost(backend, n, body.get("size"), body.get("quality"), prompt_bytes)
-    await call.reserve_tokens(prompt_bytes)
-    reply = reply_json(await call.call(backend, bound, litellm.aimage_generation,
-                                       _params(body)))
-    return JSONResponse(reply, headers=await call.settle(_image_charge(call, backend, reply,
-                                                                       bound, n)))
+    await out.reserve_input(prompt_bytes)
+    reply = reply_json(await call_litellm(out, backend, bound, litellm.aimage_generation,
+                                          _params(body)))
+    return JSONResponse(reply, headers=await settled(out, backend,
+                                                     _image_charge(backend, reply, bound, n)))
 
 
-def _image_charge(call: Passthrough, backend: Any, reply: dict, bound: float, n: int) -> float:
-    """What an image reply costs: its reported ``usage`` at the token prices (gpt-image), a
-    cost past the bound counted as the operator's overrun; without usage, the bound's share
-    of the images answered."""
+def _image_charge(backend: Any, reply: dict, bound: float, n: int) -> float:
+    """What an image reply costs: its reported ``usage`` at the token prices (gpt-image; a
+    cost past what was held is the operator's overrun, booked when it settles); without
+    usage, the bound's share of the images answered."""
     used = image_usage_cost(backend, reply.get("usage"))
     if used is None:
         answered = len(reply.get("data") or []) or n
         return bound * min(answered, n) / n
-    if used > bound:
-        m = call.ctx.metrics
-        m.overruns.inc()
-        m.overrun_usd.inc(used - bound)
-        m.overrun_by_backend.labels(backend.model_name).inc(used - bound)
-        call.attempts[-1]["overrun_usd"] = used - bound
     return used
 
 
@@ -140,16 +143,16 @@ def _speech_format(body: dict) -> str:
     return fmt
 
 
-async def _speech(call: Passthrough, request: Request) -> Response:
+async def _speech(out: Outcome, request: Request) -> Response:
     body = await _body(request, SPEECH_KEYS)
-    backend = call.named(body.get("model"), SPEECH)
+    backend = _named(out, body.get("model"), SPEECH)
     text = _text(body, "input", MAX_SPEECH_CHARS)
     fmt = _speech_format(body)
     bound = len(text) * unit_price(backend, SPEECH)
-    await call.reserve_tokens(len(text.encode()))
-    reply = await call.call(backend, bound, litellm.aspeech, _params(body))
+    await out.reserve_input(len(text.encode()))
+    reply = await call_litellm(out, backend, bound, litellm.aspeech, _params(body))
     audio = reply.content if hasattr(reply, "content") else bytes(reply)
-    headers = await call.settle(bound)  # billed by the characters sent: known exactly
+    headers = await settled(out, backend, bound)  # billed by the characters sent: known
     return Response(audio, media_type=AUDIO_TYPES[fmt], headers=headers)
 
 
@@ -167,26 +170,27 @@ def _moderation_input(raw: Any) -> tuple[int, int]:
                   "text and image_url parts", param="input")
 
 
-def _moderation_model(call: Passthrough, body: dict) -> Any:
+def _moderation_model(out: Outcome, body: dict) -> Any:
     """The body's ``model``; none: OpenAI's default, the one moderation backend, if one."""
     if body.get("model") is not None:
         return body["model"]
-    named = [n for n, m in call.ctx.pool.current.modes.items() if m == MODERATION]
+    named = [n for n, m in out.ctx.pool.current.modes.items() if m == MODERATION]
     if len(named) != 1:
         raise invalid("'model' is required: name a moderation backend", param="model")
     return named[0]
 
 
-async def _moderations(call: Passthrough, request: Request) -> Response:
+async def _moderations(out: Outcome, request: Request) -> Response:
     body = await _body(request, MODERATION_KEYS)
-    backend = call.named(_moderation_model(call, body), MODERATION)
+    backend = _named(out, _moderation_model(out, body), MODERATION)
     text_bytes, images = await anyio.to_thread.run_sync(_moderation_input, body.get("input"))
-    await call.reserve_tokens(text_bytes + images * backend.model_info.max_image_tokens)
-    bound = (call.prompt_tokens or 0) * unit_price(backend, MODERATION)
-    reply = await call.call(backend, bound, litellm.amoderation, {"input": body["input"]})
-    headers = await call.settle(bound)
-    out = {**reply_json(reply), "model": backend.model_name}
-    return JSONResponse(out, headers=headers)
+    tokens = text_bytes + images * backend.model_info.max_image_tokens
+    await out.reserve_input(tokens)
+    bound = tokens * unit_price(backend, MODERATION)
+    reply = await call_litellm(out, backend, bound, litellm.amoderation,
+                               {"input": body["input"]})
+    headers = await settled(out, backend, bound)
+    return JSONResponse({**reply_json(reply), "model": backend.model_name}, headers=headers)
 
 
 def search_units(query: str, documents: list) -> int:
@@ -209,35 +213,36 @@ def _documents(body: dict) -> list:
     return docs
 
 
-async def _rerank(call: Passthrough, request: Request) -> Response:
+async def _rerank(out: Outcome, request: Request) -> Response:
     body = await _body(request, RERANK_KEYS)
-    backend = call.named(body.get("model"), RERANK)
+    backend = _named(out, body.get("model"), RERANK)
     query, docs = _text(body, "query"), _documents(body)
     price = unit_price(backend, RERANK)
     units = await anyio.to_thread.run_sync(search_units, query, docs)  # O(body) walk
-    await call.reserve_tokens(len(query.encode()) + await anyio.to_thread.run_sync(
+    await out.reserve_input(len(query.encode()) + await anyio.to_thread.run_sync(
         json_bytes, docs))
-    out = reply_json(await call.call(backend, units * price, litellm.arerank, _params(body)))
-    billed = ((out.get("meta") or {}).get("billed_units") or {}).get("search_units")
+    reply = reply_json(await call_litellm(out, backend, units * price, litellm.arerank,
+                                          _params(body)))
+    billed = ((reply.get("meta") or {}).get("billed_units") or {}).get("search_units")
     used = billed if isinstance(billed, (int, float)) and billed >= 0 else units
-    return JSONResponse(out, headers=await call.settle(used * price))
+    return JSONResponse(reply, headers=await settled(out, backend, used * price))
 
 
 async def images_endpoint(request: Request) -> Response:
     """OpenAI's image generation (``client.images.generate``)."""
-    return await serve_passthrough(request, "images", _images)
+    return await serve_unit(request, "images", _images)
 
 
 async def speech_endpoint(request: Request) -> Response:
     """OpenAI's text to speech (``client.audio.speech.create``)."""
-    return await serve_passthrough(request, "speech", _speech)
+    return await serve_unit(request, "speech", _speech)
 
 
 async def moderations_endpoint(request: Request) -> Response:
     """OpenAI's moderations (``client.moderations.create``)."""
-    return await serve_passthrough(request, "moderations", _moderations)
+    return await serve_unit(request, "moderations", _moderations)
 
 
 async def rerank_endpoint(request: Request) -> Response:
     """Rerank as LiteLLM's proxy serves it (Cohere's request shape)."""
-    return await serve_passthrough(request, "rerank", _rerank)
+    return await serve_unit(request, "rerank", _rerank)
