@@ -7,6 +7,7 @@ Real parts: uvicorn, the OpenAI SDK, litellm's aembedding over HTTP, SQLite.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import openai
@@ -95,3 +96,34 @@ def test_bad_embeddings_bodies_are_400_naming_the_field_and_the_budget_holds(
     assert gw.settled(tenant_id)["spent_usd"] == 0
     with pytest.raises(openai.NotFoundError):
         client.embeddings.create(model="nope", input="x")
+
+
+def test_a_401_on_embeddings_leaves_an_access_line(gw: Gateway,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Embeddings run in the frame every endpoint runs in (gateway/serving/endpoint.py): a
+    request refused before a tenant is known is logged on the access log as chat's is."""
+    client = gw.client("sk-not-a-key")
+    with caplog.at_level(logging.INFO, logger="tollgate.access"):
+        with pytest.raises(openai.AuthenticationError) as e:
+            client.embeddings.create(model=EMBED, input="hi")
+    rid = e.value.response.headers["x-tollgate-request-id"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "tollgate.access"]
+    mine = [line for line in lines if line.startswith(rid)]
+    assert len(mine) == 1 and " 401 " in mine[0] and "tenant=-" in mine[0]
+
+
+def test_a_refused_embeddings_row_names_the_backend_and_its_attempt(
+        gw: Gateway, up: FakeUpstream) -> None:
+    """The row of a failed embeddings call: its reason, the backend it named, its attempt with
+    the upstream's status, the client's error from the one upstream error map."""
+    key, tenant_id = gw.tenant(budget_usd=1.0)
+    client = gw.client(key)
+    up.set_mode(EMBED, "error_400", times=1)
+    with pytest.raises(openai.BadRequestError) as e:
+        client.embeddings.create(model=EMBED, input="hi")
+    assert e.value.body["code"] == "upstream_bad_request"
+    row = gw.log_row(e.value.response.headers["x-tollgate-request-id"])
+    assert row["reason"] == "embeddings" and row["chosen_model"] == EMBED
+    assert row["status"] == 400 and row["cost_usd"] == 0.0
+    assert [(a["model"], a["status"]) for a in row["attempts"]] == [(EMBED, 400)]
+    assert gw.settled(tenant_id)["spent_usd"] == 0.0
