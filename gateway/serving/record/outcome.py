@@ -223,7 +223,7 @@ class Outcome:
                       reported: int | None = None) -> None:
         """The unit call's answer: what it costs, what its reply reported past the bound (the
         operator's), its (prompt, completion) tokens when it has a count, and the prompt
-        count it reported (held against the bound: ``_learn``)."""
+        count it reported (held against the bound when it settles: usage.py ``learned``)."""
         self.answered = b
         self.unit_cost, self.unit_overrun = cost_usd, overrun_usd
         if tokens is not None:

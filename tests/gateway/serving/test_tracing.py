@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 
+import openai
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -30,6 +31,7 @@ from tests.gateway.conftest import Gateway, gateway_config, run_gateway
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
 PROMPT = "Prove that the square root of two is irrational."
+EMBED = "embed-cheap"  # an embedding backend (the fake answers /v1/embeddings for any)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +53,8 @@ def gw(tmp_path_factory: pytest.TempPathFactory, upstream: FakeUpstream, test_ro
        encoder, exporter: InMemorySpanExporter) -> Iterator[Gateway]:
     tmp = tmp_path_factory.mktemp("tracing")
     cfg = gateway_config(upstream, tmp / "spool", database_url=f"sqlite:///{tmp / 'tg.db'}")
+    cfg["model_list"].append(upstream.model_entry("fake-cheap", model_name=EMBED,
+                                                  mode="embedding"))
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 
@@ -153,6 +157,41 @@ def test_a_streamed_passthrough_attempt_ends_with_its_stream(
     first_chunk_ns = gw.log_row(rid)["attempts"][0]["latency_ms"] * 1e6
     assert attempt.end_time - attempt.start_time > first_chunk_ns
     assert attempt.end_time <= req.end_time
+
+
+def test_an_embeddings_request_has_its_request_and_attempt_spans(
+    gw: Gateway, exporter: InMemorySpanExporter
+) -> None:
+    """Embeddings run in the frame every endpoint runs in: a request span named by the
+    GenAI operation ``embeddings`` and the backend, with its one attempt as a client span."""
+    key, tenant_id = gw.tenant()
+    raw = gw.client(key).embeddings.with_raw_response.create(model=EMBED, input="hi there")
+    rid, usage = raw.headers["x-tollgate-request-id"], raw.parse().usage
+    spans = request_spans(exporter, rid)
+    [req] = [s for s in spans if s.attributes.get("tollgate.request_id") == rid]
+    assert req.name == f"embeddings {EMBED}"
+    a = req.attributes
+    assert a["gen_ai.operation.name"] == "embeddings" and a["tollgate.route"] == "embeddings"
+    assert a["http.response.status_code"] == 200 and a["tollgate.tenant_id"] == tenant_id
+    assert a["gen_ai.response.model"] == EMBED
+    assert a["gen_ai.usage.input_tokens"] == usage.prompt_tokens
+    assert a["tollgate.cost_usd"] == pytest.approx(float(raw.headers["x-tollgate-cost-usd"]))
+    [attempt] = by_parent(spans, req)
+    assert attempt.name == f"embeddings {EMBED}" and attempt.kind is SpanKind.CLIENT
+    assert attempt.attributes["tollgate.attempt.status"] == 200
+
+
+def test_an_embeddings_request_refused_before_its_tenant_is_known_has_its_span(
+    gw: Gateway, exporter: InMemorySpanExporter
+) -> None:
+    with pytest.raises(openai.AuthenticationError) as e:
+        gw.client("sk-not-a-key").embeddings.create(model=EMBED, input="hi")
+    rid = e.value.response.headers["x-tollgate-request-id"]
+    [req] = [s for s in request_spans(exporter, rid)
+             if s.attributes.get("tollgate.request_id") == rid]
+    assert req.attributes["gen_ai.operation.name"] == "embeddings"
+    assert req.attributes["http.response.status_code"] == 401
+    assert req.status.status_code is StatusCode.ERROR
 
 
 def test_without_the_sdk_nothing_is_imported_and_nothing_fails() -> None:
