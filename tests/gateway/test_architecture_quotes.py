@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_quoted_function_is_in_the_code_as_quoted():
     doc = (ROOT / "docs" / "architecture.md").read_text()
-    quoted = [b for b in re.findall(r"```python\n(.*?)```", doc, re.S)
+    quoted = [b for b in re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
               if re.match(r"(async )?def \w+", b)]
     sources = [p.read_text() for p in (ROOT / "gateway").rglob("*.py")]
     assert len(quoted) >= 3  # chat's story, the frame of the named endpoints, embeddings'

@@ -26,10 +26,11 @@ from fastapi.responses import JSONResponse, Response
 
 from gateway.auth import authenticate, require_model
 from gateway.context import GatewayContext
-from gateway.errors import GatewayError, invalid, model_not_found
+from gateway.errors import GatewayError, invalid
 from gateway.pricing import count_prompt_tokens
 from gateway.serving.endpoint import new_request_id
 from gateway.serving.messages.messages_request import parse_messages_request
+from gateway.serving.plan.backend_named import known_backend
 from gateway.serving.request.anthropic_errors import anthropic_error
 from gateway.serving.request.validation import load_json
 from gateway.serving.response_headers import RATELIMIT_STATE
@@ -78,10 +79,7 @@ async def count_tokens_endpoint(request: Request) -> Response:
                               param="model")
             backend = backends[0]
         else:
-            backend = pool.backend(name)
-            if backend is None or backend.is_wildcard or (allowed is not None
-                                                          and name not in allowed):
-                raise model_not_found(name)
+            backend = known_backend(pool, tenant.policy, name)  # 404
         n = await ctx.reliability.apart(count_prompt_tokens, backend, req.chat.messages,
                                         req.chat.params.get("tools"))
         await ctx.reliability.used_tokens(tenant, n)  # counted in TPM as if sent

@@ -103,9 +103,9 @@ def test_a_401_on_embeddings_leaves_an_access_line(gw: Gateway,
     """Embeddings run in the frame every endpoint runs in (gateway/serving/endpoint.py): a
     request refused before a tenant is known is logged on the access log as chat's is."""
     client = gw.client("sk-not-a-key")
-    with caplog.at_level(logging.INFO, logger="tollgate.access"):
-        with pytest.raises(openai.AuthenticationError) as e:
-            client.embeddings.create(model=EMBED, input="hi")
+    with caplog.at_level(logging.INFO, logger="tollgate.access"), \
+            pytest.raises(openai.AuthenticationError) as e:
+        client.embeddings.create(model=EMBED, input="hi")
     rid = e.value.response.headers["x-tollgate-request-id"]
     lines = [r.getMessage() for r in caplog.records if r.name == "tollgate.access"]
     mine = [line for line in lines if line.startswith(rid)]
