@@ -164,7 +164,8 @@ class RequestTrace:
 
     def _attempt_span(self, out: Outcome, record: dict, start: int, end: int,
                       answer: bool) -> None:
-        backend = out.plan.pool.backends.get(record["model"]) if out.plan else None
+        pool = out.plan.pool if out.plan else out.ctx.pool.current  # a unit call: no plan
+        backend = pool.backends.get(record["model"])
         deployment = out.deployment if answer and out.deployment is not None else 0
         model = (backend.deployment_params()[deployment]["model"] if backend is not None
                  else record["model"])

@@ -179,6 +179,9 @@ def test_an_embeddings_request_has_its_request_and_attempt_spans(
     [attempt] = by_parent(spans, req)
     assert attempt.name == f"embeddings {EMBED}" and attempt.kind is SpanKind.CLIENT
     assert attempt.attributes["tollgate.attempt.status"] == 200
+    # the deployment's own model and provider, as for chat's attempts
+    assert attempt.attributes["gen_ai.request.model"] == "fake-cheap"
+    assert attempt.attributes["gen_ai.provider.name"] == "openai"
 
 
 def test_an_embeddings_request_refused_before_its_tenant_is_known_has_its_span(
