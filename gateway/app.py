@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
-from gateway import __version__, litellm_callbacks
+from gateway import __version__
 from gateway.admin import api as admin_api
 from gateway.admin import litellm_keys, litellm_management
 from gateway.auth import (
@@ -42,6 +42,10 @@ from gateway.pool import PoolHolder, build_pool
 from gateway.pool.explore_share import PriorShare
 from gateway.pool.known import table_text
 from gateway.pricing import resolve_prices
+from gateway.provider import litellm_callbacks
+from gateway.provider.litellm_inline import install_inline_setup
+from gateway.provider.litellm_transport import LitellmTransport
+from gateway.provider.transport import Transport
 from gateway.reliability.guards import Reliability, guard_store
 from gateway.reliability.heap_freeze import freeze_startup_heap
 from gateway.reliability.loop_watch import LoopWatch
@@ -57,7 +61,6 @@ from gateway.serving.budget.budget_gate import BudgetGate
 from gateway.serving.chat.handler import chat_completions
 from gateway.serving.completions.completions_handler import completions
 from gateway.serving.embeddings.embeddings_handler import embeddings
-from gateway.serving.forwarding.litellm_inline import install_inline_setup
 from gateway.serving.forwarding.response_cache import build_response_cache, close_response_cache
 from gateway.serving.models_endpoint import list_models, retrieve_model
 from gateway.serving.plan.embedding import EmbeddingBatcher
@@ -96,13 +99,15 @@ def create_app(
     encoder: Encoder | None = None,
     registry: CollectorRegistry | None = None,
     freeze_heap: bool = False,
+    transport: Transport | None = None,
 ) -> FastAPI:
     """Build a gateway. Parts not given are built from ``settings`` (the store from
     ``database_url``, the router from ``router_path`` or the packaged artifact). With
     ``freeze_heap`` (a serving process's own gateway) the startup heap is frozen once started
-    (gateway/reliability/heap_freeze.py)."""
+    (gateway/reliability/heap_freeze.py). ``transport``: what every provider call goes
+    through (default ``LitellmTransport``; a test's ``MockTransport``)."""
     ctx = build_context(settings, store=store, log_writer=log_writer, router=router,
-                        encoder=encoder, registry=registry)
+                        encoder=encoder, registry=registry, transport=transport)
     app = FastAPI(title="Tollgate", version=__version__,
                   lifespan=_lifespan(ctx, freeze_heap))
     app.state.ctx = ctx
@@ -126,7 +131,8 @@ def create_app(
 
 def build_context(settings: Settings, *, store: Store | None, log_writer: LogSink | None,
                   router: Router | None, encoder: Encoder | None,
-                  registry: CollectorRegistry | None) -> GatewayContext:
+                  registry: CollectorRegistry | None,
+                  transport: Transport | None = None) -> GatewayContext:
     """The gateway's state: every part given or built from ``settings``, wired together."""
     loaded = router is None
     router = router if router is not None else load_router(settings.router_path)
@@ -158,6 +164,7 @@ def build_context(settings: Settings, *, store: Store | None, log_writer: LogSin
         reliability=reliability,
         bound_factors=BoundFactors(),  # what providers' miscounts taught (this process)
         failed_logins=FailedLogins(),
+        transport=transport if transport is not None else LitellmTransport(),
         response_cache=build_response_cache(settings.cache, reliability.settings, metrics),
         litellm_callbacks=callbacks,
         affinity=SessionAffinity(),
@@ -281,16 +288,14 @@ async def _warm_litellm(settings: Settings) -> None:
     reachability decided once (router_core.env.hub_reach: offline, each hub tokenizer would cost
     ~24 s of retries when a count needs one). No tokenizer is loaded: most requests need
     none (gateway/pricing.py), and each costs 40-100 MB per worker."""
+    from gateway.provider import litellm_maps
     from router_core.env.hub_reach import hub_offline_if_unreachable
-    from router_core.env.litellm_env import litellm
 
     if not settings.model_list:
         return
     try:
         await anyio.to_thread.run_sync(hub_offline_if_unreachable)
-        await litellm.acompletion(model=settings.model_list[0].litellm_model,
-                                  messages=[{"role": "user", "content": "warm up"}],
-                                  mock_response="ok")
+        await litellm_maps.mock_completion(settings.model_list[0].litellm_model)
     except Exception:  # a warm-up must never stop the gateway from starting
         log.warning("litellm warm-up failed", exc_info=True)
 

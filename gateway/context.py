@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the rooms that fill these fields import this module, not th
     from gateway.auth import FailedLogins
     from gateway.pool import PoolHolder
     from gateway.pool.explore_share import PriorShare
+    from gateway.provider.transport import Transport
     from gateway.review.metrics import GatewayMetrics
     from gateway.serving.budget.bound_factors import BoundFactors
     from gateway.serving.budget.budget_gate import BudgetGate
@@ -58,10 +59,11 @@ class GatewayContext:
     reliability: Reliability  # rate limits, parallel slots, circuit breakers (gateway/seams.py)
     bound_factors: BoundFactors  # backends' learned reservation factors (this process)
     failed_logins: FailedLogins  # wrong keys per client address (gateway/auth.py)
+    transport: Transport  # every call to a provider goes through it (gateway/provider/transport.py)
     ready: bool = False
     learning: LearningHooks | None = None  # feedback, hot swap, retraining (learning/loop.py)
     response_cache: ResponseCache | None = None  # when configured (``cache:``)
-    # litellm_settings callbacks, resolved (gateway/litellm_callbacks.py); installed on start
+    # litellm_settings callbacks, resolved (gateway/provider/litellm_callbacks.py); installed on start
     litellm_callbacks: dict[str, list[Any]] = field(default_factory=dict)
     # conversation → the backend holding its prompt cache (serving/plan/session_affinity.py)
     affinity: SessionAffinity | None = None

@@ -39,7 +39,7 @@ from typing import Any
 
 from gateway.config import Backend, ConfigError, ModelInfo, Settings
 from gateway.price_like import borrowed_model
-from router_core.env.litellm_env import litellm
+from gateway.provider import litellm_maps
 
 
 @dataclass(frozen=True)
@@ -75,9 +75,8 @@ class Price:
         if self.model is None:
             return bound
         try:
-            got = float(sum(litellm.cost_per_token(model=self.model, prompt_tokens=prompt_tokens,
-                                                   completion_tokens=completion_tokens,
-                                                   service_tier=self.service_tier)))
+            got = litellm_maps.cost_per_token(self.model, prompt_tokens, completion_tokens,
+                                              self.service_tier)
         except Exception:  # noqa: BLE001 - litellm's look-up failing: the formula's price
             return bound
         # litellm answering 0 (or less) for tokens its map prices is no price: the formula's
@@ -98,9 +97,8 @@ _TIER = re.compile(r"^input_cost_per_token_above_(\d+)k_tokens$")
 
 
 def _litellm_price(model: str) -> Price | None:
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for unknown models
+    info = litellm_maps.model_info(model)
+    if info is None:
         return None
     pin, pout = info.get("input_cost_per_token"), info.get("output_cost_per_token")
     if pin is None or pout is None:
@@ -127,10 +125,9 @@ def tier_price(price: Price, tier: str) -> Price | None:
     ``cost_per_token(service_tier=...)``, never above that."""
     if price.model is None:
         return None
-    key = litellm.litellm_core_utils.llm_cost_calc.utils.get_service_tier_cost_key
-    try:
-        info = litellm.get_model_info(price.model)
-    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for unknown models
+    key = litellm_maps.service_tier_cost_key
+    info = litellm_maps.model_info(price.model)
+    if info is None:
         return None
     names = [key(f"{side}_cost_per_token", tier) for side in ("input", "output")]
     rates = [info.get(name) for name in names]
@@ -222,7 +219,7 @@ def _register(model: str, info: ModelInfo, pin: float, pout: float) -> None:
     }
     if info.max_input_tokens:
         entry["max_input_tokens"] = info.max_input_tokens
-    litellm.register_model({model: entry})
+    litellm_maps.register_model(model, entry)
 
 
 PROMPT_MARGIN_TOKENS = 64  # M: role markers, reply priming, a default system block
@@ -397,8 +394,8 @@ def count_text_tokens(backend: Backend, text: str) -> int:
     if not text:
         return 0
     try:
-        return sum(len(litellm.encode(model=backend.litellm_model,
-                                      text=text[i:i + TOKENIZE_CHUNK_CHARS]))
+        return sum(litellm_maps.encoded_tokens(backend.litellm_model,
+                                               text[i:i + TOKENIZE_CHUNK_CHARS])
                    for i in range(0, len(text), TOKENIZE_CHUNK_CHARS))
     except Exception:  # noqa: BLE001 - never fewer than the bytes: a bound, as above
         return len(text.encode("utf-8", "replace"))

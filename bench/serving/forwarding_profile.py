@@ -8,8 +8,8 @@ proxy, ``tollgate serve``: 1 worker, SQLite in a temp dir) and its wrk script (u
 ``--auto``), ``litellm`` (the proxy), ``bare``: ``litellm.acompletion`` in a loop, 32 in
 flight, in a process of its own: litellm's CPU per call, the floor of any gateway on it, and
 ``inline``: that loop as the gateway calls litellm (its SDK client, litellm's setup run on
-the loop: gateway/serving/forwarding/litellm_inline.py, litellm's own logging left out:
-gateway/serving/forwarding/litellm_unlogged.py), ``logged``: the same with litellm's logging on, and
+the loop: gateway/provider/litellm_inline.py, litellm's own logging left out:
+gateway/provider/litellm_unlogged.py), ``logged``: the same with litellm's logging on, and
 ``sdk``: the same loop through the openai SDK alone, what litellm's own work adds to a call.
 Each round: CPU ms per request (process CPU time / requests, unprofiled), then Tollgate under
 the same load with ``py-spy record --gil``: the samples of the thread holding the GIL, i.e.
@@ -154,11 +154,11 @@ def bare_litellm(up_url: str, model: str, seconds: float) -> dict:
 
 def _gateway_call(up_url: str, model: str, seconds: float, logged: bool) -> dict:
     """litellm called as the gateway calls it: its own SDK client, the setup run on the loop
-    (gateway/serving/forwarding/litellm_inline.py) and, unless ``logged``, litellm's own logging
-    left out (gateway/serving/forwarding/litellm_unlogged.py)."""
-    from gateway.serving.forwarding.litellm_inline import inline_setup, install_inline_setup
-    from gateway.serving.forwarding.litellm_unlogged import unlogged
-    from gateway.serving.forwarding.request_json import sdk_client
+    (gateway/provider/litellm_inline.py) and, unless ``logged``, litellm's own logging
+    left out (gateway/provider/litellm_unlogged.py)."""
+    from gateway.provider.litellm_inline import inline_setup, install_inline_setup
+    from gateway.provider.litellm_unlogged import unlogged
+    from gateway.provider.request_json import sdk_client
     from router_core.env.litellm_env import litellm
 
     litellm.suppress_debug_info = True

@@ -110,7 +110,9 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str = "info", fmt: str = "text") -> None:
     """Set up the root logger once for the process (idempotent)."""
     # import litellm first: its import attaches the handlers removed below
-    from router_core.env.litellm_env import litellm  # noqa: F401
+    from gateway.provider import litellm_maps
+
+    litellm_maps.loaded()
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))

@@ -140,9 +140,9 @@ def no_litellm_token_counting() -> None:
     counted by Tollgate (``count_text_tokens``, on ``litellm.encode``, which the flag leaves
     alone). Only here: tests and tools sharing a process with a gateway keep litellm's
     counter."""
-    from router_core.env.litellm_env import litellm
+    from gateway.provider import litellm_maps
 
-    litellm.disable_token_counter = True
+    litellm_maps.disable_token_counter()
 
 
 def worker_count(asked: int | None, database_url: str,

@@ -12,15 +12,15 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from gateway import litellm_compat
 from gateway.auth import admin_key
 from gateway.config import Backend, Settings
-from gateway.litellm_callbacks import describe as describe_callbacks
 from gateway.litellm_sections import ENV_PREFIX
 from gateway.pool import Pool
 from gateway.pool.exploring import exploring
 from gateway.pool.promise import claim_carried, reference_queries
 from gateway.price_like import price_origin, unpriced_fix
+from gateway.provider import litellm_compat
+from gateway.provider.litellm_callbacks import describe as describe_callbacks
 
 LABEL_WIDTH = 11
 
@@ -45,17 +45,17 @@ def unknown_provider(params: dict[str, Any]) -> str | None:
     """"unknown provider 'opnai' (did you mean openai?)" for a deployment whose model's
     provider prefix litellm does not know (``litellm.provider_list``); None when litellm can
     call it (a known prefix, ``custom_llm_provider``, or a model litellm resolves alone)."""
-    from router_core.env.litellm_env import litellm
+    from gateway.provider import litellm_maps
 
     model = str(params.get("model") or "")
     if params.get("custom_llm_provider") or "/" not in model:
         return None
     prefix = model.split("/", 1)[0]
-    providers = sorted({getattr(p, "value", str(p)) for p in litellm.provider_list})
+    providers = litellm_maps.provider_names()
     if prefix in providers:
         return None
     try:
-        litellm.get_llm_provider(model, api_base=params.get("api_base"))
+        litellm_maps.llm_provider(model, api_base=params.get("api_base"))
     except Exception:  # noqa: BLE001 - litellm's way of saying it cannot route the model
         close = difflib.get_close_matches(prefix, providers, n=1)
         return f"unknown provider {prefix!r}" + (f" (did you mean {close[0]}?)" if close else "")
@@ -192,13 +192,12 @@ def _missing_for(params: dict[str, Any]) -> list[str]:
         return [] if resolve_env(key) else [key[len(ENV_PREFIX):]]
     if key or params.get("api_base"):
         return []  # a literal key, or a self-hosted endpoint that may need none
-    from router_core.env.litellm_env import litellm
+    from gateway.provider import litellm_maps
 
     try:
-        found = litellm.validate_environment(model=str(params.get("model")))
+        return litellm_maps.missing_keys(str(params.get("model")))
     except Exception:  # noqa: BLE001 - an unknown provider: nothing to say
         return []
-    return list(found.get("missing_keys") or [])
 
 
 def _some(names: list[str], shown: int = 3) -> str:

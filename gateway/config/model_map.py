@@ -26,14 +26,13 @@ SECONDS_PER_OUTPUT_TOKEN = 3600 / 128_000  # s_tok (module docstring)
 
 def map_info(base_model: Any, model: Any) -> dict[str, Any]:
     """litellm's map entry for ``base_model``, else ``model``; {} when it lists neither."""
-    from router_core.env.litellm_env import litellm  # the local cost map before litellm loads
+    from gateway.provider import litellm_maps  # litellm loaded late, when a map is read
 
     for name in (base_model, model):
         if isinstance(name, str) and name:
-            try:
-                return dict(litellm.get_model_info(name))
-            except Exception:  # noqa: BLE001, S110 - a bare Exception for an unknown model
-                pass
+            info = litellm_maps.model_info(name)
+            if info is not None:
+                return info
     return {}
 
 

@@ -246,7 +246,7 @@ class Settings(BaseModel):
     # or route it means (resolved before anything else: policy, fallbacks, routing)
     model_group_alias: dict[str, str] = Field(default_factory=dict)
     # LiteLLM's litellm_settings.success_callback / failure_callback / callbacks, handed to
-    # litellm at startup (gateway/litellm_callbacks.py): names (langfuse, otel, ...) or
+    # litellm at startup (gateway/provider/litellm_callbacks.py): names (langfuse, otel, ...) or
     # module.attribute references to callback objects beside the config file
     litellm_callbacks: dict[Literal["success_callback", "failure_callback", "callbacks"],
                             list[Any]] = Field(default_factory=dict)

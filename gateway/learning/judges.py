@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from gateway.config import Backend, ExplorationSettings
 from gateway.pool import Pool
 from gateway.pool.exploring import default_judge
 from gateway.pricing import Price, count_prompt_tokens
-from gateway.serving.forwarding.upstream import complete
+from gateway.provider.litellm_transport import LitellmTransport
+from gateway.provider.transport import Transport
+from gateway.serving.forwarding.deployments import chat_completion
 
 DEFAULT_RUBRIC = (
     "You grade an AI assistant's answer. Judge correctness first, then completeness and "
@@ -82,6 +84,7 @@ class LLMJudge:
     max_tokens: int = 16
     name: str = "llm"
     chosen: str = "named in config"  # why this backend judges (the startup block says)
+    transport: Transport = field(default_factory=LitellmTransport, compare=False)  # its calls
 
     def on(self, pool: Pool) -> tuple[Backend, Price]:
         """The judge's backend in ``pool`` and its price."""
@@ -102,7 +105,8 @@ class LLMJudge:
     async def score(self, pool: Pool, prompt: str, model: str, answer: str
                     ) -> tuple[float | None, float]:
         backend, price = self.on(pool)
-        resp = await complete(
+        resp: Any = await chat_completion(
+            self.transport,
             backend,
             self._messages(prompt, answer),
             {"max_tokens": self.max_tokens, "temperature": 0},
@@ -125,10 +129,13 @@ def parse_score(text: str) -> float | None:
     return min(max(float(m.group(1)) / 10.0, 0.0), 1.0)
 
 
-def build_judge(pool: Pool, cfg: ExplorationSettings) -> LLMJudge | None:
+def build_judge(pool: Pool, cfg: ExplorationSettings,
+                transport: Transport | None = None) -> LLMJudge | None:
     """The LLM judge: ``judge.model`` (a priced backend of model_list, checked on ``pool``, the
     one at startup) or, named nowhere, the pool's default judge (gateway/pool/exploring.py);
-    None for ``kind: reference`` (the code supplies that judge) or when none qualifies."""
+    None for ``kind: reference`` (the code supplies that judge) or when none qualifies.
+    ``transport``: what its calls go through (default litellm's)."""
+    more = {} if transport is None else {"transport": transport}
     j = cfg.judge
     if j.kind != "llm":
         return None
@@ -137,13 +144,13 @@ def build_judge(pool: Pool, cfg: ExplorationSettings) -> LLMJudge | None:
         picked = default_judge(pool)
         if picked is None:
             return None
-        return LLMJudge(picked[0], rubric=rubric, chosen=f"by default: {picked[1]}")
+        return LLMJudge(picked[0], rubric=rubric, chosen=f"by default: {picked[1]}", **more)
     if pool.backend(j.model) is None:
         raise ValueError(f"exploration judge: {j.model!r} is not a backend in model_list")
     if j.model not in pool.prices:
         raise ValueError(f"exploration judge: {j.model!r} has no price (model_info or "
                          "litellm's cost map): its calls could not be booked")
-    return LLMJudge(j.model, rubric=rubric)
+    return LLMJudge(j.model, rubric=rubric, **more)
 
 
 async def compare(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str
@@ -155,8 +162,9 @@ async def compare(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str
     spent = 0.0
     for first, second in ((a, b), (b, a)):
         text = PAIR_RUBRIC.format(prompt=prompt, first=first, second=second)
-        resp = await complete(backend, [{"role": "user", "content": text}],
-                              {"max_tokens": 2 * judge.max_tokens, "temperature": 0})
+        resp: Any = await chat_completion(
+            judge.transport, backend, [{"role": "user", "content": text}],
+            {"max_tokens": 2 * judge.max_tokens, "temperature": 0})
         usage = getattr(resp, "usage", None)  # litellm's response object
         spent += price.cost(int(getattr(usage, "prompt_tokens", 0) or 0),
                             int(getattr(usage, "completion_tokens", 0) or 0))

@@ -58,7 +58,8 @@ class Learning:
         self.swapper = HotSwapper(ctx.store.engine, ctx.pool, self.poll_s)
         xcfg = opts.exploration
         self.explorer = Explorer(ctx.store.engine, ctx.pool, xcfg,
-                                 build_judge(ctx.pool.current, xcfg))
+                                 build_judge(ctx.pool.current, xcfg, ctx.transport),
+                                 transport=ctx.transport)
         self._tasks: set[asyncio.Task[Any]] = set()
         # requests this replica served lately: feedback that arrives before the row is
         # written (it is written after the response) still finds its request here

@@ -52,7 +52,10 @@ from gateway.learning.judges import Judge, LLMJudge, compare, compare_worst_usd
 from gateway.pool import Pool, PoolHolder
 from gateway.pool.known import outcomes_of
 from gateway.pricing import count_prompt_tokens
-from gateway.serving.forwarding.upstream import UpstreamFailure, complete
+from gateway.provider.failures import UpstreamFailure
+from gateway.provider.litellm_transport import LitellmTransport
+from gateway.provider.transport import Transport
+from gateway.serving.forwarding.deployments import chat_completion
 from gateway.serving.record.served import Served
 from gateway.store.periods import period_start_s, utcnow
 
@@ -79,11 +82,14 @@ class Explorer:
         judge: Judge | None,
         rng: random.Random | None = None,
         clock: Callable[[], datetime] = utcnow,
+        transport: Transport | None = None,
     ) -> None:
         # the pool is taken once per exploration, never kept: a backend adopted by a hot swap
         # is explored like any other, and one exploration never mixes two pools
         self.engine, self.pools, self.cfg = engine, pools, cfg
         self.judge = judge
+        # what shadow calls go through (the gateway's: ctx.transport)
+        self.transport = transport if transport is not None else LitellmTransport()
         self.rng = rng or random.Random()
         self.clock = clock
         self.judge_served = True  # False when clients' feedback scores the served answers
@@ -313,7 +319,8 @@ class Explorer:
         self.calls += 1
         actual = 0.0
         try:
-            resp = await complete(backend, messages, {"max_tokens": self.cfg.max_tokens})
+            resp: Any = await chat_completion(self.transport, backend, messages,
+                                              {"max_tokens": self.cfg.max_tokens})
             usage = getattr(resp, "usage", None)
             actual = price.cost(
                 int(getattr(usage, "prompt_tokens", 0) or n_prompt),

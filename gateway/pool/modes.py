@@ -9,7 +9,7 @@ embedding model in ``model_list`` never wins ``auto`` on price.
 from __future__ import annotations
 
 from gateway.config import Backend
-from router_core.env.litellm_env import litellm
+from gateway.provider import litellm_maps
 
 CHAT = "chat"
 
@@ -27,7 +27,5 @@ def backend_mode(b: Backend) -> str:
 
 
 def _litellm_mode(model: str) -> str | None:
-    try:
-        return litellm.get_model_info(model).get("mode")
-    except Exception:  # noqa: BLE001 - litellm raises a bare Exception for unknown models
-        return None
+    info = litellm_maps.model_info(model)
+    return None if info is None else info.get("mode")

@@ -44,8 +44,8 @@ from enum import IntEnum
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-# Who provoked a failed attempt (``UpstreamFailure.cause``, gateway/serving/forwarding/upstream.py).
-REQUEST, BACKEND, AMBIGUOUS = "request", "backend", "ambiguous"
+# Who provoked a failed attempt (``UpstreamFailure.cause``, gateway/provider/failures.py).
+from gateway.provider.failures import AMBIGUOUS, BACKEND, REQUEST  # noqa: F401 - re-exported
 
 
 def principal_groups(principals: list[str]) -> list[int]:

@@ -132,7 +132,7 @@ def run_demo(
     import openai
 
     from gateway.app import create_app
-    from router_core.env.litellm_env import litellm
+    from gateway.provider import litellm_maps
 
     base = load_settings(DEMO_CONFIG_PATH)  # the RouterBench pool, its prices and routes
     sample = _benchmark_sample(data_dir, n_prompts, seed)
@@ -141,7 +141,7 @@ def run_demo(
     pool = [b for b in base.model_list if b.model_name in sample.models]
 
     def count_tokens(text: str) -> int:
-        return int(litellm.token_counter(model="gpt-3.5-turbo", text=text))
+        return litellm_maps.token_counter("gpt-3.5-turbo", text)
 
     backends = [FakeBackend(b.model_name, reply=_reply_for(sample.answers[b.model_name]))
                 for b in pool]

@@ -23,10 +23,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.background import BackgroundTask
 
 from gateway.errors import CLIENT_GONE
+from gateway.provider.open_stream import OpenStream
 from gateway.serving.forwarding.answer import Answer, SettlingStream
 from gateway.serving.forwarding.attempts import Attempted
 from gateway.serving.forwarding.cached_answer import RequestCache, replayed
-from gateway.serving.forwarding.upstream import OpenStream, classify
 from gateway.serving.plan.planning import Plan
 from gateway.serving.record.outcome import Outcome
 from gateway.store.records import Tenant
@@ -144,7 +144,7 @@ async def relayed(out: Outcome, opened: OpenStream, relay: Relay) -> AsyncIterat
                     await out.settle()
                 settled = True
     except Exception as e:  # noqa: BLE001 - mid-stream failure: the client already has bytes
-        status, error = out.stream_broke(classify(e))
+        status, error = out.stream_broke(opened.classify(e))
         yield relay.broken(status, error)
     except BaseException:  # client went away (cancellation): settle what was streamed
         status, error = 499, CLIENT_GONE

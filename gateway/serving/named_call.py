@@ -12,8 +12,9 @@ gateway/serving/units/unit_prices.py). An attempt that failed after the provider
 may be billed by it, so it owes what was held (``Outcome.unit_attempt``). Circuit breakers (an
 attempt counts as the tenant's ``principal``, as on chat), the upstream error map
 (gateway/serving/forwarding/attempts.py ``upstream_error``) and the booking of an overrun
-(``Outcome``) are chat's; a deployment group is tried as chat's (upstream.py
-``over_deployments``).
+(``Outcome``) are chat's; a deployment group is tried as chat's, through the context's
+transport (gateway/serving/forwarding/deployments.py ``over_deployments``,
+gateway/provider/transport.py).
 """
 
 from __future__ import annotations
@@ -24,13 +25,15 @@ from typing import Any
 
 from gateway.config import Backend
 from gateway.errors import budget_exceeded
+from gateway.provider.failures import UpstreamFailure
+from gateway.provider.transport import Operation, ProviderRequest, ReplyBody
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.forwarding.attempts import upstream_error
-from gateway.serving.forwarding.upstream import UpstreamFailure, over_deployments
+from gateway.serving.forwarding.deployments import GroupReply, over_deployments
 from gateway.serving.record.outcome import Outcome
 
 
-def reply_json(reply: Any) -> dict:
+def reply_json(reply: ReplyBody) -> dict:
     """litellm's reply as the JSON object sent to the client (without its hidden params)."""
     out = reply if isinstance(reply, dict) else reply.model_dump(exclude_none=True)
     out.pop("_hidden_params", None)
@@ -38,7 +41,8 @@ def reply_json(reply: Any) -> dict:
 
 
 async def call_named(out: Outcome, backend: Backend, bound_usd: float,
-                     send: Callable[[], Awaitable[Any]], refusal: str | None = None) -> Any:
+                     send: Callable[[], Awaitable[GroupReply]],
+                     refusal: str | None = None) -> GroupReply:
     """Hold ``bound_usd`` (429 with ``refusal`` when the budget cannot), then ``send()`` if
     the backend's circuit allows: its reply, or the upstream's error (502/503/504, or its
     400). The attempt is recorded either way."""
@@ -57,12 +61,15 @@ async def call_named(out: Outcome, backend: Backend, bound_usd: float,
     return reply
 
 
-async def call_litellm(out: Outcome, backend: Backend, bound_usd: float,
-                       fn: Callable[..., Awaitable[Any]], params: dict[str, Any]) -> Any:
-    """``fn(**params)`` (a litellm function) over the backend's deployments, ``bound_usd``
-    held first (``call_named``)."""
-    return await call_named(out, backend, bound_usd,
-                            lambda: over_deployments(backend, fn, params, None, None))
+async def call_provider(out: Outcome, backend: Backend, bound_usd: float,
+                        operation: Operation, params: dict[str, Any],
+                        refusal: str | None = None) -> ReplyBody:
+    """``operation`` with ``params`` over the backend's deployments through the context's
+    transport, ``bound_usd`` held first (``call_named``): the answering deployment's body."""
+    request = ProviderRequest(operation, backend, params, stream=bool(params.get("stream")))
+    group = await call_named(out, backend, bound_usd,
+                             lambda: over_deployments(out.ctx.transport, request), refusal)
+    return group.reply.body
 
 
 async def settled(out: Outcome, b: Backend, cost_usd: float, overrun_usd: float = 0.0,

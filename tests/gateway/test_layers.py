@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "price_like": 1, "context": 1, "auth": 1,
-        "litellm_sections": 1, "litellm_callbacks": 1, "litellm_compat": 1, "seams": 1,
+        "litellm_sections": 1, "provider": 1, "seams": 1,
         "reliability": 2, "pool": 3, "serving": 4, "learning": 5, "review": 6, "admin": 6, "app": 7,
         "sandbox": 8, "cli": 9}
 # gateway/serving/'s rooms (a subpackage, or a module at its top level), in the order a request
@@ -124,6 +124,31 @@ def test_the_serving_check_sees_a_cross_room_import(tmp_path):
     assert _serving_crossings("gateway.serving.plan.m", _imports(up)) == [
         "gateway.serving.plan.m imports gateway.serving.delivery"]
     assert _serving_crossings("gateway.serving.chat.m", _imports(up)) == []
+
+
+LITELLM_MODULES = ("litellm", "router_core.env.litellm_env")  # the latter: litellm, loaded offline
+
+
+def _imports_litellm(path: Path) -> bool:
+    return any(n in LITELLM_MODULES or n.startswith("litellm.") for n in _imports(path))
+
+
+def test_only_the_provider_room_imports_litellm():
+    """litellm lives behind the upstream seam (gateway/provider/transport.py): every other
+    module, lazy imports included, goes through gateway/provider/ (issue 50.2)."""
+    outside = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "gateway").rglob("*.py"))
+               if "provider" not in p.relative_to(ROOT / "gateway").parts[:1]
+               and _imports_litellm(p)]
+    assert outside == []
+    assert _imports_litellm(ROOT / "gateway/provider/litellm_transport.py")  # the check sees
+
+
+def test_the_litellm_check_sees_a_lazy_import(tmp_path):
+    lazy = tmp_path / "m.py"
+    lazy.write_text("def f():\n    from router_core.env.litellm_env import litellm\n")
+    other = tmp_path / "n.py"
+    other.write_text("import litellm.main\n")
+    assert _imports_litellm(lazy) and _imports_litellm(other)
 
 
 def test_router_core_never_imports_gateway():

@@ -21,6 +21,8 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from gateway.errors import error_body
+from gateway.provider.open_stream import OpenStream
+from gateway.provider.transport import ProviderRequest
 from gateway.serving.delivery import (
     SETTLE,
     Event,
@@ -34,7 +36,6 @@ from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import DONE, completion_body, sse, stream_chunk
 from gateway.serving.forwarding.attempts import Call
 from gateway.serving.forwarding.cached_answer import assembled
-from gateway.serving.forwarding.upstream import OpenStream, complete, open_stream
 from gateway.serving.plan.planning import admissible, plan_request, record_routing
 from gateway.serving.record.outcome import Outcome, answered_name
 from gateway.serving.request.chat_request import ChatRequest, parse_chat_request
@@ -59,11 +60,10 @@ async def chat_completions(request: Request) -> Response:
     return frame.response()  # a refusal, settled and logged
 
 
-async def forward_chat(req: ChatRequest, call: Call) -> Any:
-    """One chat attempt: the reply (an OpenStream when streamed), or UpstreamFailure."""
-    send = open_stream if req.stream else complete
-    return await send(call.backend, req.messages, call.params, billed=call.billed,
-                      answered=call.answered)
+def forward_chat(req: ChatRequest, call: Call) -> ProviderRequest:
+    """One chat attempt: the messages with the attempt's params (streamed as asked)."""
+    return ProviderRequest("chat", call.backend, {**call.params, "messages": req.messages},
+                           stream=req.stream)
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,12 @@ from fastapi.responses import Response
 
 from gateway.context import GatewayContext
 from gateway.errors import invalid
+from gateway.provider.transport import ProviderRequest
 from gateway.serving.completions.completions_stream import UPSTREAM_STREAM_OPTIONS, TextRelay
 from gateway.serving.delivery import send_body, send_stream
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.upstream import text_completion
 from gateway.serving.plan.backend_named import named_backend
 from gateway.serving.plan.planning import (
     Plan,
@@ -129,13 +129,13 @@ async def plan_completion(ctx: GatewayContext, plan: Plan) -> Plan:
     return await named_plan(plan, backend)
 
 
-async def forward_completion(req: CompletionsRequest, call: Call) -> Any:
+def forward_completion(req: CompletionsRequest, call: Call) -> ProviderRequest:
     """One text completion attempt, with the attempt's output cap as ``max_tokens``."""
     params = {**req.params, "prompt": req.prompt, "max_tokens": call.cap}
     if req.chat.stream:
         params.update(stream=True, stream_options=UPSTREAM_STREAM_OPTIONS)
-    return await text_completion(call.backend, params, billed=call.billed,
-                                 answered=call.answered)
+    return ProviderRequest("text_completion", call.backend, params,
+                           stream=bool(params.get("stream")))
 
 
 def completion_answer(reply: Any, model: str) -> Answer:

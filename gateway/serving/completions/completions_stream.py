@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import error_body
+from gateway.provider.open_stream import OpenStream
 from gateway.serving.delivery import SETTLE, Event, Text, Usage
 from gateway.serving.forwarding.answer import DONE, sse, stream_chunk
-from gateway.serving.forwarding.upstream import OpenStream
 
 UPSTREAM_STREAM_OPTIONS = {"include_usage": True}  # we settle from the usage chunk
 

@@ -32,8 +32,7 @@ from gateway.serving.embeddings.embeddings_request import (
     parse_embeddings_request,
 )
 from gateway.serving.endpoint import serve_unit
-from gateway.serving.forwarding.upstream import embed
-from gateway.serving.named_call import call_named, settled
+from gateway.serving.named_call import call_provider, settled
 from gateway.serving.plan.backend_named import unit_backend
 from gateway.serving.record.outcome import Outcome
 from gateway.serving.record.usage import clamped, reported_tokens
@@ -67,8 +66,8 @@ async def embed_story(out: Outcome, request: Request) -> Response:
         raise held_out_error(name)
     bound = widened(req.token_bound(), f)
     await out.reserve_input(bound, bound=bound)
-    resp = await call_named(out, backend, widened_price(price, f).cost(bound, 0),
-                            lambda: embed(backend, req.input, req.params), REFUSAL)
+    resp: Any = await call_provider(out, backend, widened_price(price, f).cost(bound, 0),
+                                    "embedding", {**req.params, "input": req.input}, REFUSAL)
     usage = getattr(resp, "usage", None)  # litellm's EmbeddingResponse
     reported = reported_tokens(getattr(usage, "prompt_tokens", None))
     tokens, cost, overrun = usage_cost(reported, bound, price)

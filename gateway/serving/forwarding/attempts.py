@@ -38,17 +38,19 @@ Budget rule (the hard budget is never exceeded by design, not by luck):
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, budget_busy, budget_exceeded
+from gateway.provider.deployments import deployment_order, next_deployment
+from gateway.provider.failures import UpstreamFailure
+from gateway.provider.transport import ProviderReply, ProviderRequest, ReplyBody
 from gateway.reliability.guards import circuit_open_error
 from gateway.serving.budget.bound_factors import held_out_error, widened, widened_price
 from gateway.serving.budget.budget_hold import BudgetHold
-from gateway.serving.forwarding.upstream import Billed, UpstreamFailure
 from gateway.serving.plan.planning import Plan
 from gateway.serving.tracing import RequestTrace
 from gateway.store.key_ledger import KeyBudgetExceeded
@@ -60,17 +62,16 @@ HELD_OUT = "held out: reported usage past 10x its bound"
 @dataclass(frozen=True)
 class Call:
     """One attempt as an endpoint forwards it: the backend, the output cap the budget allowed,
-    chat's upstream params with that cap in each output field, and the hooks the upstream
-    reports a billable timeout (``billed``) and the answering deployment (``answered``) to."""
+    and chat's upstream params with that cap in each output field."""
 
     backend: Backend
     cap: int
     params: dict[str, Any]
-    billed: Billed
-    answered: Callable[[int], None]
 
 
-Forward = Callable[[Call], Awaitable[Any]]  # the upstream's reply, or UpstreamFailure
+# What an endpoint sends for an attempt (its operation and parameters): the loop sends it to
+# the backend's deployments through the context's transport (gateway/provider/transport.py).
+Forward = Callable[[Call], ProviderRequest]
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class Attempted:
     tried: tuple[dict, ...] = ()  # the attempt log's records, in order
     answered: Backend | None = None
     deployment: int | None = None  # which of the answering group's deployments
-    reply: Any = None  # the answer as the upstream gave it (an OpenStream when streamed)
+    reply: ReplyBody | None = None  # the answer as the upstream gave it (an OpenStream when streamed)
     charges: tuple[tuple[str, float], ...] = ()  # (backend, USD) owed for timed-out attempts
     # per backend attempted: (prompt-token bound, output tokens sent as the cap × n)
     bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)
@@ -112,7 +113,7 @@ class Attempts:
         self.caps: dict[str, int] = {}
         self.deployment: int | None = None
 
-    def so_far(self, answered: Backend | None = None, reply: Any = None,
+    def so_far(self, answered: Backend | None = None, reply: ReplyBody | None = None,
                refusal: GatewayError | None = None) -> Attempted:
         return Attempted(tuple(self.tried), answered, self.deployment, reply,
                          tuple(self.charges), dict(self.bounds), frozenset(self.lowered),
@@ -137,7 +138,7 @@ class Attempts:
             forwarded += 1
             started = time.perf_counter()
             try:
-                reply = await forward(self.call(plan, b, cap))
+                reply = await self.send(plan, b, forward(self.call(plan, b, cap)))
             except UpstreamFailure as f:
                 last = f
                 self.upstream_result(b, f, started)
@@ -145,8 +146,27 @@ class Attempts:
                     break
                 continue
             self.upstream_result(b, None, started)
-            return self.so_far(answered=b, reply=reply)
+            self.deployment = reply.deployment  # its price is what is settled
+            return self.so_far(answered=b, reply=reply.body)
         return self.so_far(refusal=self.final_error(plan, last))
+
+    async def send(self, plan: Plan, b: Backend, request: ProviderRequest) -> ProviderReply:
+        """``request`` to ``b``'s deployments in turn (gateway/serving/forwarding/
+        deployments.py), each billable failure charged to the hold (``charge_timeout``) and
+        the next deployment tried only if the hold covers it on top; raises the last
+        UpstreamFailure."""
+        order = deployment_order(b)
+        for i, deployment in enumerate(order):
+            try:
+                return await self.ctx.transport.send(replace(request, deployment=deployment))
+            except UpstreamFailure as failure:
+                go_on = next_deployment(b, failure, len(order) - i - 1)
+                if failure.billable:
+                    self.charge_timeout(b, plan)
+                    go_on = go_on and await self.hold.fits_again()
+                if not go_on:
+                    raise
+        raise AssertionError("a backend has at least one deployment")
 
     async def admitted(self, plan: Plan, b: Backend) -> int | None:
         """The output cap an attempt on ``b`` may send, with its share of the budget held; None
@@ -194,28 +214,17 @@ class Attempts:
         params = dict(plan.request.params)
         for name in plan.request.output_fields or ("max_tokens",):
             params[name] = cap
-        return Call(b, cap, params, self.billed(b, plan), self.answered)
+        return Call(b, cap, params)
 
-    def answered(self, deployment: int) -> None:
-        """The deployment of a group that answered: its price is what is settled."""
-        self.deployment = deployment
-
-    def billed(self, b: Backend, plan: Plan) -> Billed:
-        """The hook an attempt on ``b`` reports billable timeouts to: the request owes the
-        attempt's whole reservation (non-streamed) or the prompt's input cost on ``b``
-        (streamed) (module docstring); another deployment of ``b`` may be tried only if the
-        hold covers it on top."""
-
-        async def billed(failure: UpstreamFailure, another: bool) -> bool:
-            if plan.request.stream:
-                tokens = min(plan.prompt_tokens or 0, plan.prompt_bound(b))
-                usd = self.hold.owe(plan.pool.prices[b.model_name].cost(tokens, 0))
-            else:
-                usd = self.hold.owe(self.hold.attempt_usd)
-            self.charges.append((b.model_name, usd))
-            return another and await self.hold.fits_again()
-
-        return billed
+    def charge_timeout(self, b: Backend, plan: Plan) -> None:
+        """A billable timeout on ``b``: the request owes the attempt's whole reservation
+        (non-streamed) or the prompt's input cost on ``b`` (streamed) (module docstring)."""
+        if plan.request.stream:
+            tokens = min(plan.prompt_tokens or 0, plan.prompt_bound(b))
+            usd = self.hold.owe(plan.pool.prices[b.model_name].cost(tokens, 0))
+        else:
+            usd = self.hold.owe(self.hold.attempt_usd)
+        self.charges.append((b.model_name, usd))
 
     def record(self, b: Backend, status: int, error: str | None, started: float) -> None:
         self.tried.append({"model": b.model_name, "status": status, "error": error,

@@ -7,7 +7,7 @@ A backend name is a passthrough; a route name (``auto`` ...) is routed from the 
 system/user text as chat. The plan, the reservation (N_prompt of everything sent plus
 ``max_tokens`` × the output price, ``max_tokens`` always sent upstream), fallbacks, circuit
 breakers, settlement, rate limits and the log row are chat's. Each attempt is one
-``litellm.anthropic_messages`` call (gateway/serving/forwarding/upstream.py): Anthropic's own API
+``litellm.anthropic_messages`` call (gateway/provider/litellm_transport.py): Anthropic's own API
 for an Anthropic-wire backend, else litellm's bridge (to the Responses API for OpenAI's, to chat
 completions for the others). Non-streamed, the answer is the message with ``model`` the
 backend's name, settled at its usage before it is sent; streamed, Anthropic's events, settled
@@ -42,6 +42,9 @@ from fastapi.responses import Response
 
 from gateway.config import Backend
 from gateway.config.model_map import map_entry
+from gateway.provider import litellm_maps
+from gateway.provider.open_stream import OpenStream
+from gateway.provider.transport import ProviderRequest
 from gateway.serving.delivery import (
     SETTLE,
     Event,
@@ -54,12 +57,10 @@ from gateway.serving.delivery import (
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.upstream import OpenStream, over_deployments
 from gateway.serving.messages.messages_request import MessagesRequest, parse_messages_request
 from gateway.serving.plan.planning import admissible, record_routing
 from gateway.serving.plan.responses_mode import plan_responses
 from gateway.serving.request.anthropic_errors import anthropic_error, anthropic_error_event
-from router_core.env.litellm_env import litellm  # sets the local cost map before litellm loads
 
 WRITE, READ, WRITE_1H = ("cache_creation_input_tokens", "cache_read_input_tokens",
                          "ephemeral_1h_input_tokens")
@@ -192,13 +193,14 @@ def anthropic_wire(backend: Backend) -> bool:
 def _anthropic_wire_model(model: str) -> bool:
     """Cached: a pure function of the model, and litellm's look-up costs CPU per attempt."""
     try:
-        _, provider, _, _ = litellm.get_llm_provider(model)
+        provider = litellm_maps.llm_provider(model)
     except Exception:  # noqa: BLE001 - a model litellm cannot place: not Anthropic's wire
         return False
     return provider in ANTHROPIC_WIRE
 
 
-async def forward_messages(req: MessagesRequest, headers: dict[str, str], call: Call) -> Any:
+def forward_messages(req: MessagesRequest, headers: dict[str, str],
+                     call: Call) -> ProviderRequest:
     """One Messages attempt, with the attempt's output cap as ``max_tokens``: Anthropic's own
     API for an Anthropic-wire provider, with the client's anthropic-* ``headers`` and its
     ``context_management``; else litellm's bridge to the Responses API or chat (which know
@@ -211,8 +213,8 @@ async def forward_messages(req: MessagesRequest, headers: dict[str, str], call: 
         params.pop("context_management", None)
     if req.stream:
         params["stream"] = True
-    return await over_deployments(call.backend, litellm.anthropic_messages, params,
-                                  call.billed, call.answered)
+    return ProviderRequest("anthropic_messages", call.backend, params,
+                           stream=bool(params.get("stream")))
 
 
 def messages_answer(reply: Any, b: Backend) -> Answer:

@@ -28,11 +28,11 @@ import anyio
 from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.pricing import count_text_tokens
+from gateway.provider.failures import UpstreamFailure
 from gateway.reliability.parallel import Slot
 from gateway.reliability.ratelimit import TokenGrant
 from gateway.serving.budget.budget_hold import BudgetHold
 from gateway.serving.forwarding.attempts import Attempted, Attempts, Forward
-from gateway.serving.forwarding.upstream import UpstreamFailure
 from gateway.serving.plan.planning import Plan, token_bounds
 from gateway.serving.record.access_log import log_access
 from gateway.serving.record.attribution import Attribution

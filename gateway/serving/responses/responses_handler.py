@@ -6,7 +6,7 @@ A backend name is a passthrough; a route name (``auto`` ...) is routed from the 
 system/user text as chat. The plan, the reservation (N_prompt of everything sent, with
 ``max_output_tokens`` as the output cap, always sent upstream), fallbacks, circuit breakers,
 settlement, rate limits and the log row are chat's. Each attempt is one ``litellm.aresponses``
-call (gateway/serving/forwarding/upstream.py): the provider's own Responses API where litellm has
+call (gateway/provider/litellm_transport.py): the provider's own Responses API where litellm has
 one (OpenAI's), else litellm's bridge to the backend's chat completions. Non-streamed, the answer
 is the provider's response object with ``model`` the backend's name, settled at its usage
 before it is sent; streamed, OpenAI's events (``event:`` + ``data:`` lines, no ``[DONE]``),
@@ -24,6 +24,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from gateway.provider.open_stream import OpenStream
+from gateway.provider.transport import ProviderRequest
 from gateway.serving.delivery import (
     SETTLE,
     Event,
@@ -36,7 +38,6 @@ from gateway.serving.delivery import (
 from gateway.serving.endpoint import Frame
 from gateway.serving.forwarding.answer import Answer
 from gateway.serving.forwarding.attempts import Call
-from gateway.serving.forwarding.upstream import OpenStream, responses
 from gateway.serving.plan.planning import admissible, record_routing
 from gateway.serving.plan.responses_mode import plan_responses
 from gateway.serving.record.outcome import answered_name
@@ -80,12 +81,12 @@ def event(kind: str, data: dict) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def forward_responses(req: ResponsesRequest, call: Call) -> Any:
+def forward_responses(req: ResponsesRequest, call: Call) -> ProviderRequest:
     """One Responses attempt, with the attempt's output cap as ``max_output_tokens``."""
     params = {**req.params, "input": req.input, "max_output_tokens": call.cap}
     if req.stream:
         params["stream"] = True
-    return await responses(call.backend, params, billed=call.billed, answered=call.answered)
+    return ProviderRequest("responses", call.backend, params, stream=bool(params.get("stream")))
 
 
 def responses_answer(reply: Any, model: str) -> Answer:

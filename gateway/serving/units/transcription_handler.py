@@ -28,12 +28,11 @@ from starlette.exceptions import HTTPException
 
 from gateway.errors import invalid
 from gateway.serving.endpoint import serve_unit
-from gateway.serving.named_call import call_litellm, reply_json, settled
+from gateway.serving.named_call import call_provider, reply_json, settled
 from gateway.serving.plan.backend_named import unit_backend
 from gateway.serving.record.outcome import Outcome
 from gateway.serving.units.audio_length import audio_length
 from gateway.serving.units.unit_prices import TRANSCRIPTION, unit_price
-from router_core.env.litellm_env import litellm
 
 FIELDS = frozenset({"model", "file", "language", "prompt", "response_format", "temperature",
                     "timestamp_granularities[]", "timestamp_granularities"})
@@ -90,7 +89,7 @@ async def _transcribe(out: Outcome, request: Request) -> Response:
                           code="audio_duration_unknown")
         bound = math.ceil(length.seconds) * price
         params["file"] = (upload.filename or "audio", data)
-        reply = await call_litellm(out, backend, bound, litellm.atranscription, params)
+        reply = await call_provider(out, backend, bound, "transcription", params)
     finally:
         await form.close()  # its spool files
     headers = await settled(out, backend, bound)  # billed by the audio's seconds: known before

@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.errors import invalid
 from gateway.pricing import json_bytes
 from gateway.serving.endpoint import serve_unit
-from gateway.serving.named_call import call_litellm, reply_json, settled
+from gateway.serving.named_call import call_provider, reply_json, settled
 from gateway.serving.plan.backend_named import unit_backend
 from gateway.serving.record.outcome import Outcome
 from gateway.serving.request.chat_request import int_param, json_object, number_param, only_known
@@ -50,7 +50,6 @@ from gateway.serving.units.unit_prices import (
     image_usage_cost,
     unit_price,
 )
-from router_core.env.litellm_env import litellm
 
 IMAGE_KEYS = frozenset({"model", "prompt", "n", "size", "quality", "response_format", "style",
                         "user", "background", "output_format", "output_compression",
@@ -111,8 +110,8 @@ async def _images(out: Outcome, request: Request) -> Response:
     prompt_bytes = len(body["prompt"].encode())
     bound = image_cost(backend, n, body.get("size"), body.get("quality"), prompt_bytes)
     await out.reserve_input(prompt_bytes)
-    reply = reply_json(await call_litellm(out, backend, bound, litellm.aimage_generation,
-                                          _params(body)))
+    reply = reply_json(await call_provider(out, backend, bound, "image_generation",
+                                           _params(body)))
     return JSONResponse(reply, headers=await settled(out, backend,
                                                      _image_charge(backend, reply, bound, n)))
 
@@ -150,7 +149,7 @@ async def _speech(out: Outcome, request: Request) -> Response:
     fmt = _speech_format(body)
     bound = len(text) * unit_price(backend, SPEECH)
     await out.reserve_input(len(text.encode()))
-    reply = await call_litellm(out, backend, bound, litellm.aspeech, _params(body))
+    reply = await call_provider(out, backend, bound, "speech", _params(body))
     audio = reply.content if hasattr(reply, "content") else bytes(reply)
     headers = await settled(out, backend, bound)  # billed by the characters sent: known
     return Response(audio, media_type=AUDIO_TYPES[fmt], headers=headers)
@@ -187,8 +186,8 @@ async def _moderations(out: Outcome, request: Request) -> Response:
     tokens = text_bytes + images * backend.model_info.max_image_tokens
     await out.reserve_input(tokens)
     bound = tokens * unit_price(backend, MODERATION)
-    reply = await call_litellm(out, backend, bound, litellm.amoderation,
-                               {"input": body["input"]})
+    reply = await call_provider(out, backend, bound, "moderation",
+                                {"input": body["input"]})
     headers = await settled(out, backend, bound)
     return JSONResponse({**reply_json(reply), "model": backend.model_name}, headers=headers)
 
@@ -221,8 +220,8 @@ async def _rerank(out: Outcome, request: Request) -> Response:
     units = await anyio.to_thread.run_sync(search_units, query, docs)  # O(body) walk
     await out.reserve_input(len(query.encode()) + await anyio.to_thread.run_sync(
         json_bytes, docs))
-    reply = reply_json(await call_litellm(out, backend, units * price, litellm.arerank,
-                                          _params(body)))
+    reply = reply_json(await call_provider(out, backend, units * price, "rerank",
+                                           _params(body)))
     billed = ((reply.get("meta") or {}).get("billed_units") or {}).get("search_units")
     used = billed if isinstance(billed, (int, float)) and billed >= 0 else units
     return JSONResponse(reply, headers=await settled(out, backend, used * price))

@@ -26,7 +26,7 @@ from typing import Any
 from gateway.config import Backend
 from gateway.config.model_map import map_entry
 from gateway.errors import GatewayError
-from router_core.env.litellm_env import litellm
+from gateway.provider import litellm_maps
 
 IMAGE = "image_generation"
 SPEECH, TRANSCRIPTION = "audio_speech", "audio_transcription"
@@ -92,9 +92,8 @@ def _image_price(model: str, provider: str | None, own: dict[str, Any], n: int,
                  size: str | None, quality: str | None) -> float | None:
     """litellm's price of ``n`` images of one size and quality (None: it has none)."""
     try:
-        price = float(litellm.cost_calculator.default_image_cost_calculator(
-            model=model, custom_llm_provider=provider, quality=quality, n=n,
-            size=size or "1024x1024", model_info=own or None))
+        price = litellm_maps.image_price(model, provider, quality, n, size or "1024x1024",
+                                         own or None)
     except Exception:  # noqa: BLE001 - litellm raises a bare Exception when unpriced
         return None
     return price if price or own else None  # litellm's 0 is no price; only the config's 0 is free
@@ -113,7 +112,7 @@ def image_cost(backend: Backend, n: int, size: str | None, quality: str | None,
                                      strict=True):
         model = str(params.get("model"))
         try:
-            _, provider, _, _ = litellm.get_llm_provider(model)
+            provider = litellm_maps.llm_provider(model)
         except Exception:  # noqa: BLE001 - an unknown provider: look the model up as it is
             provider = None
         prices = [p for q in _options(quality, QUALITIES) for sz in _options(size, SIZES)

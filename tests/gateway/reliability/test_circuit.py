@@ -10,9 +10,9 @@ import httpx
 import openai
 import pytest
 
+from gateway.provider.failures import UpstreamFailure
 from gateway.reliability.circuit import CircuitBreakers, State, count_clients
 from gateway.reliability.guards import Reliability, ReliabilitySettings
-from gateway.serving.forwarding.upstream import UpstreamFailure
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import ADMIN_KEY, Gateway
 from tests.gateway.reliability.conftest import MSG, MakeGateway

@@ -33,7 +33,7 @@ import pytest
 
 from gateway.cli.startup import unpriced_warnings
 from gateway.config import settings_from_dict
-from gateway.serving.forwarding.upstream import attempt_timeout
+from gateway.provider.deployments import attempt_timeout
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import Gateway, run_gateway

@@ -27,12 +27,12 @@ import openai
 import pytest
 import yaml
 
-from gateway import litellm_callbacks
 from gateway.cli.startup import backend_lines, summary
 from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pool import build_pool
 from gateway.pool.pool import WILDCARD_STATUS
 from gateway.pricing import Price, resolve_prices
+from gateway.provider import litellm_callbacks
 from router_core.env.litellm_env import litellm
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeBackend, FakeUpstream

@@ -8,7 +8,8 @@ import pytest
 
 from gateway.config import ConfigError, load_settings, settings_from_dict
 from gateway.pricing import Price, resolve_prices
-from gateway.serving.forwarding.upstream import _kwargs, classify, wire_params
+from gateway.provider.litellm_errors import classify
+from gateway.provider.litellm_transport import chat_kwargs, wire_params
 from gateway.serving.plan.routing import embed_text
 from router_core.env.litellm_env import litellm
 
@@ -124,6 +125,6 @@ def test_wire_params_cached_per_deployment_and_unmapped_params_go_in_extra_body(
         "model_info": {"input_cost_per_million": 1.0, "output_cost_per_million": 2.0}}]})
     b = settings.backend("fake-cheap")
     for _ in range(2):  # the second call takes the cached look-up: the same arguments
-        call = _kwargs(b, b.litellm_params, [{"role": "user", "content": "hi"}],
+        call = chat_kwargs(b, b.litellm_params, [{"role": "user", "content": "hi"}],
                        {"temperature": 0.5, "not_mapped": 1})
         assert call["temperature"] == 0.5 and call["extra_body"] == {"not_mapped": 1}

@@ -34,17 +34,17 @@ def _attr(module: str, *names: str) -> Callable[[], bool]:
 
 # (internal, where the gateway uses it, probe, what the gateway does without it)
 INTERNALS: tuple[tuple[str, str, Callable[[], bool], str], ...] = (
-    ("litellm._internal_context.internal_sub_call", "gateway/serving/forwarding/litellm_unlogged.py",
+    ("litellm._internal_context.internal_sub_call", "gateway/provider/litellm_unlogged.py",
      _attr("litellm._internal_context", "internal_sub_call"),
      "litellm logs every call itself (11% more CPU per call)"),
-    ("litellm.main.completion", "gateway/serving/forwarding/litellm_inline.py",
+    ("litellm.main.completion", "gateway/provider/litellm_inline.py",
      _attr("litellm.main", "completion"),
      "litellm's call setup stays on its thread pool"),
     ("litellm.llms.openai.common_utils.BaseOpenAILLM.get_async_http_client",
-     "gateway/serving/forwarding/request_json.py",
+     "gateway/provider/request_json.py",
      _attr("litellm.llms.openai.common_utils", "BaseOpenAILLM", "get_async_http_client"),
      "litellm builds its own OpenAI client per call"),
-    ("litellm.litellm_core_utils.litellm_logging.set_callbacks", "gateway/litellm_callbacks.py",
+    ("litellm.litellm_core_utils.litellm_logging.set_callbacks", "gateway/provider/litellm_callbacks.py",
      _attr("litellm.litellm_core_utils.litellm_logging", "set_callbacks"),
      "named callbacks are handed to litellm unchecked"),
 )

@@ -18,7 +18,7 @@ JSON value of the call, not its messages.
 When the hop is kept: a thread exists there so that a setup that blocks (a credential fetched
 over the network, a user's pre-call callback, a cache lookup) does not hold the loop. So the
 setup runs inline only for the calls ``inline_setup`` arms: an OpenAI-wire deployment called
-through the gateway's own SDK client (gateway/serving/forwarding/request_json.py: nothing to build
+through the gateway's own SDK client (gateway/provider/request_json.py: nothing to build
 or fetch), no litellm callback or cache configured, and a bounded request: at most ``MAX_PARTS``
 messages and parts, ``MAX_VALUES`` JSON values in all (tools, functions, schemas, every
 parameter) and ``MAX_TEXT_CHARS`` characters of text (the setup walks each value). Everything else the default executor is given (DNS lookups,
@@ -38,8 +38,8 @@ import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from gateway import litellm_callbacks
-from gateway.serving.forwarding.request_json import OrjsonAsyncOpenAI
+from gateway.provider import litellm_callbacks
+from gateway.provider.request_json import OrjsonAsyncOpenAI
 from router_core.env.litellm_env import litellm
 
 MAX_PARTS = 256  # messages plus content parts: the setup's work grows with them, not bytes

@@ -54,7 +54,7 @@ def resolve(settings: Settings) -> dict[str, list[Any]]:
 def unusable(name: str) -> str | None:
     """Why litellm cannot set up callback ``name`` in this environment (None: it can). Tried
     once on its own, litellm's callback lists restored after. A litellm release without the
-    internals it is tried with (gateway/litellm_compat.py): handed to litellm unchecked."""
+    internals it is tried with (gateway/provider/litellm_compat.py): handed to litellm unchecked."""
     try:
         from litellm.litellm_core_utils import litellm_logging
     except ImportError:

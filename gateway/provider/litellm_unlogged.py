@@ -3,7 +3,7 @@ litellm callback is installed to read it.
 
 Why: after each call, ``litellm.acompletion`` (its ``client`` wrapper in litellm/utils.py)
 schedules a task that builds its standard logging payload for callbacks (Langfuse, OTel, a
-``CustomLogger``; gateway/litellm_callbacks.py). With none installed nothing reads that
+``CustomLogger``; gateway/provider/litellm_callbacks.py). With none installed nothing reads that
 payload: the gateway prices every answer itself (gateway/pricing.py) and writes its own log
 row. litellm has its own mark for such a call: ``internal_sub_call`` (litellm/
 _internal_context.py), "a nested call the parent call logs and bills". The gateway is that
@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from gateway import litellm_callbacks
+from gateway.provider import litellm_callbacks
 
 try:
     from litellm._internal_context import internal_sub_call

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway import litellm_compat
+from gateway.provider import litellm_compat
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_tested_release_is_the_locked_one() -> None:
@@ -47,7 +47,7 @@ def test_without_the_shared_http_client_litellm_builds_its_own(
 
     from litellm.llms.openai import common_utils
 
-    from gateway.serving.forwarding import request_json
+    from gateway.provider import request_json
 
     call = {"model": "openai/gpt-4o-mini", "api_key": "sk-x", "api_base": "http://127.0.0.1:9/v1"}
 
@@ -64,7 +64,7 @@ def test_without_litellms_logging_setup_a_callback_is_handed_over_unchecked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from litellm.litellm_core_utils import litellm_logging
 
-    from gateway import litellm_callbacks
+    from gateway.provider import litellm_callbacks
 
     litellm_callbacks.unusable.cache_clear()
     monkeypatch.delattr(litellm_logging, "set_callbacks")

@@ -1,5 +1,5 @@
 """litellm's own logging is left out of the gateway's chat calls only while no litellm callback
-would read it (gateway/serving/forwarding/litellm_unlogged.py): real ``litellm.acompletion`` calls
+would read it (gateway/provider/litellm_unlogged.py): real ``litellm.acompletion`` calls
 through ``upstream.complete`` to the fake upstream over HTTP. litellm's logging object is wrapped by
 a counting spy that calls through (nothing of litellm is replaced): it is the only place that
 shows whether litellm logged a call no callback reads."""
@@ -15,13 +15,27 @@ import pytest
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.litellm_core_utils.litellm_logging import Logging
 
-from gateway import litellm_callbacks
 from gateway.config import settings_from_dict
-from gateway.serving.forwarding import litellm_unlogged
-from gateway.serving.forwarding import upstream as upstream_calls
+from gateway.provider import litellm_callbacks, litellm_unlogged
+from gateway.provider.failures import UpstreamFailure
+from gateway.provider.litellm_transport import LitellmTransport
+from gateway.provider.transport import ProviderRequest
+from gateway.serving.forwarding.deployments import chat_completion, over_deployments
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 
 MSG = [{"role": "user", "content": "hi"}]
+
+async def _complete(b, messages, params):
+    """One non-streamed chat call through the real transport (gateway/provider/)."""
+    return await chat_completion(LitellmTransport(), b, messages, params)
+
+
+async def _open_stream(b, messages, params):
+    """One streamed chat call through the real transport: its OpenStream."""
+    group = await over_deployments(
+        LitellmTransport(), ProviderRequest("chat", b, {**params, "messages": messages}, stream=True))
+    return group.reply.body
+
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +74,8 @@ async def _calls(up: FakeUpstream, n: int, fail_last: bool = False,
         if fail_last and i == n - 1:
             up.set_mode("fake-a", "error_500", times=1)
         try:
-            out.append(await upstream_calls.complete(b, MSG, {"max_tokens": 16}))
-        except upstream_calls.UpstreamFailure as failure:
+            out.append(await _complete(b, MSG, {"max_tokens": 16}))
+        except UpstreamFailure as failure:
             out.append(failure)
     await asyncio.sleep(0.3)
     deadline = time.monotonic() + 10
@@ -75,7 +89,7 @@ def test_with_no_callback_litellm_logs_nothing_and_errors_are_the_same(
     up.reset()
     *replies, failure = asyncio.run(_calls(up, 3, fail_last=True))
     assert [r.choices[0].message.content for r in replies] == ["hello there"] * 2
-    assert isinstance(failure, upstream_calls.UpstreamFailure) and failure.status == 500
+    assert isinstance(failure, UpstreamFailure) and failure.status == 500
     assert sum(logged.values()) == 0
 
 

@@ -1,4 +1,4 @@
-"""Upstream request bodies are serialised with orjson (gateway/serving/forwarding/request_json.py)
+"""Upstream request bodies are serialised with orjson (gateway/provider/request_json.py)
 by an openai SDK client of ours that litellm is given as ``client=``: the same request the SDK's own
 client sends, faster; what orjson refuses is left to the SDK. The SDK itself is not patched."""
 
@@ -18,8 +18,8 @@ from openai import _base_client
 from openai._utils import _json as sdk_json
 
 from gateway.config import settings_from_dict
-from gateway.serving.forwarding import request_json
-from gateway.serving.forwarding import upstream as _upstream
+from gateway.provider import request_json
+from gateway.provider.litellm_transport import chat_kwargs, wire_params
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import REPLIES
@@ -141,7 +141,7 @@ def test_one_client_per_deployment_and_loop_for_sdk_providers_only() -> None:
     call = {name: settings.backend(name) for name in "adc"}
 
     def clients() -> dict[str, Any]:
-        return {n: _upstream._kwargs(b, b.litellm_params, [], {}).get("client")
+        return {n: chat_kwargs(b, b.litellm_params, [], {}).get("client")
                 for n, b in call.items()}
 
     assert clients() == {"a": None, "d": None, "c": None}  # no running loop: litellm's own
@@ -179,14 +179,14 @@ def test_a_big_prompt_reaches_the_upstream_intact(gateway: Gateway, tenant: tupl
 def test_extra_body_and_streaming_through_the_gateway(
         gateway: Gateway, tenant: tuple[str, str], upstream: FakeUpstream,
         monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
-    """A parameter litellm does not map rides in extra_body (upstream._kwargs), which the
+    """A parameter litellm does not map rides in extra_body (litellm_transport.chat_kwargs), which the
     client merges into the body it writes; a stream's chunks come back as before."""
     used = _spy(monkeypatch)
     key, _ = tenant
     client = gateway.client(key)
     messages = [{"role": "user", "content": TEXT}]
     extra = {"user": "ü-1", "metadata": {"k": "v 漢"}, "verbosity": "low"}
-    mapped = _upstream.wire_params("openai/fake-cheap", upstream.base_url)
+    mapped = wire_params("openai/fake-cheap", upstream.base_url)
     assert mapped is not None and not set(extra) & mapped  # so _kwargs puts them in extra_body
     if stream:
         chunks = list(client.chat.completions.create(

@@ -1,6 +1,6 @@
 """litellm's call setup runs on the loop only where it cannot block
-(gateway/serving/forwarding/litellm_inline.py): real ``litellm.acompletion`` calls through
-``upstream.complete`` and ``upstream.open_stream`` to the fake upstream over HTTP, with
+(gateway/provider/litellm_inline.py): real ``litellm.acompletion`` calls through
+chat calls through ``LitellmTransport`` to the fake upstream over HTTP, with
 ``InlineSetupExecutor`` as the loop's default executor: its count of setups run inline, and the pool
 threads it started (lazily, on the first submit it hands them) for the rest."""
 
@@ -13,19 +13,34 @@ from collections.abc import Iterator
 import pytest
 from litellm.integrations.custom_logger import CustomLogger
 
-from gateway import litellm_callbacks
 from gateway.config import settings_from_dict
-from gateway.serving.forwarding import upstream as upstream_calls
-from gateway.serving.forwarding.litellm_inline import (
+from gateway.provider import litellm_callbacks, request_json
+from gateway.provider.failures import UpstreamFailure
+from gateway.provider.litellm_inline import (
     MAX_PARTS,
     MAX_VALUES,
     InlineSetupExecutor,
     may_run_inline,
 )
+from gateway.provider.litellm_transport import LitellmTransport
+from gateway.provider.transport import ProviderRequest
+from gateway.serving.forwarding.deployments import chat_completion, over_deployments
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 
 PREFIX = "inline-test-pool"
 MSG = [{"role": "user", "content": "hi"}]
+
+async def _complete(b, messages, params):
+    """One non-streamed chat call through the real transport (gateway/provider/)."""
+    return await chat_completion(LitellmTransport(), b, messages, params)
+
+
+async def _open_stream(b, messages, params):
+    """One streamed chat call through the real transport: its OpenStream."""
+    group = await over_deployments(
+        LitellmTransport(), ProviderRequest("chat", b, {**params, "messages": messages}, stream=True))
+    return group.reply.body
+
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +73,8 @@ def test_an_openai_wire_call_sets_up_on_the_loop_streamed_or_not(up: FakeUpstrea
     b = _backend(up)
 
     async def work():
-        replies = [await upstream_calls.complete(b, MSG, {"max_tokens": 16}) for _ in range(3)]
-        stream = await upstream_calls.open_stream(b, MSG, {"max_tokens": 16})
+        replies = [await _complete(b, MSG, {"max_tokens": 16}) for _ in range(3)]
+        stream = await _open_stream(b, MSG, {"max_tokens": 16})
         pieces = [c.choices[0].delta.content or "" async for c in stream.chunks() if c.choices]
         return [r.choices[0].message.content for r in replies], "".join(pieces)
 
@@ -82,7 +97,7 @@ def test_other_work_still_goes_to_the_pool(up: FakeUpstream) -> None:
     undo = litellm_callbacks.install({"callbacks": [CustomLogger()]})
     try:
         async def call():
-            return await upstream_calls.complete(b, MSG, {"max_tokens": 16})
+            return await _complete(b, MSG, {"max_tokens": 16})
 
         reply, inline, threads = asyncio.run(_with_executor(call))
     finally:
@@ -97,8 +112,8 @@ def test_an_armed_setup_that_raises_fails_as_it_would_in_a_thread(up: FakeUpstre
     bad = [{"role": "user", "content": 5}]  # request validation refuses it before, in service
 
     async def work():
-        with pytest.raises(upstream_calls.UpstreamFailure) as exc:
-            await upstream_calls.complete(b, bad, {"max_tokens": 16})
+        with pytest.raises(UpstreamFailure) as exc:
+            await _complete(b, bad, {"max_tokens": 16})
         return exc.value
 
     failure, inline, _ = asyncio.run(_with_executor(work))
@@ -107,7 +122,7 @@ def test_an_armed_setup_that_raises_fails_as_it_would_in_a_thread(up: FakeUpstre
 
 
 def test_what_is_armed() -> None:
-    client = object.__new__(upstream_calls.request_json.OrjsonAsyncOpenAI)  # never sends
+    client = object.__new__(request_json.OrjsonAsyncOpenAI)  # never sends
     assert may_run_inline({"client": client, "messages": MSG})
     assert not may_run_inline({"messages": MSG})  # litellm builds (or fetches) its own client
     many = [{"role": "user", "content": "x"}] * (MAX_PARTS + 1)
@@ -130,7 +145,7 @@ def test_a_request_with_many_tools_sets_up_in_a_thread(up: FakeUpstream) -> None
     b = _backend(up)
 
     async def work():
-        big = await upstream_calls.complete(b, MSG, {"max_tokens": 16, "tools": _tools(15_000)})
+        big = await _complete(b, MSG, {"max_tokens": 16, "tools": _tools(15_000)})
         return len(big.choices)
 
     answered, inline, threads = asyncio.run(_with_executor(work))
@@ -138,14 +153,14 @@ def test_a_request_with_many_tools_sets_up_in_a_thread(up: FakeUpstream) -> None
     assert inline == 0 and threads >= 1
 
     async def small():
-        return await upstream_calls.complete(b, MSG, {"max_tokens": 16, "tools": _tools(3)})
+        return await _complete(b, MSG, {"max_tokens": 16, "tools": _tools(3)})
 
     _, inline, _ = asyncio.run(_with_executor(small))
     assert inline == 1
 
 
 def test_every_value_counts_toward_the_inline_bound() -> None:
-    client = object.__new__(upstream_calls.request_json.OrjsonAsyncOpenAI)  # never sends
+    client = object.__new__(request_json.OrjsonAsyncOpenAI)  # never sends
     schema = {"type": "json_schema", "json_schema": {"schema": {"enum": list(range(MAX_VALUES))}}}
     assert not may_run_inline({"client": client, "messages": MSG, "response_format": schema})
     assert not may_run_inline({"client": client, "messages": MSG, "functions": _tools(MAX_VALUES)})
