@@ -161,9 +161,11 @@ def db_url(
         yield from _pg_database()
 
 
-def run_gateway(settings: Settings, router: Router, encoder: Encoder) -> Iterator[Gateway]:
-    """Start create_app(settings) under uvicorn on a free port; stop it afterwards."""
-    app = create_app(settings, router=router, encoder=encoder)
+def run_gateway(settings: Settings, router: Router, encoder: Encoder,
+                transport: Any = None) -> Iterator[Gateway]:
+    """Start create_app(settings) under uvicorn on a free port; stop it afterwards.
+    ``transport``: what provider calls go through instead of litellm (a MockTransport)."""
+    app = create_app(settings, router=router, encoder=encoder, transport=transport)
     engine = sa.create_engine(settings.database_url.replace("postgresql://",
                                                            "postgresql+psycopg://"))
     try:
