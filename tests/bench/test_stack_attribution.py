@@ -9,7 +9,7 @@ LOOP = [f"run ({TG}/gateway/reliability/shutdown.py:64)", f"Server.run ({SP}/uvi
 
 def test_acompletion_is_litellm_and_its_socket_work_transport():
     call = [*LOOP, f"chat_completions ({TG}/gateway/serving/chat/handler.py:50)",
-            f"complete ({TG}/gateway/serving/forwarding/upstream.py:210)",
+            f"chat ({TG}/gateway/provider/litellm_transport.py:120)",
             f"acompletion ({SP}/litellm/main.py:500)"]
     assert categorise([*call, f"ModelResponse.__init__ ({SP}/litellm/utils.py:9)"]) == "litellm"
     assert categorise([*call, f"AsyncClient.send ({SP}/httpx/_client.py:1)"]).startswith(
