@@ -1,6 +1,6 @@
 """litellm's own logging is left out of the gateway's chat calls only while no litellm callback
 would read it (gateway/provider/litellm_unlogged.py): real ``litellm.acompletion`` calls
-through ``upstream.complete`` to the fake upstream over HTTP. litellm's logging object is wrapped by
+through ``LitellmTransport`` to the fake upstream over HTTP. litellm's logging object is wrapped by
 a counting spy that calls through (nothing of litellm is replaced): it is the only place that
 shows whether litellm logged a call no callback reads."""
 

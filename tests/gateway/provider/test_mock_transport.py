@@ -4,8 +4,10 @@ The HTTP side is real (the openai SDK against the gateway under uvicorn, a real 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,8 @@ from openai.types.chat import ChatCompletion
 
 from gateway.config import settings_from_dict
 from gateway.provider.failures import UpstreamFailure
-from gateway.provider.transport import MockTransport, ProviderRequest, ReplyBody
+from gateway.provider.transport import MockTransport, ProviderRequest, ReplyBody, TokenUsage
+from gateway.serving.forwarding.deployments import over_deployments
 from router_core.encoders.minilm import Encoder
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
@@ -83,3 +86,24 @@ def test_a_mock_transport_answers_and_a_billable_timeout_is_charged(
     assert answered["status"] == 200
     assert gw.settled(tenant_id)["spent_usd"] == pytest.approx(row["cost_usd"])
     assert row["cost_usd"] > timed_out["charged_usd"]
+
+
+def test_a_groups_next_deployment_answers_and_the_billable_failure_is_in_the_reply() -> None:
+    """``over_deployments`` over a two-deployment group: the deployment that timed out after
+    sending is handed back as a billable failure, not reported through a hook."""
+    settings = settings_from_dict({"model_list": [
+        {"model_name": "pair", "litellm_params": {"model": f"openai/m{i}", "api_key": "sk-x",
+                                                  "api_base": "http://127.0.0.1:9/v1"}}
+        for i in range(2)]})
+    backend = next(b for b in settings.model_list if b.model_name == "pair")
+    assert len(backend.deployment_params()) == 2
+    transport = MockTransport(FirstTimesOut())
+    group = asyncio.run(over_deployments(
+        transport, ProviderRequest("chat", backend, {"messages": [], "max_tokens": 5})))
+    tried = [r.deployment for r in transport.requests]
+    assert sorted(tried) == [0, 1]  # one each, in the weighted random order
+    assert group.reply.deployment == tried[1]
+    assert [f.kind for f in group.billable_failures] == ["timeout"]
+    assert group.reply.usage == TokenUsage(11, 5)
+    with pytest.raises(FrozenInstanceError):
+        group.reply.deployment = 0  # type: ignore[misc]
