@@ -107,3 +107,16 @@ def test_a_groups_next_deployment_answers_and_the_billable_failure_is_in_the_rep
     assert group.reply.usage == TokenUsage(11, 5)
     with pytest.raises(FrozenInstanceError):
         group.reply.deployment = 0  # type: ignore[misc]
+
+
+def test_the_architecture_page_quotes_the_seam_as_the_code_has_it() -> None:
+    """docs/architecture.md's upstream seam section: each quoted line is transport.py's."""
+    root = Path(__file__).resolve().parents[3]
+    page = (root / "docs/architecture.md").read_text()
+    section = page[page.index("## The upstream seam"):]
+    start = section.index("```python\n") + len("```python\n")
+    quoted = section[start:section.index("\n```", start)].splitlines()
+    code = {line.rstrip() for line in
+            (root / "gateway/provider/transport.py").read_text().splitlines()}
+    assert len(quoted) > 10
+    assert [line for line in quoted if line and line not in code] == []
