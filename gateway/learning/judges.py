@@ -23,7 +23,7 @@ from gateway.pool import Pool
 from gateway.pool.exploring import default_judge
 from gateway.pricing import Price, count_prompt_tokens
 from gateway.provider.litellm_transport import LitellmTransport
-from gateway.provider.transport import Transport
+from gateway.provider.transport import TokenUsage, Transport
 from gateway.serving.forwarding.deployments import chat_completion
 
 DEFAULT_RUBRIC = (
@@ -105,18 +105,16 @@ class LLMJudge:
     async def score(self, pool: Pool, prompt: str, model: str, answer: str
                     ) -> tuple[float | None, float]:
         backend, price = self.on(pool)
-        resp: Any = await chat_completion(
+        reply = await chat_completion(
             self.transport,
             backend,
             self._messages(prompt, answer),
             {"max_tokens": self.max_tokens, "temperature": 0},
         )
-        usage = getattr(resp, "usage", None)
-        cost = price.cost(
-            int(getattr(usage, "prompt_tokens", 0) or 0),
-            int(getattr(usage, "completion_tokens", 0) or 0),
-        )
-        return parse_score(resp.choices[0].message.content or ""), cost
+        usage = reply.usage or TokenUsage()
+        cost = price.cost(usage.input_tokens or 0, usage.output_tokens or 0)
+        body: Any = reply.body  # a chat completion
+        return parse_score(body.choices[0].message.content or ""), cost
 
 
 def parse_score(text: str) -> float | None:
@@ -162,13 +160,13 @@ async def compare(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str
     spent = 0.0
     for first, second in ((a, b), (b, a)):
         text = PAIR_RUBRIC.format(prompt=prompt, first=first, second=second)
-        resp: Any = await chat_completion(
+        reply = await chat_completion(
             judge.transport, backend, [{"role": "user", "content": text}],
             {"max_tokens": 2 * judge.max_tokens, "temperature": 0})
-        usage = getattr(resp, "usage", None)  # litellm's response object
-        spent += price.cost(int(getattr(usage, "prompt_tokens", 0) or 0),
-                            int(getattr(usage, "completion_tokens", 0) or 0))
-        one, two = parse_pair(resp.choices[0].message.content or "")
+        usage = reply.usage or TokenUsage()
+        spent += price.cost(usage.input_tokens or 0, usage.output_tokens or 0)
+        body: Any = reply.body  # a chat completion
+        one, two = parse_pair(body.choices[0].message.content or "")
         scores.append((one, two) if first is a else (two, one))
     qa = [s[0] for s in scores if s[0] is not None]
     qb = [s[1] for s in scores if s[1] is not None]

@@ -54,7 +54,7 @@ from gateway.pool.known import outcomes_of
 from gateway.pricing import count_prompt_tokens
 from gateway.provider.failures import UpstreamFailure
 from gateway.provider.litellm_transport import LitellmTransport
-from gateway.provider.transport import Transport
+from gateway.provider.transport import TokenUsage, Transport
 from gateway.serving.forwarding.deployments import chat_completion
 from gateway.serving.record.served import Served
 from gateway.store.periods import period_start_s, utcnow
@@ -319,14 +319,12 @@ class Explorer:
         self.calls += 1
         actual = 0.0
         try:
-            resp: Any = await chat_completion(self.transport, backend, messages,
-                                              {"max_tokens": self.cfg.max_tokens})
-            usage = getattr(resp, "usage", None)
-            actual = price.cost(
-                int(getattr(usage, "prompt_tokens", 0) or n_prompt),
-                int(getattr(usage, "completion_tokens", 0) or 0),
-            )
-            return True, resp.choices[0].message.content or "", actual
+            reply = await chat_completion(self.transport, backend, messages,
+                                          {"max_tokens": self.cfg.max_tokens})
+            usage = reply.usage or TokenUsage()
+            actual = price.cost(usage.input_tokens or n_prompt, usage.output_tokens or 0)
+            body: Any = reply.body  # a chat completion
+            return True, body.choices[0].message.content or "", actual
         except UpstreamFailure as e:
             log.warning("shadow call to %s failed: %s", name, e)
             return True, None, actual

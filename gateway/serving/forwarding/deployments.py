@@ -18,7 +18,7 @@ from typing import Any
 from gateway.config import Backend
 from gateway.provider.deployments import deployment_order, next_deployment
 from gateway.provider.failures import UpstreamFailure
-from gateway.provider.transport import ProviderReply, ProviderRequest, ReplyBody, Transport
+from gateway.provider.transport import ProviderReply, ProviderRequest, Transport
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,9 @@ async def over_deployments(transport: Transport, request: ProviderRequest) -> Gr
 
 
 async def chat_completion(transport: Transport, backend: Backend, messages: list[dict],
-                          params: dict[str, Any]) -> ReplyBody:
+                          params: dict[str, Any]) -> ProviderReply:
     """One non-streamed chat call over ``backend``'s deployments (``over_deployments``): the
     learning side's judge and shadow calls; raises UpstreamFailure."""
     group = await over_deployments(
         transport, ProviderRequest("chat", backend, {**params, "messages": messages}))
-    return group.reply.body
+    return group.reply

@@ -27,7 +27,7 @@ MSG = [{"role": "user", "content": "hi"}]
 
 async def _complete(b, messages, params):
     """One non-streamed chat call through the real transport (gateway/provider/)."""
-    return await chat_completion(LitellmTransport(), b, messages, params)
+    return (await chat_completion(LitellmTransport(), b, messages, params)).body
 
 
 async def _open_stream(b, messages, params):
