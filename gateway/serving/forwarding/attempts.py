@@ -226,20 +226,25 @@ class Attempts:
             usd = self.hold.owe(self.hold.attempt_usd)
         self.charges.append((b.model_name, usd))
 
-    def record(self, b: Backend, status: int, error: str | None, started: float) -> None:
-        self.tried.append({"model": b.model_name, "status": status, "error": error,
-                           "latency_ms": round((time.perf_counter() - started) * 1000, 3)})
-        self.trace.attempted(self.tried[-1])  # its span (gateway/serving/tracing.py)
+    def record(self, b: Backend, status: int, error: str | None, started: float,
+               charged_usd: float = 0.0) -> None:
+        """One attempt-log record, whole when made (never edited after: the trace and the
+        Outcome hold it): with ``charged_usd`` when its billable timeouts cost the tenant."""
+        record = {"model": b.model_name, "status": status, "error": error,
+                  "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
+        if charged_usd:
+            record["charged_usd"] = charged_usd
+        self.tried.append(record)
+        self.trace.attempted(record)  # its span (gateway/serving/tracing.py)
         self.ctx.metrics.attempts.labels(b.model_name, str(status)).inc()
 
     def upstream_result(self, b: Backend, f: UpstreamFailure | None, started: float) -> None:
         """An attempt that reached the upstream: to the circuit breaker and the attempt log."""
         self.ctx.reliability.upstream_result(b.model_name, f, self.tenant.principal)
-        self.record(b, 200 if f is None else f.status, None if f is None else str(f), started)
         charged = sum(usd for _, usd in self.charges[self.charges_logged:])
         self.charges_logged = len(self.charges)
-        if charged:
-            self.tried[-1]["charged_usd"] = charged
+        self.record(b, 200 if f is None else f.status, None if f is None else str(f), started,
+                    charged)
 
     def final_error(self, plan: Plan, last: UpstreamFailure | None) -> GatewayError:
         """Why nothing answered: a circuit open, the budget, or the last upstream failure."""
