@@ -171,9 +171,7 @@ def run(s: LearnSetup) -> LearnRun:
                 route = ROUTES[k % len(ROUTES)]
                 raw = client.chat.completions.with_raw_response.create(
                     model=route, messages=[{"role": "user", "content": str(table.prompts[i])}])
-                doc = http.get(f"/v1/routing/{raw.headers['x-tollgate-request-id']}")
-                doc.raise_for_status()
-                expl = doc.json()
+                expl = explanation(http, raw.headers["x-tollgate-request-id"])
                 served = expl["answered_by"]
                 ref = reference_of(expl) or strongest
                 return (route, float(q_all[i, col[served]]), float(q_all[i, col[ref]]),
@@ -202,6 +200,22 @@ def run(s: LearnSetup) -> LearnRun:
     out.charged_usd = sum(w.charged for ws in out.windows for w in ws.values())
     out.caught = _caught(out, s.window)
     return out
+
+
+def explanation(http, request_id: str, tries: int = 30) -> dict:
+    """GET /v1/routing/{id}, as a client should: a 429 (a key has at most
+    ``WAITS_PER_KEY`` lookups in flight, gateway/review/explain.py) is retried after its
+    ``retry-after``."""
+    import time
+
+    for _ in range(tries):
+        doc = http.get(f"/v1/routing/{request_id}")
+        if doc.status_code != 429:
+            doc.raise_for_status()
+            return doc.json()
+        time.sleep(float(doc.headers.get("retry-after") or 1.0))
+    doc.raise_for_status()
+    return doc.json()
 
 
 def _window(route: str, rows: list, explored: float, max_drop: float) -> RouteWindow:

@@ -6,8 +6,12 @@ version (``router.config[CERTIFICATES_KEY][route]``, gateway/learning/certify_ro
 every replica serves it after the hot swap that brings that version. Serving reads it here:
 the request's region is its nearest centroid in Φ(x) (the regions were k-means clusters of
 the judged prompts' stored Φ(x)), and where that region has a certified mix, the prompt
-takes one of its policies by a hash of its Φ(x) (uniform over prompts, blind to what the
-prompt says, eq. (4) of certify.py); elsewhere the prior-based rule decides.
+takes one of its policies by its place in [0, 1): a hash of its prompt-key text (uniform over
+prompts, blind to what the prompt says, eq. (4) of certify.py); elsewhere the prior-based
+rule decides. The place is the text's, not Φ(x)'s: a request is ranked twice when the static
+encoder's Φ̂ is not confident (gateway/serving/plan/routing.py ``cascaded``), and a pick
+re-drawn on the second Φ kept a candidate's draw only when both draws took it, so a region
+certified for 7% of its prompts served it 2 of 423 times (bench/routing/learning_loop.py).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from router_core.promise.certify import assign_regions
+from router_core.promise.certify import assign_regions, prompt_share
 
 CERTIFICATES_KEY = "promise_certificates"  # router.config[...]: route -> its record
 
@@ -84,9 +88,10 @@ class RouteCertificate:
                    n_prompts=np.asarray(r["n_prompts"], float), upper=upper,
                    alpha=float(r["alpha"]), pairs=int(r["pairs"]))
 
-    def choose(self, phi: Any) -> Certified | None:
-        """The certificate's pick for a prompt with Φ(x) = ``phi``, or None where its region
-        has no certified mix (the prior-based rule decides there)."""
+    def choose(self, phi: Any, share: float | None = None) -> Certified | None:
+        """The certificate's pick for a prompt with Φ(x) = ``phi`` at its place ``share`` in
+        [0, 1) (``text_share`` of its prompt-key text; default a hash of Φ(x)), or None
+        where its region has no certified mix (the prior-based rule decides there)."""
         x = np.asarray(phi, np.float32).reshape(1, -1)
         if x.shape[1] != self.centroids.shape[1]:
             return None  # embedded otherwise than the regions were fitted: not this certificate's
@@ -94,7 +99,8 @@ class RouteCertificate:
         mix = self.mixes[g]
         if not mix:
             return None
-        u, acc, pick = phi_share(x), 0.0, self.reference
+        u = phi_share(x) if share is None else float(share)
+        acc, pick = 0.0, self.reference
         for backend, share in mix.items():
             acc += share
             if u < acc:
@@ -104,6 +110,12 @@ class RouteCertificate:
             return Certified(pick, g, mix, 0, None)
         h = self.backends.index(pick)
         return Certified(pick, g, mix, int(self.n_prompts[g, h]), float(self.upper[g, h]))
+
+
+def text_share(text: str) -> float:
+    """A prompt's place in [0, 1) from its prompt-key text (``embed_text``): one prompt
+    always draws the same policy, whichever encoder's Φ placed it in its region."""
+    return prompt_share(text)
 
 
 def phi_share(x: np.ndarray) -> float:

@@ -25,6 +25,7 @@ from gateway.config import Backend
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
 from gateway.pool import Pool
+from gateway.pool.certificates import text_share
 from gateway.pool.explore_share import PriorShare, cap_priors
 from gateway.price_like import unpriced_fix
 from gateway.pricing import (
@@ -190,13 +191,14 @@ def deployable(plan: Plan, share: PriorShare | None = None) -> dict[str, str]:
 
 
 def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int,
-           held: str | None = None) -> Plan:
+           held: str | None = None, share: float | None = None) -> Plan:
     """The router's decision over ``by_rm`` for Φ(x) = ``phi`` (400 if no backend fits the cap):
     on a route with a promise, the promise rule (serving/promise_routing.py) unless the request
     sets its own cost_weight; else a = p̂ − λ·c̃, c̃ dividing by the dearest backend of the
     route's whole routable pool (README "Routes"). ``held``: the backend holding this
     conversation's prompt cache, priced with its cache discount and kept first while the
-    rule's eligible set holds it (serving/plan/session_affinity.py)."""
+    rule's eligible set holds it (serving/plan/session_affinity.py). ``share``: the prompt's
+    place a route's certificate draws on (gateway/pool/certificates.py ``text_share``)."""
     plan = replace(plan, prompt_tokens=prompt_tokens, phi=phi)
     pool, s = plan.pool, plan.pool.settings
     whole = pool.deployable(plan.route)
@@ -210,7 +212,7 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int,
     try:
         if promise is not None and by_promise(plan):
             routed = promise_route(pool, promise, phi, by_rm, costs, plan.max_cost_usd,
-                                   max(costs[b] for b in whole.values()))
+                                   max(costs[b] for b in whole.values()), share)
         else:
             routed = route_request(pool.router, phi, lam=plan.lam,
                                    delta=pool.routes[plan.route].delta,
@@ -336,8 +338,9 @@ async def plan_request(ctx: GatewayContext, plan: Plan) -> Plan:
     text = embed_text(req.messages, ctx.settings.encoder_max_chars)
     affinity = ctx.affinity
     held = affinity.held(plan.conversation) if affinity is not None else None
+    share = text_share(text)  # one draw for both encoders' passes (certificates.py)
     plan = await cascaded(plan.pool.router, text, ctx.embedder.embed,
-                          lambda phi: ranked(sized, by_rm, phi, n_prompt, held))
+                          lambda phi: ranked(sized, by_rm, phi, n_prompt, held, share))
     plan = replace(plan, routing_s=time.perf_counter() - started)
     return with_plan_fallbacks(plan)
 

@@ -17,7 +17,8 @@ per request.
 
 Where the route has a certificate from judged pairs (gateway/pool/certificates.py) and this
 prompt's region has a certified mix, the certificate decides instead: the prompt draws one of
-the mix's backends or the reference, and the record's ``certificate`` (and the reason) says
+the mix's backends or the reference (by its text, so the static and the MiniLM pass draw
+alike), and the record's ``certificate`` (and the reason) says
 so, with its evidence (judged prompts, drop bound). Elsewhere, the rule above.
 """
 
@@ -38,8 +39,9 @@ from router_core.runtime.decision import Candidate, Decision, NoEligibleModel
 
 def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[str, str],
                   costs_usd: Mapping[str, float], max_cost_usd: float | None,
-                  normaliser: float) -> Routed:
-    """The promise decision over ``by_rm`` (expert -> backend) for Φ(x) = ``phi``."""
+                  normaliser: float, share: float | None = None) -> Routed:
+    """The promise decision over ``by_rm`` (expert -> backend) for Φ(x) = ``phi``; ``share``:
+    the prompt's place in [0, 1) a certificate's mix draws on (certificates.text_share)."""
     experts = [e for e, b in by_rm.items() if e in pool.qualities
                and (max_cost_usd is None or costs_usd[b] <= max_cost_usd)]
     if not experts:
@@ -55,7 +57,7 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     names = [by_rm[e] for e in experts]
     record = explain(names, P[0], N[0], cost, ref, promise.max_drop, promise.z,
                      how=[pool.qualities[e].how for e in experts], tolerance=promise.tolerance)
-    cert = certified(pool, promise, phi, names, stand_in)
+    cert = certified(pool, promise, phi, names, stand_in, share)
     if cert is not None:  # the region's certified mix decides (gateway/pool/certificates.py)
         record["chosen"] = cert.backend
         record["why"] = cert.reason(pool.certificates[promise.route].alpha)
@@ -87,14 +89,14 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
 
 
 def certified(pool: Pool, promise: RoutePromise, phi: Any, names: list[str],
-              stand_in: bool) -> Certified | None:
+              stand_in: bool, share: float | None = None) -> Certified | None:
     """The route's certificate's pick for this prompt, when its region has a certified mix
     and the pick is a backend this request may use (else None: the prior-based rule). A
     certificate is against the route's reference: none applies while another stands in."""
     cert = pool.certificates.get(promise.route)
     if cert is None or stand_in or cert.reference != promise.reference:
         return None
-    pick = cert.choose(phi)
+    pick = cert.choose(phi, share)
     return pick if pick is not None and pick.backend in names else None
 
 
