@@ -49,6 +49,8 @@ from gateway.config import ExplorationSettings
 from gateway.learning import exploration_ledger
 from gateway.learning import tables as ldb
 from gateway.learning.judges import Judge, LLMJudge, compare, compare_worst_usd
+from gateway.learning.partners import RoutePartners
+from gateway.learning.refine_priors import MIN_OUTCOMES
 from gateway.pool import Pool, PoolHolder
 from gateway.pool.known import outcomes_of
 from gateway.pricing import count_prompt_tokens
@@ -97,6 +99,8 @@ class Explorer:
         self.skipped_reference_cap = 0  # reference shadowing refused by a route's daily cap
         self.skipped_share = 0  # calls refused by their route's share allowance (max_share)
         self.calls = 0
+        # a promise route's partner beside its reference, from its judged pairs (partners.py)
+        self.partners = RoutePartners(engine, seed=self.rng.randrange(2**32))
 
     @property
     def active(self) -> bool:
@@ -163,19 +167,35 @@ class Explorer:
                          "on the operator's exploration budget",
                          scope[len(exploration_ledger.REFERENCE):], min(actual, held), held)
 
-    def _pick(self, pool: Pool, names: list[str], served: str, observed: set[str]
-              ) -> list[str]:
+    def _pick(self, pool: Pool, names: list[str], served: str, observed: set[str],
+              route: str | None = None) -> list[str]:
         """The backends of ``names`` to shadow (those ``pool`` has: a request served before a
         swap may name others): the least known first (``judged_outcomes``), then those never
         observed on this prompt, ties at random. A backend known only by a prior (a price, a
         published figure, a vendor's claim) is what routing can be wrong about, and it learns
-        only here once the rule stops sending it traffic."""
+        only here once the rule stops sending it traffic. On a promise ``route``, that holds
+        until a backend has ``MIN_OUTCOMES`` (it has then left its prior); the rest are the
+        route's partners beside its reference, whom its certificate would save most with
+        (partners.py: else its trained backends, "known", were never judged, and never
+        certified)."""
         outcomes = judged_outcomes(pool)
         others = [b for b in names if b != served and b in pool.backends]
         self.rng.shuffle(others)
         others.sort(key=lambda b: (outcomes.get(pool.expert_of(b) or "", math.inf),
                                    pool.backends[b].router_model in observed))
-        return others[: self.cfg.candidates]
+        promise = pool.promises.get(route or "")
+        if promise is None:
+            return others[: self.cfg.candidates]
+        picks = [b for b in others if outcomes.get(pool.expert_of(b) or "", math.inf)
+                 < MIN_OUTCOMES][: self.cfg.candidates]
+        rest = [b for b in others if b not in picks and b != promise.reference]
+        while len(picks) < self.cfg.candidates and rest:
+            partner = self.partners.pick(pool, route or "", rest)
+            if partner is None:
+                break
+            picks.append(partner)
+            rest.remove(partner)
+        return picks
 
     def _observed(self, key: str) -> set[str]:
         with self.engine.connect() as conn:
@@ -250,7 +270,10 @@ class Explorer:
                             float(served.cost_usd or 0.0), "judge")
         observed = await anyio.to_thread.run_sync(self._observed, key)
         others = [b for b in served.pool if b != paired]
-        for name in self._pick(pool, others, served.backend, observed):
+        route = served.route or ""
+        if route in pool.promises:  # its pairs read once, off the loop (partners.py)
+            await anyio.to_thread.run_sync(self.partners.evidence, pool, route)
+        for name in self._pick(pool, others, served.backend, observed, route):
             booked, text, actual = await self._shadow_call(pool, name, messages,
                                                            share=served.route)
             if not booked:
@@ -261,8 +284,22 @@ class Explorer:
             q = await self._judge(pool, prompt, router_model, text, served.route)
             if q is not None:
                 await store(name, router_model, q, actual, "shadow")
+        self._count_pairs(pool, route, key, stored)
         log.info("explored request %s: %s", served.request_id, stored)
         return stored
+
+    def _count_pairs(self, pool: Pool, route: str, key: str, stored: list[dict]) -> None:
+        """This request's judged pairs (the reference's grade beside each other one's), for
+        the route's next partner (partners.py); as certify_routes.judged_pairs reads them."""
+        promise = pool.promises.get(route)
+        grades: dict[str, list[float]] = {}
+        for row in stored:
+            grades.setdefault(row["backend"], []).append(float(row["quality"]))
+        if promise is None or promise.reference not in grades:
+            return
+        ref = grades.pop(promise.reference)
+        self.partners.add(pool, route, key, sum(ref) / len(ref),
+                          {b: sum(g) / len(g) for b, g in grades.items()})
 
     async def _beside_reference(self, pool: Pool, served: Served, prompt: str, store: Any
                                 ) -> str | None:

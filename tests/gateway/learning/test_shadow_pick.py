@@ -77,3 +77,49 @@ def test_a_prompt_longer_than_max_prompt_chars_is_served_not_explored() -> None:
     assert explorer.wants("auto", 1000)
     assert not explorer.wants("auto", 1001)
     assert ExplorationSettings().max_prompt_chars == 100_000
+
+
+def _promised(tmp_path, outcomes: dict[str, int]):
+    """The pool above with a promise route against fake-strong, and a SQLite database."""
+    from gateway.store.engine import make_engine
+    from gateway.store.migrate import upgrade_engine
+
+    entries = [{"model_name": n, "litellm_params": {"model": f"openai/{n}"}} for n in PRICES]
+    entries += [{"model_name": n, "litellm_params": {"model": f"openai/{n}"}} for n in NEW]
+    settings = settings_from_dict({"model_list": entries, "routes": {
+        "auto": {"max_drop": 0.05, "reference": "fake-strong"}}})
+    prices = {n: Price(i * 1e-6, o * 1e-6) for n, (i, o) in PRICES.items()}
+    prices.update({n: Price(0.2e-6, 0.4e-6) for n in NEW})
+    pool = build_pool(settings, prices, build_router())  # the new backends join on priors
+    cfg = {**dict(pool.router.config or {}), COLD_START_KEY: outcomes}
+    pool = build_pool(settings, prices, replace(pool.router, config=cfg))
+    engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    upgrade_engine(engine)
+    return pool, engine
+
+
+def test_on_a_promise_route_priors_first_then_the_partner_its_pairs_favour(tmp_path) -> None:
+    """Past MIN_OUTCOMES a backend has left its prior; a promise route's shadow call then
+    goes to the partner its certificate would save most with (gateway/learning/partners.py),
+    a trained backend included: before, trained backends counted as known and were never
+    judged beside the reference, so none could be certified (bench/routing/learning_loop.py:
+    only the two backends on priors ever had a pair)."""
+    from gateway.learning.refine_priors import MIN_OUTCOMES
+
+    pool, engine = _promised(tmp_path, {NEW[0]: 5, NEW[1]: MIN_OUTCOMES})
+    names = list(pool.backends)
+    ex = Explorer(engine, PoolHolder(pool), ExplorationSettings(enabled=True, candidates=1),
+                  judge=None, rng=random.Random(0))  # type: ignore[arg-type]
+    assert ex.partners.evidence(pool, "auto") is not None  # read from the (empty) database
+    # a backend still on its prior goes first, as on any route
+    assert ex._pick(pool, names, "fake-strong", set(), "auto") == [NEW[0]]
+    (tmp_path / "later").mkdir()
+    later, _ = _promised(tmp_path / "later", {NEW[0]: MIN_OUTCOMES, NEW[1]: MIN_OUTCOMES})
+    ex.partners.evidence(later, "auto")
+    # judged pairs: fake-cheap grades as the reference, everyone else far below it
+    for i in range(300):
+        ex.partners.add(later, "auto", f"k{i}", 1.0,
+                        {"fake-cheap": 1.0, "fake-mid": 0.0, NEW[0]: 0.0, NEW[1]: 0.0})
+    picks = [ex._pick(later, names, "fake-strong", set(), "auto") for _ in range(200)]
+    assert all(len(p) == 1 for p in picks)
+    assert sum(p == ["fake-cheap"] for p in picks) >= 190
