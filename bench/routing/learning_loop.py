@@ -59,6 +59,7 @@ class LearnSetup:
     refine_s: float = 10.0
     workers: int = 4
     seed: int = 0
+    packaged: bool = False  # the packaged config.yaml instead (module docstring)
 
 
 @dataclass
@@ -118,7 +119,9 @@ def run(s: LearnSetup) -> LearnRun:
         request_order,
         routerbench_rows,
     )
-    from gateway.config import load_settings
+    from bench.routing.live_gateway import local_config
+    from gateway.config import DEFAULT_CONFIG_PATH, load_settings
+    from gateway.pricing import resolve_prices
     from gateway.sandbox.demo import DEMO_CONFIG_PATH
     from gateway.sandbox.recorded_judge import RecordedJudge
     from gateway.sandbox.replay import Replay, replay_upstream
@@ -129,31 +132,64 @@ def run(s: LearnSetup) -> LearnRun:
     by_grade = [models[j] for j in np.argsort(-q_all[train].mean(axis=0))]
     strongest, held = by_grade[0], tuple(by_grade[: s.held])
     order = request_order(test, s.requests, s.seed)
-    replay = Replay(table.rows(test))
+    alias = packaged_aliases(by_grade) if s.packaged else {}
+    replay = Replay(table.rows(test), alias)
     judge = RecordedJudge(replay.judge_cells(), s.agreement, s.seed, "judge")
-    demo = load_settings(DEMO_CONFIG_PATH)
+    demo = load_settings(DEFAULT_CONFIG_PATH if s.packaged else DEMO_CONFIG_PATH)
     max_drop = {r: float(demo.routes[r].max_drop) for r in ROUTES}
     admin = admin_key()
-    out = LearnRun(s.seed, facts={"strongest": strongest, "held": held, "wrong": s.wrong})
+    if s.packaged:
+        held, watched = (), None
+        out = LearnRun(s.seed, facts={"strongest": strongest, "held": held, "wrong": None,
+                                      "alias": alias})
+    else:
+        watched = s.wrong
+        out = LearnRun(s.seed, facts={"strongest": strongest, "held": held, "wrong": s.wrong})
     with tempfile.TemporaryDirectory(prefix="tollgate-learn-") as tmp_s, \
             replay_upstream(replay, judge, any_model=True) as up:
         tmp = Path(tmp_s)
-        router_path = claimed_router(tmp / "router", s.wrong, strongest, held)
-        params = {"api_base": up, "api_key": "sk-replay"}
-        config = {
-            "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}",
-                                                                **params},
-                            "model_info": {"input_cost_per_token": 0.0,
-                                           "output_cost_per_token": replay.price[m],
-                                           "max_output_tokens": MAX_TOKENS, "timeout": 120}}
-                           for m in replay.models],
-            "routes": {k: v.model_dump(exclude_none=True) for k, v in demo.routes.items()},
-            "database_url": f"sqlite:///{tmp / 'learn.db'}", "admin_key": admin,
-            "router_path": str(router_path), "reliability": {"spool_dir": str(tmp / "spool")},
-            # exploration as shipped: no section; only the schedule is shortened
-            "retraining": {"min_observations": 10**9, "poll_s": 1.0,
-                           "refine_priors_s": s.refine_s},
-        }
+        schedule = {"min_observations": 10**9, "poll_s": 1.0, "refine_priors_s": s.refine_s}
+        if s.packaged:  # its backends, prices, routes and router as shipped, on the replay
+            config = {**local_config(DEFAULT_CONFIG_PATH, up, tmp, admin),
+                      "retraining": schedule}
+            config["database_url"] = f"sqlite:///{tmp / 'learn.db'}"
+            price = {b: (float(p.input_per_token), float(p.output_per_token))
+                     for b, p in resolve_prices(demo, strict=False).items()}
+        else:
+            router_path = claimed_router(tmp / "router", s.wrong, strongest, held)
+            params = {"api_base": up, "api_key": "sk-replay"}
+            config = {
+                "model_list": [{"model_name": m, "litellm_params": {"model": f"openai/{m}",
+                                                                    **params},
+                                "model_info": {"input_cost_per_token": 0.0,
+                                               "output_cost_per_token": replay.price[m],
+                                               "max_output_tokens": MAX_TOKENS,
+                                               "timeout": 120}}
+                               for m in replay.models],
+                "routes": {k: v.model_dump(exclude_none=True) for k, v in demo.routes.items()},
+                "database_url": f"sqlite:///{tmp / 'learn.db'}", "admin_key": admin,
+                "router_path": str(router_path),
+                "reliability": {"spool_dir": str(tmp / "spool")},
+                # exploration as shipped: no section; only the schedule is shortened
+                "retraining": schedule,
+            }
+            price = {m: (0.0, replay.price[m]) for m in replay.models}
+
+        def recorded(i: int, backend: str) -> tuple[float, str]:
+            """(recorded grade, benchmark model) of ``backend``'s answer to row ``i``."""
+            m = alias.get(backend, backend)
+            return float(q_all[i, col[m]]), m
+
+        def usd(i: int, backend: str, prompt_tokens: int) -> float:
+            """What ``backend``'s recorded answer to row ``i`` is charged at its price (the
+            replay's completion tokens, the prompt tokens the gateway charged)."""
+            m = alias.get(backend, backend)
+            if not s.packaged:
+                return float(c_all[i, col[m]])
+            tokens = max(1, round(float(c_all[i, col[m]]) / replay.price[m]))
+            p_in, p_out = price[backend]
+            return prompt_tokens * p_in + tokens * p_out
+
         with tollgate_serve(config, tmp, "tollgate-learn") as server:
             key = tenant_key(server.url, admin)
             client = openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=2,
@@ -174,9 +210,11 @@ def run(s: LearnSetup) -> LearnRun:
                 expl = explanation(http, raw.headers["x-tollgate-request-id"])
                 served = expl["answered_by"]
                 ref = reference_of(expl) or strongest
-                return (route, float(q_all[i, col[served]]), float(q_all[i, col[ref]]),
-                        float(raw.headers["x-tollgate-cost-usd"]), float(c_all[i, col[ref]]),
-                        candidate_p(expl, s.wrong), float(q_all[i, col[s.wrong]]))
+                n_in = int((expl.get("usage") or {}).get("prompt_tokens") or 0)  # as charged
+                return (route, recorded(i, served)[0], recorded(i, ref)[0],
+                        float(raw.headers["x-tollgate-cost-usd"]), usd(i, ref, n_in),
+                        candidate_p(expl, watched) if watched else None,
+                        float(q_all[i, col[watched]]) if watched else NAN)
 
             before: dict[str, float] = {}
             with ThreadPoolExecutor(s.workers) as pool:
@@ -200,6 +238,19 @@ def run(s: LearnSetup) -> LearnRun:
     out.charged_usd = sum(w.charged for ws in out.windows for w in ws.values())
     out.caught = _caught(out, s.window)
     return out
+
+
+def packaged_aliases(by_grade: list[str]) -> dict[str, str]:
+    """The packaged config's backends, dearest first (at the typical request's tokens), each
+    answering as RouterBench's model of the same rank by train grade, strongest first: price
+    order standing in for strength, the one assumption of ``--packaged``."""
+    from gateway.config import DEFAULT_CONFIG_PATH, load_settings
+    from gateway.pool.priors import TYPICAL_TOKENS
+    from gateway.pricing import resolve_prices
+
+    prices = resolve_prices(load_settings(DEFAULT_CONFIG_PATH), strict=False)
+    dear = sorted(prices, key=lambda b: -prices[b].cost(*TYPICAL_TOKENS))
+    return dict(zip(dear, by_grade, strict=False))
 
 
 def explanation(http, request_id: str, tries: int = 30) -> dict:
@@ -237,9 +288,14 @@ def _caught(r: LearnRun, window: int, tolerance: float = 0.05) -> int | None:
 
 def print_run(r: LearnRun, s: LearnSetup) -> None:
     f = r.facts
-    print(f"\nseed {r.seed}: {', '.join(f['held'])} join on priors (first known as "
-          f"{f['known_first']}, last {f.get('known_last')}); {f['wrong']} claimed to match "
-          f"{f['strongest']}; judge {f['judge']} (default) agreeing {s.agreement:.0%}")
+    if s.packaged:
+        print(f"\nseed {r.seed}: the packaged config.yaml, its backends answering as "
+              f"{f['alias']}; judge {f['judge']} (default) agreeing {s.agreement:.0%}")
+    else:
+        print(f"\nseed {r.seed}: {', '.join(f['held'])} join on priors (first known as "
+              f"{f['known_first']}, last {f.get('known_last')}); {f['wrong']} claimed to "
+              f"match {f['strongest']}; judge {f['judge']} (default) agreeing "
+              f"{s.agreement:.0%}")
     print(f"{'requests':>8} {'route':<14} {'n':>4} {'drop':>8} {'se':>6} {'excess':>8} "
           f"{'saving':>7} {'explored $':>11} {'share':>6} {'p̂ err':>6}")
     for i, ws in enumerate(r.windows):
@@ -279,6 +335,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=str, default=None, help="comma-separated, e.g. 0,1,2,3,4")
     ap.add_argument("--agreement", type=float, default=0.8)
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--packaged", action="store_true",
+                    help="the packaged config.yaml, its backends on recorded answers")
     a = ap.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     seeds = ([int(x) for x in a.seeds.split(",")] if a.seeds
@@ -286,10 +344,23 @@ def main() -> None:
     runs = []
     for seed in seeds:
         s = LearnSetup(requests=a.requests, window=a.window, agreement=a.agreement,
-                       workers=a.workers, seed=seed)
+                       workers=a.workers, seed=seed, packaged=a.packaged)
         runs.append(run(s))
         print_run(runs[-1], s)
-    print(" ".join(f"{k}={v}" for k, v in summary(runs).items()))
+    if a.packaged:
+        print(" ".join(f"{k}={v}" for k, v in packaged_summary(runs).items()))
+    else:
+        print(" ".join(f"{k}={v}" for k, v in summary(runs).items()))
+
+
+def packaged_summary(runs: list[LearnRun]) -> dict[str, str]:
+    """The last line of ``--packaged``: its routes' last-window savings (mean over seeds),
+    the largest window's drop excess and exploration share (no wrong prior there)."""
+    full = summary(runs)
+    return {"packaged_auto_learned_saving": full["auto_learned_saving"],
+            "packaged_balanced_learned_saving": full["balanced_learned_saving"],
+            "packaged_drop_excess_max": full["learn_drop_excess_max"],
+            "packaged_exploration_share": full["exploration_share"]}
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@ answers as the benchmark's models did, with each model's recorded answer to the 
 usage priced so the gateway's cost is the recorded USD (output price p_m = mean recorded cost
 of m / ``TOKENS_PER_MEAN_QUERY`` per token, completion tokens = recorded cost / p_m; input is
 free). With a ``RecordedJudge`` (gateway/sandbox/recorded_judge.py) it also answers as the
-learning loop's judge backend, under the judge's name."""
+learning loop's judge backend, under the judge's name. With ``aliases`` (served name → the
+benchmark's model) other backends answer as benchmark models: a config's own backends
+replaced by recorded answers (bench/routing/learning_loop.py ``--packaged``)."""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ TOKENS_PER_MEAN_QUERY = 1000  # p_m = mean cost / this: a typical answer is ~100
 class Replay:
     """Recorded answers, grades and costs by (prompt text, model)."""
 
-    def __init__(self, table: RoutingTable) -> None:
+    def __init__(self, table: RoutingTable, aliases: dict[str, str] | None = None) -> None:
         self.models = table.models
+        self.aliases = dict(aliases or {})
         mean = np.nanmean(table.cost, axis=0)
         self.price = {m: float(mean[j]) / TOKENS_PER_MEAN_QUERY for j, m in enumerate(self.models)}
         self.cells: dict[tuple[str, str], tuple[str, float, float]] = {}
@@ -42,13 +45,14 @@ class Replay:
                     self.cells[(prompt, m)] = (text, float(q), float(c))
 
     def answer(self, prompt: str, model: str, max_tokens: int | None) -> dict:
+        served, model = model, self.aliases.get(model, model)
         text, _, cost = self.cells[(prompt, model)]
         tokens = max(1, round(cost / self.price[model]))
         if max_tokens is not None:
             tokens = min(tokens, int(max_tokens))
         return {
             "id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion",
-            "created": int(time.time()), "model": model,
+            "created": int(time.time()), "model": served,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                          "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 0, "completion_tokens": tokens, "total_tokens": tokens},
