@@ -87,3 +87,26 @@ def test_the_replay_upstream_answers_as_the_judge_over_http() -> None:
         answer = client.chat.completions.create(
             model="m2", messages=[{"role": "user", "content": "capital of France?"}])
         assert answer.choices[0].message.content == "Paris"
+
+
+def test_a_config_backend_answers_as_the_benchmark_model_it_stands_for() -> None:
+    """``Replay(aliases=...)``: the packaged config's backends replaced by recorded answers
+    (bench/routing/learning_loop.py --packaged): a served name answers with its benchmark
+    model's recorded answer and completion tokens, under its own name."""
+    prompts = np.array(["2 + 2?", "capital of France?"], dtype=object)
+    table = RoutingTable(
+        name="t", prompt_ids=np.array(["a", "b"]), prompts=prompts, models=("m1", "m2"),
+        quality=np.array([[1.0, 0.0], [0.0, 1.0]]), cost=np.array([[1e-4, 3e-4]] * 2),
+        split=np.array(["test", "test"]),
+        responses={"m1": np.array(["4", "Lyon"], dtype=object),
+                   "m2": np.array(["5", "Paris"], dtype=object)})
+    replay = Replay(table, aliases={"claude-sonnet-4-6": "m2"})
+    with replay_upstream(replay) as url:
+        client = openai.OpenAI(base_url=url, api_key="sk-replay", max_retries=0)
+        got = client.chat.completions.create(
+            model="claude-sonnet-4-6",
+            messages=[{"role": "user", "content": "capital of France?"}])
+        direct = client.chat.completions.create(
+            model="m2", messages=[{"role": "user", "content": "capital of France?"}])
+    assert got.choices[0].message.content == "Paris" and got.model == "claude-sonnet-4-6"
+    assert got.usage.completion_tokens == direct.usage.completion_tokens == 1000
