@@ -109,6 +109,7 @@ def run(s: LearnSetup) -> LearnRun:
     from bench.routing.live_gateway import (
         admin_key,
         candidate_p,
+        local_config,
         reference_of,
         tenant_key,
         tollgate_serve,
@@ -119,7 +120,6 @@ def run(s: LearnSetup) -> LearnRun:
         request_order,
         routerbench_rows,
     )
-    from bench.routing.live_gateway import local_config
     from gateway.config import DEFAULT_CONFIG_PATH, load_settings
     from gateway.pricing import resolve_prices
     from gateway.sandbox.demo import DEMO_CONFIG_PATH

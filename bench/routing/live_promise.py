@@ -18,15 +18,21 @@ pasted LiteLLM config, and with a wrong prior the live learning loop has to catc
    ``exploration:`` section; judge at 80% agreement); per window of ``--learn-window`` (500)
    requests, per route, the realized drop, the saving and the exploration spend; over
    ``--seed`` or ``--seeds``.
+5. With ``--learn-packaged``: the same loop on the packaged config.yaml as shipped (its
+   backends, prices, routes and router; no wrong prior), each backend answering RouterBench's
+   recorded answers as the model of its rank (dearest as strongest: learning_loop.py
+   ``packaged_aliases``), over the same seeds.
 
     python -m bench.routing.live_promise [--config PATH] [--prompts 60] [--requests 3000]
         [--learn-requests 5000] [--learn-window 500] [--seed 0 | --seeds 0,1,2,3,4]
-        [--skip-routes] [--skip-litellm] [--skip-loop] [--skip-learn]
+        [--skip-routes] [--skip-litellm] [--skip-loop] [--skip-learn] [--learn-packaged]
 
 Last line: ``auto_live_drop=… balanced_live_drop=… cheap_live_drop=… auto_live_saving=…
 cheap_live_saving=… litellm_auto_live_drop=… wrong_prior_caught_after=… loop_drop_max=…
 learn_drop_excess_max=… auto_learned_saving=… balanced_learned_saving=…
-exploration_share=… caught_after_median=… caught_after_worst=…`` (a part skipped, or a route
+exploration_share=… caught_after_median=… caught_after_worst=…`` and with
+``--learn-packaged`` ``packaged_auto_learned_saving=… packaged_balanced_learned_saving=…
+packaged_drop_excess_max=… packaged_exploration_share=…`` (a part skipped, or a route
 not served, prints ``nan``; a prior never corrected ``never``; the learning loop's fields:
 learning_loop.py's docstring).
 """
@@ -66,6 +72,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=None, help="the learning loop's seed")
     ap.add_argument("--seeds", type=str, default=None, help="its seeds, e.g. 0,1,2,3,4")
     ap.add_argument("--skip-learn", action="store_true")
+    ap.add_argument("--learn-packaged", action="store_true",
+                    help="also the learning loop on the packaged config (recorded answers)")
     a = ap.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from bench.routing.live_routes import measure_routes, print_routes, sample_prompts
@@ -109,6 +117,17 @@ def main() -> None:
             runs.append(run(s))
             print_run(runs[-1], s)
         learned = summary(runs)
+    if a.learn_packaged:
+        from bench.routing.learning_loop import LearnSetup, packaged_summary, print_run, run
+
+        runs = []
+        for seed in ([int(x) for x in a.seeds.split(",")] if a.seeds
+                     else [a.seed if a.seed is not None else 0]):
+            s = LearnSetup(requests=a.learn_requests, window=a.learn_window, seed=seed,
+                           packaged=True)
+            runs.append(run(s))
+            print_run(runs[-1], s)
+        learned = {**learned, **packaged_summary(runs)}
     print(" ".join([*(f"{k}={_fmt(v)}" for k, v in fig.items()),
                     *(f"{k}={v}" for k, v in learned.items())]))
 

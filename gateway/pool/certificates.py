@@ -101,8 +101,8 @@ class RouteCertificate:
             return None
         u = phi_share(x) if share is None else float(share)
         acc, pick = 0.0, self.reference
-        for backend, share in mix.items():
-            acc += share
+        for backend, weight in mix.items():
+            acc += weight
             if u < acc:
                 pick = backend
                 break
