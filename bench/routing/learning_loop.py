@@ -22,14 +22,23 @@ when drop ≤ max_drop + 2·se (loop_windows.py). The wrong prior counts as caug
 the first window where mistral-7b's mean p̂ is within 0.05 of its recorded grade and every
 window from there on keeps both routes' promises.
 
+``--packaged``: the packaged config.yaml instead, as shipped (its backends, prices, routes,
+router; ``local_config`` of live_gateway.py, only the database and the schedule replaced), no
+wrong prior, its nine backends answering RouterBench's recorded answers: the dearest (at
+the typical request's tokens) as RouterBench's strongest by train grade, and so on down
+(``packaged_aliases``; price standing in for strength is the one assumption). A request's
+reference cost there is the reference's recorded completion tokens at its own price, plus
+the prompt tokens the gateway charged.
+
     python -m bench.routing.learning_loop [--requests 5000] [--window 500] [--seed 0 |
-        --seeds 0,1,2,3,4]
+        --seeds 0,1,2,3,4] [--packaged]
 
 Last line: ``learn_drop_excess_max=… auto_learned_saving=… balanced_learned_saving=…
 exploration_share=… caught_after_median=… caught_after_worst=…`` (over the seeds: the largest
 window's drop − its promise − 2·se; the savings of the last window, mean over seeds; the
 largest exploration spend ÷ the routes' spend; the median and worst catch, ``never`` when a
-seed never caught it).
+seed never caught it). With ``--packaged``: ``packaged_auto_learned_saving=…
+packaged_balanced_learned_saving=… packaged_drop_excess_max=… packaged_exploration_share=…``.
 """
 
 from __future__ import annotations
