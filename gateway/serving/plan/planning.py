@@ -197,16 +197,19 @@ def ranked(plan: Plan, by_rm: dict[str, str], phi: Any, prompt_tokens: int,
     sets its own cost_weight; else a = p̂ − λ·c̃, c̃ dividing by the dearest backend of the
     route's whole routable pool (README "Routes"). ``held``: the backend holding this
     conversation's prompt cache, priced with its cache discount and kept first while the
-    rule's eligible set holds it (serving/plan/session_affinity.py). ``share``: the prompt's
+    rule's eligible set holds it (serving/plan/session_affinity.py), when the request has
+    earlier turns (what that backend has cached). ``share``: the prompt's
     place a route's certificate draws on (gateway/pool/certificates.py ``text_share``)."""
     plan = replace(plan, prompt_tokens=prompt_tokens, phi=phi)
     pool, s = plan.pool, plan.pool.settings
     whole = pool.deployable(plan.route)
     costs = {name: expected_cost(plan, pool.backends[name], s.routing_output_tokens)
              for name in {*by_rm.values(), *whole.values()}}
+    cached = earlier_share(plan.request.messages)
+    if cached <= 0:  # a single turn: nothing of it is cached yet, so nothing holds it (a
+        held = None  # repeated prompt was kept on the reference over a certificate's draw)
     if held is not None and held in costs:
-        costs = discounted(costs, held, pool.prices[held].cost(prompt_tokens, 0),
-                           earlier_share(plan.request.messages),
+        costs = discounted(costs, held, pool.prices[held].cost(prompt_tokens, 0), cached,
                            cache_read_ratio(pool.backends[held]))
     promise = pool.promises.get(plan.route)
     try:
