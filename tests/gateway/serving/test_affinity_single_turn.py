@@ -17,8 +17,8 @@ import numpy as np
 from gateway.config import settings_from_dict
 from gateway.pool import build_pool
 from gateway.pricing import resolve_prices
-from gateway.serving.chat.chat_request import parse_chat_request
 from gateway.serving.plan.planning import deployable, ranked, start_plan
+from gateway.serving.request.chat_request import parse_chat_request
 from gateway.store.policy import TenantPolicy
 from gateway.store.records import Tenant
 from tests.gateway.router_fixture import PRICES, build_router
