@@ -355,6 +355,9 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
     c_reg = region_means(table.cost[:, cols], region, tr, G, top.price)  # (G, m) prices
     q_reg = region_means(table.quality[:, cols], region, tr, G, np.zeros(len(cols)))
     savings = 1.0 - c_reg / c_reg[:, [0]]
+    # the route's traffic shares per region: the served prompts' regions (counted as a
+    # gateway counts its requests per region; no outcome of theirs is read)
+    w_traffic = np.bincount(region[te], minlength=G) / len(te)
     # what the beliefs alone say of each candidate's drop per region (exploration's prior)
     # and per prompt: the a-priori score that orders a region's prompts into slices
     P0, _ = stack_estimates([top.priors[m] for m in frontier] + top.trained_beliefs, top.Q)
@@ -405,8 +408,9 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
                 r = region[va] == g
                 if r.any():
                     fb_saving[g] = 1.0 - c_reg[g, fb_val[r]].mean() / c_reg[g, 0]
-            cert = certify(ev, jd, c_reg, drop, thresholds=thr, shares=shares)
-            h = cert.choose(region[te], keys_test, fb_test, fb_saving, scores=scores[te])
+            cert = certify(ev, jd, c_reg, drop, thresholds=thr, shares=shares,
+                           prior_saving=fb_saving, weights=w_traffic)
+            h = cert.choose(region[te], keys_test, fb_test, scores=scores[te])
             out[n][route] = (*outcome(test.Y, test.paid, h, 0), zn, tau)
     out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,
                    "vectors": vectors_id(encoder),

@@ -1,9 +1,10 @@
-"""Certify cheaper backends per prompt region from judged pairs, with a stated error.
+"""Certify cheaper backends from judged pairs, with a stated error: the evidence, the judge,
+the regions and slices, and the certificate a route serves.
 
 The prior-based rule (router_core.promise.rule) moves only as far as its beliefs do. This
 module moves the route where judged evidence supports it, with a family-wise error stated in
-advance (Learn-then-Test, [LTT]: risk control as multiple hypothesis testing; the binomial
-bounds are [ClopperPearson]'s; both in docs/references.md).
+advance (Learn-then-Test, [LTT]: risk control as multiple hypothesis testing), bounding the
+route's drop over its traffic at once (router_core.promise.route_certificate, eqs. (5)-(10)).
 
 A judged pair on prompt x of region g (its category when known, else its embedding cluster):
 the reference r and a candidate h both answer, the judge grades both, ŷ_r, ŷ_h ∈ [0, 1].
@@ -17,45 +18,29 @@ With d̂ = ŷ_r − ŷ_h split into its loss d̂⁺ and win d̂⁻ (each in [0, 
 
     D_gh = (ℓ − w) / (2a − 1)                                                        (1)
 
-Each count of n pairs is binomial (a grade strictly between 0 and 1 is first rounded at
-random with its own probability: the mean is kept, so the count is exactly binomial), and
-with Clopper-Pearson bounds at δ/2 each and a the judge's agreement bounded below by a_lo:
-
-    num = CP_up(k_ℓ, n; δ/2) − CP_lo(k_w, n; δ/2)
-    U_gh = num / (2 a_lo − 1)  if num > 0,  else num        ≥ D_gh with prob. ≥ 1 − δ      (2)
-
-The hypothesis H_gh "D_gh > promise" is rejected when U_gh ≤ promise (its binomial p-value is
-below δ). a_lo is the Clopper-Pearson lower bound of the judge's measured agreement (``Judge``:
-verdicts checked against known truth, or repeated judgements of one comparison, whose
-agreement is a² + (1 − a)²) at level α_J. Bonferroni over the family of K = G·(candidates)
-hypotheses fixed before any pair is seen:
-
-    δ = (α − α_J) / K   ⇒   P(some U_gh < D_gh) ≤ α                                 (3)
+A grade difference strictly between −1 and 1 is rounded at random to a loss (probability
+d̂⁺), a win (d̂⁻) or a tie, so the mean is kept and the counts are exactly multinomial. a is
+bounded below by a_lo, the Clopper-Pearson lower bound ([ClopperPearson]) of the judge's
+measured agreement (``Judge``: verdicts checked against known truth, or repeated judgements
+of one comparison, whose agreement is a² + (1 − a)²) at level α_J = JUDGE_ALPHA_SHARE·α.
 
 Slices. A candidate is often as good as the reference on part of a region only. Each
 region's prompts are ordered per candidate by a score fixed before any pair is judged (the
 beliefs' drop p̂_r − p̂_h), and slice t is the share q_t of them scored closest (q = ¼, ½,
-¾, 1; ``slice_thresholds``). The policy "h on slice t, the reference elsewhere" drops
+¾, 1; ``slice_thresholds``). The item "h on slice t, the reference elsewhere" drops
 
     D_ght = E[(y_r − y_h)·1{x ∈ S_ght}]                                              (1')
 
-in region g: the same bound (2) with losses and wins counted only on pairs inside the slice
-(n still every pair of (g, h): the indicator is part of the loss), and the family (3) counts
-every slice, K = G·(candidates)·(slices).
+in region g, estimated as (1) with losses and wins counted only on pairs inside the slice
+(n still every pair of (g, h): the indicator is part of the loss).
 
-A region is served a mix of the reference and at most two policies i = (h, t), π maximising
-the saving subject to the bounds (a linear programme with two constraints, so two non-zero
-weights suffice):
-
-    max_π Σ_i π_i s_i   s.t.  Σ_i π_i U_i⁺ ≤ promise,  Σ_i π_i = 1,  π ≥ 0             (4)
-
-s_i = q_t·(1 − c_h / c_r). Prompts take their policy by a hash of their key (uniform,
-independent of what the prompt says), so the mix's drop is Σ π_i D_i ≤ promise whenever (3)
-holds: a certified region keeps the promise with probability ≥ 1 − α, whatever the beliefs
-say. Counts are of distinct prompts (repeated verdicts on one prompt averaged first): the
-bound is on the population of prompts, and traffic that repeats a prompt does not narrow it.
-A region with no candidate judged on MIN_PAIRS prompts has no evidence and keeps the
-prior-based rule, so nothing changes at cold start.
+A region is served the prior-based rule, or a mix of the reference and items the route's
+certificate allows; prompts take their item by a hash of their key (uniform, independent of
+what the prompt says), so a mix's drop is its shares' weighted drops. Counts are of distinct
+prompts (repeated verdicts on one prompt averaged first, [DARS]): the bound is on the
+population of prompts, and traffic that repeats a prompt does not narrow it. An item of a
+(region, candidate) judged on fewer than MIN_PAIRS distinct prompts is no evidence; a route
+without evidence keeps the prior-based rule, so nothing changes at cold start.
 """
 
 from __future__ import annotations
@@ -66,30 +51,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from router_core.promise.binomial import cp_lower, cp_upper  # noqa: F401 (re-exported)
+from router_core.promise.route_certificate import (
+    ORDER_SHARE,
+    VARIANCE_ALPHA_SHARE,
+    Counts,
+    test_route,
+)
+
 ALPHA = 0.05  # family-wise error of every certification of a route
 JUDGE_ALPHA_SHARE = 0.2  # of ALPHA spent on the judge's agreement bound
 MIN_PAIRS = 20  # a (region, candidate) with fewer judged pairs is not evidence
 PRIOR_PAIRS = 2.0  # pseudo-pairs the beliefs are worth when choosing whom to judge next
-
-
-def cp_upper(k: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
-    """Clopper-Pearson upper bound of a binomial rate at one-sided level δ (1 where n = 0)."""
-    from scipy.stats import beta as beta_dist  # here: serving a certificate never imports scipy
-
-    k, n = np.asarray(k, float), np.asarray(n, float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        up = beta_dist.ppf(1.0 - delta, k + 1.0, np.maximum(n - k, 0.0))
-    return np.where(k >= n, 1.0, np.nan_to_num(up, nan=1.0))
-
-
-def cp_lower(k: np.ndarray, n: np.ndarray, delta: float) -> np.ndarray:
-    """Clopper-Pearson lower bound of a binomial rate at one-sided level δ (0 where k = 0)."""
-    from scipy.stats import beta as beta_dist
-
-    k, n = np.asarray(k, float), np.asarray(n, float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        lo = beta_dist.ppf(delta, np.maximum(k, 1e-12), n - k + 1.0)
-    return np.where(k <= 0, 0.0, np.nan_to_num(lo, nan=0.0))
+POOL_PAIRS = float(__import__('os').environ.get('POOL_PAIRS', 10))  # pseudo-pairs a candidate's rates over every region are worth in one
 
 
 @dataclass(frozen=True)
@@ -181,49 +155,40 @@ class Evidence:
         np.add.at(self.loss, (g, h), (u < np.clip(d, 0, 1))[:, None] & ins)
         np.add.at(self.win, (g, h), (u < np.clip(-d, 0, 1))[:, None] & ins)
 
-    def distinct(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def distinct(self, order_share: float | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
         """(n, k_ℓ, k_w) counted per distinct prompt: a prompt's repeated verdicts averaged
         (DARS), its mean d̄ rounded at random to a loss (prob. d̄⁺) or a win (prob. d̄⁻). The
-        bound is on the prompt population: a prompt judged five times is one draw of it."""
-        shape = (self.regions, self.backends)
+        bound is on the prompt population: a prompt judged five times is one draw of it.
+        ``order_share``: each array gains a first axis of two parts, the prompts whose key's
+        ``prompt_share`` is below it, and the rest (route_certificate, the order)."""
+        parts = 1 if order_share is None else 2
+        shape = (parts, self.regions, self.backends)
         n = np.zeros(shape)
         loss, win = np.zeros((*shape, self.slices)), np.zeros((*shape, self.slices))
         rng = np.random.default_rng(self.seed + 1)
-        for (g, h, _), (total, count, ins) in self._by_prompt.items():
+        for (g, h, key), (total, count, ins) in self._by_prompt.items():
             mean, u = total / count, rng.random()
-            n[g, h] += 1
-            loss[g, h] += (u < max(mean, 0.0)) & ins
-            win[g, h] += (u < max(-mean, 0.0)) & ins
-        return n, loss, win
+            p = 0 if order_share is None else int(prompt_share(key) >= order_share)
+            n[p, g, h] += 1
+            loss[p, g, h] += (u < max(mean, 0.0)) & ins
+            win[p, g, h] += (u < max(-mean, 0.0)) & ins
+        return (n[0], loss[0], win[0]) if order_share is None else (n, loss, win)
 
-    def upper_drops(self, judge: Judge, candidates: np.ndarray, alpha: float = ALPHA
-                    ) -> np.ndarray:  # fmt: skip
-        """(G, m, slices) U_ght of eq. (2) at the Bonferroni level of eq. (3) over the
-        ``candidates`` (bool (m,), fixed before any pair: e.g. every backend cheaper than the
-        reference) and slices; 0 for the reference, +∞ where h is no candidate or has fewer
-        than MIN_PAIRS distinct prompts (``distinct``)."""
-        cand = np.asarray(candidates, bool).copy()
-        cand[self.ref] = False
-        K = max(int(cand.sum()) * self.regions * self.slices, 1)
-        alpha_j = alpha * JUDGE_ALPHA_SHARE
-        delta = (alpha - alpha_j) / K
-        a_lo = judge.lower(alpha_j)
-        n_prompts, loss, win = self.distinct()
-        n = n_prompts[..., None]
-        num = cp_upper(loss, n, delta / 2.0) - cp_lower(win, n, delta / 2.0)
-        scale = 2.0 * a_lo - 1.0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            U = np.where(num > 0, num / scale if scale > 0 else np.inf, num)
-        U = np.where((cand[None, :] & (n_prompts >= MIN_PAIRS))[..., None], U, np.inf)
-        U[:, self.ref] = 0.0
-        return U
+    def region_shares(self) -> np.ndarray:
+        """(G,) each region's share of the distinct judged prompts (of any partner): the
+        route's traffic shares w_g when judged prompts are a uniform sample of its traffic."""
+        seen = {(g, key) for g, _, key in self._by_prompt}
+        w = np.bincount([g for g, _ in seen], minlength=self.regions).astype(float)
+        return w / w.sum() if w.sum() > 0 else np.full(self.regions, 1.0 / self.regions)
 
     def partner(self, region: int, savings: np.ndarray, promise: float, accuracy: float,
                 rng: np.random.Generator, prior_drop: np.ndarray | None = None) -> int:
         """Whom to judge beside the reference on a prompt of ``region`` (Thompson sampling):
         each candidate's drop drawn from Beta posteriors of its observed rates (its belief's
         drop ``prior_drop`` worth PRIOR_PAIRS pseudo-pairs), corrected by (1); the one whose
-        mix (4) alone would save most is judged. Candidates: ``savings`` > 0."""
+        mix with the reference within the promise would save most is judged. Candidates:
+        ``savings`` > 0."""
         g = int(region)
         n, kl, kw = self.n[g], self.loss[g, :, -1], self.win[g, :, -1]  # the whole region
         scale = max(2.0 * accuracy - 1.0, 1e-3)
@@ -232,8 +197,17 @@ class Evidence:
         base = 0.1
         l0 = np.clip(base + np.maximum(pd, 0) * scale, 1e-3, 1 - 1e-3)
         w0 = np.clip(base + np.maximum(-pd, 0) * scale, 1e-3, 1 - 1e-3)
-        lp = rng.beta(1.0 + kl + PRIOR_PAIRS * l0, 1.0 + n - kl + PRIOR_PAIRS * (1 - l0))
-        wp = rng.beta(1.0 + kw + PRIOR_PAIRS * w0, 1.0 + n - kw + PRIOR_PAIRS * (1 - w0))
+        # the candidate's rates over every region, its belief worth PRIOR_PAIRS in them, are
+        # worth POOL_PAIRS in each region (a candidate worse everywhere is not explored
+        # region by region)
+        N, KL, KW = self.n.sum(0), self.loss[:, :, -1].sum(0), self.win[:, :, -1].sum(0)
+        lg = (KL + PRIOR_PAIRS * l0) / (N + PRIOR_PAIRS)
+        wg = (KW + PRIOR_PAIRS * w0) / (N + PRIOR_PAIRS)
+        P = POOL_PAIRS
+        if P == 0:
+            lg, wg, P = l0, w0, PRIOR_PAIRS
+        lp = rng.beta(1.0 + kl + P * lg, 1.0 + n - kl + P * (1 - lg))
+        wp = rng.beta(1.0 + kw + P * wg, 1.0 + n - kw + P * (1 - wg))
         d = (lp - wp) / scale
         share = np.where(d <= promise, 1.0, promise / np.maximum(d, 1e-9))
         value = np.where(np.asarray(savings) > 0, np.asarray(savings) * share, -np.inf)
@@ -243,64 +217,39 @@ class Evidence:
         return int(np.argmax(value + 1e-12 * rng.random(self.backends)))
 
 
-def best_mix(U: np.ndarray, savings: np.ndarray, ref: int, promise: float
-             ) -> tuple[dict[int, float], float]:  # fmt: skip
-    """Eq. (4) for one region: ({backend: share}, its saving), the reference taking the rest.
-    Vertices of the programme: one candidate with U ≤ promise alone, or two candidates
-    (i with U_i ≤ promise, j with U_j > promise) at the share that spends the promise."""
-    U, s = np.asarray(U, float), np.asarray(savings, float)
-    ok = np.isfinite(U) & (s > 0)
-    ok[ref] = False
-    Up = np.maximum(U, 0.0)
-    best: tuple[dict[int, float], float] = ({}, 0.0)
-    lows = [ref] + [int(h) for h in np.flatnonzero(ok & (Up <= promise))]
-    highs = [int(h) for h in np.flatnonzero(ok & (Up > promise))]
-    for i in lows:
-        si = 0.0 if i == ref else s[i]
-        if si > best[1]:
-            best = ({i: 1.0}, float(si))
-        ui = 0.0 if i == ref else Up[i]
-        for j in highs:
-            pj = (promise - ui) / (Up[j] - ui)
-            val = (1.0 - pj) * si + pj * s[j]
-            if val > best[1] + 1e-12:
-                mix = {j: float(pj)} if i == ref else {i: float(1.0 - pj), j: float(pj)}
-                best = (mix, float(val))
-    return best
-
-
 @dataclass(frozen=True)
 class Certificate:
-    """Per region: the mix (4) ({(backend, slice): share}, empty = none certified) and its
-    saving; the slices' thresholds on the a-priori score (``slice_thresholds``)."""
+    """Per region: the mix served ({(backend, slice): share}, the reference the rest; empty:
+    the prior-based rule; {(ref, 0): 1}: the reference alone) and its saving; each item's own
+    bound (explanations, not family-wise); the slices' thresholds; the route's bound R⁺ on
+    the policy served (route_certificate eq. (9)) and how many of the ordered policies the
+    fixed sequence tested and passed."""
 
     mixes: tuple[dict[tuple[int, int], float], ...]
     savings: tuple[float, ...]
     evidence: tuple[bool, ...]  # whether the region had any candidate with MIN_PAIRS pairs
-    upper: np.ndarray  # (G, m, slices) U_ght
+    upper: np.ndarray  # (G, m, slices) each item's own bound on its drop
     thresholds: np.ndarray | None = None  # (G, m, slices); None: one slice, the region
+    route_upper: float = float("nan")
+    passed: int = 0
+    tested: int = 0
 
     def choose(self, region: np.ndarray, keys: Sequence[str], fallback: np.ndarray,
-               fallback_saving: np.ndarray | None = None, ref: int = 0,
-               scores: np.ndarray | None = None) -> np.ndarray:
-        """(n,) backend per prompt: the region's mix where it has one and saves more than the
-        prior-based rule there (``fallback_saving[g]``, from prices alone; None: the mix
-        wherever it has one), else the prior-based choice ``fallback``. The prompt's key
-        picks one (backend, slice) of the mix; the backend serves it if the prompt lies in
-        the slice (its a-priori ``scores`` (n, m) at most the slice's threshold), else the
-        reference."""
+               ref: int = 0, scores: np.ndarray | None = None) -> np.ndarray:
+        """(n,) backend per prompt: the region's mix where it has one, else the prior-based
+        choice ``fallback``. The prompt's key picks one (backend, slice) of the mix; the
+        backend serves it if the prompt lies in the slice (its a-priori ``scores`` (n, m) at
+        most the slice's threshold), else the reference."""
         out = np.asarray(fallback, int).copy()
         for i, (g, key) in enumerate(zip(np.asarray(region, int), keys, strict=True)):
             mix = self.mixes[g]
             if not mix:
                 continue
-            if fallback_saving is not None and self.savings[g] <= fallback_saving[g]:
-                continue
             u, acc, pick = prompt_share(key), 0.0, ref
             for (h, t), share in mix.items():
                 acc += share
                 if u < acc:
-                    inside = (self.thresholds is None or scores is None
+                    inside = (h == ref or self.thresholds is None or scores is None
                               or scores[i, h] <= self.thresholds[g, h, t])  # fmt: skip
                     pick = h if inside else ref
                     break
@@ -331,35 +280,43 @@ def slice_thresholds(scores: np.ndarray, region: np.ndarray, regions: int,
 
 def certify(evidence: Evidence, judge: Judge, cost: np.ndarray, promise: float,
             alpha: float = ALPHA, thresholds: np.ndarray | None = None,
-            shares: Sequence[float] = SLICES) -> Certificate:
-    """The route's certificate from its judged pairs (module docstring).
+            shares: Sequence[float] = SLICES, *, prior_saving: np.ndarray | None = None,
+            weights: np.ndarray | None = None) -> Certificate:
+    """The route's certificate from its judged pairs (route_certificate, eqs. (5)-(10)).
 
     Args:
         evidence: the route's judged pairs per (region, backend, slice).
         judge: its measured agreement. cost: (m,) or (G, m) price of each backend (per region
-            when known). promise: the route's max_drop. alpha: family-wise error (3).
+            when known). promise: the route's max_drop. alpha: family-wise error (10).
         thresholds, shares: the slices (``slice_thresholds``) when the evidence has more
             than one; a slice's saving counts its share of the region.
+        prior_saving: (G,) the prior-based rule's saving per region (1 − cost / reference
+            cost, from prices), when known; None: a region is left to it wherever the
+            certificate would serve the reference alone.
+        weights: (G,) the route's traffic share per region (default: the judged prompts').
     """
     G, m, ref = evidence.regions, evidence.backends, evidence.ref
     T = evidence.slices
     share = np.ones(T) if T == 1 else np.asarray(shares, float)
     C = np.broadcast_to(np.asarray(cost, float), (G, m))
-    cand = (C < C[:, [ref]]).any(axis=0)  # cheaper than the reference somewhere: fixed a priori
-    U = evidence.upper_drops(judge, cand, alpha)
-    mixes, savings, has = [], [], []
-    items = [(h, t) for h in range(m) if h != ref for t in range(T)]
-    for g in range(G):
-        s = 1.0 - C[g] / C[g, ref] if C[g, ref] > 0 else np.zeros(m)
-        # item 0: the reference; then every (candidate, slice), its saving × its share
-        Ui = np.array([0.0] + [U[g, h, t] for h, t in items])
-        si = np.array([0.0] + [s[h] * share[t] for h, t in items])
-        mix, val = best_mix(Ui, si, 0, promise)
-        mixes.append({items[i - 1]: p for i, p in mix.items()})
-        savings.append(val)
-        has.append(bool(np.isfinite(Ui[1:]).any()))
-    return Certificate(tuple(mixes), tuple(savings), tuple(has), U,
-                       None if T == 1 else thresholds)
+    alpha_j, alpha_v = alpha * JUDGE_ALPHA_SHARE, alpha * VARIANCE_ALPHA_SHARE
+    n2, loss2, win2 = evidence.distinct(ORDER_SHARE)
+    order, test = Counts(n2[0], loss2[0], win2[0]), Counts(n2[1], loss2[1], win2[1])
+    whole = Counts(n2.sum(0), loss2.sum(0), win2.sum(0))
+    cheaper = C < C[:, [ref]]
+    has = cheaper & (whole.n >= MIN_PAIRS) & (order.n > 0) & (test.n > 0)
+    eligible = np.broadcast_to(has[..., None], (G, m, T)).copy()
+    eligible[:, ref] = False
+    saving = (C[:, [ref]] - C)[..., None] * share  # per unit of traffic, in cost
+    w = evidence.region_shares() if weights is None else np.asarray(weights, float)
+    ps = None if prior_saving is None else np.asarray(prior_saving, float) * C[:, ref]
+    res = test_route(order, test, whole, ref, judge.lower(alpha_j), judge.estimate(), saving,
+                     eligible, w / w.sum(), promise, alpha_v, alpha - alpha_j - alpha_v, ps)
+    rel = np.where(C[:, [ref]] > 0, 1.0 - C / np.where(C[:, [ref]] > 0, C[:, [ref]], 1.0), 0.0)
+    savings = tuple(float(sum(p * rel[g, h] * share[t] for (h, t), p in mix.items()))
+                    for g, mix in enumerate(res.mixes))  # fmt: skip
+    return Certificate(res.mixes, savings, tuple(bool(x) for x in has.any(1)), res.cell_upper,
+                       None if T == 1 else thresholds, res.upper, res.passed, res.tested)
 
 
 def fit_regions(X: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
