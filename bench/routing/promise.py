@@ -16,11 +16,18 @@ rows. On each, the reference answers beside one cheaper backend of the pool, the
 ``Evidence.partner`` picks (Thompson sampling over where a certificate would save most), and
 a judge right 80% of the time per comparison grades both (wrong: both grades reversed). The
 judge's agreement is measured on 200 comparisons whose truth is known, and enters the bound.
-The route then serves, per region (the table's category, else a k-means cluster of the
-embeddings), the mix of certified backends ``router_core.promise.certify`` allows
-(Learn-then-Test, Clopper-Pearson, Bonferroni, family-wise error 5%), where it saves more than
-the prior-based rule would there; elsewhere the prior-based rule, its priors refined by the
-same verdicts (router_core.promise.refine). At n = 0 that is today's rule exactly.
+The route then serves the policy its certificate allows (router_core.promise.certify and
+route_certificate): per region (the table's category, else a k-means cluster of the
+embeddings) the prior-based rule, the reference, or a mix of cheaper backends on slices of the
+region, chosen for the whole route at once, a knapsack that spends the promise where it saves
+most, with the route's drop bounded over its traffic (Bernstein, the judge's agreement bound
+inside, Learn-then-Test fixed-sequence testing, family-wise error 5%). Its traffic shares per
+region are the test prompts' regions, counted as a gateway counts its requests (no outcome
+read); the prior-based rule's saving per region, from prices on validation prompts, is one of
+the options, charged the promise. The prior-based rule's priors are refined by the same
+verdicts (router_core.promise.refine). At n = 0 nothing is certified: today's rule exactly.
+Whom to judge: ``Evidence.partner``, Thompson sampling whose per-region posteriors lean on the
+candidate's rates over every region (a candidate worse everywhere is dropped early).
 
 The prior-based rule's confidence z is chosen once per route, to hold at every stage of
 learning, on the same experiment one level down (router_core.promise.confidence); its

@@ -63,7 +63,7 @@ ALPHA = 0.05  # family-wise error of every certification of a route
 JUDGE_ALPHA_SHARE = 0.2  # of ALPHA spent on the judge's agreement bound
 MIN_PAIRS = 20  # a (region, candidate) with fewer judged pairs is not evidence
 PRIOR_PAIRS = 2.0  # pseudo-pairs the beliefs are worth when choosing whom to judge next
-POOL_PAIRS = float(__import__('os').environ.get('POOL_PAIRS', 10))  # pseudo-pairs a candidate's rates over every region are worth in one
+POOL_PAIRS = 10.0  # pseudo-pairs a candidate's rates over every region are worth in one
 
 
 @dataclass(frozen=True)
@@ -185,10 +185,11 @@ class Evidence:
     def partner(self, region: int, savings: np.ndarray, promise: float, accuracy: float,
                 rng: np.random.Generator, prior_drop: np.ndarray | None = None) -> int:
         """Whom to judge beside the reference on a prompt of ``region`` (Thompson sampling):
-        each candidate's drop drawn from Beta posteriors of its observed rates (its belief's
-        drop ``prior_drop`` worth PRIOR_PAIRS pseudo-pairs), corrected by (1); the one whose
-        mix with the reference within the promise would save most is judged. Candidates:
-        ``savings`` > 0."""
+        each candidate's drop drawn from Beta posteriors of its observed rates in the region
+        around its rates over every region (worth POOL_PAIRS pseudo-pairs; there its belief's
+        drop ``prior_drop`` is worth PRIOR_PAIRS), corrected by (1); the one whose mix with
+        the reference within the promise would save most is judged. Candidates: ``savings``
+        > 0."""
         g = int(region)
         n, kl, kw = self.n[g], self.loss[g, :, -1], self.win[g, :, -1]  # the whole region
         scale = max(2.0 * accuracy - 1.0, 1e-3)
@@ -197,15 +198,12 @@ class Evidence:
         base = 0.1
         l0 = np.clip(base + np.maximum(pd, 0) * scale, 1e-3, 1 - 1e-3)
         w0 = np.clip(base + np.maximum(-pd, 0) * scale, 1e-3, 1 - 1e-3)
-        # the candidate's rates over every region, its belief worth PRIOR_PAIRS in them, are
-        # worth POOL_PAIRS in each region (a candidate worse everywhere is not explored
-        # region by region)
+        # hierarchical: a candidate worse than the reference everywhere is not explored
+        # region by region
         N, KL, KW = self.n.sum(0), self.loss[:, :, -1].sum(0), self.win[:, :, -1].sum(0)
         lg = (KL + PRIOR_PAIRS * l0) / (N + PRIOR_PAIRS)
         wg = (KW + PRIOR_PAIRS * w0) / (N + PRIOR_PAIRS)
         P = POOL_PAIRS
-        if P == 0:
-            lg, wg, P = l0, w0, PRIOR_PAIRS
         lp = rng.beta(1.0 + kl + P * lg, 1.0 + n - kl + P * (1 - lg))
         wp = rng.beta(1.0 + kw + P * wg, 1.0 + n - kw + P * (1 - wg))
         d = (lp - wp) / scale

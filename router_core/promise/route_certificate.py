@@ -28,7 +28,8 @@ b_gh = 2 w_g Φ_gh / n_gh below its mean. Bernstein's inequality:
 
 ν_ght ≥ E[|d̂|·1{x ∈ S_ght}] bounds the second moments (|d̂|φ² ≤ Σ_{t,t'} π_t π_t' |d̂| 1{S_t ∩
 S_t'}): Clopper-Pearson upper bounds of the non-tie counts on every distinct prompt, at
-α_V / (G·m·T) each, all holding with probability ≥ 1 − α_V. Solving (6) at α_T:
+α_V / K_V each for the K_V items that may enter a policy (fixed by the counts), all holding
+with probability ≥ 1 − α_V. Solving (6) at α_T:
 
     τ(π) = bL/3 + √((bL/3)² + 2VL),   L = log(1/α_T)                                         (8)
     R⁺(π) = Σ_{g ∈ F(π)} w_g·promise + N⁺/(2a_lo − 1) if N⁺ = N̂ + τ > 0, else N⁺           (9)
@@ -73,7 +74,7 @@ import numpy as np
 
 from router_core.promise.binomial import cp_upper
 
-ORDER_SHARE = float(__import__('os').environ.get('ORDER_SHARE', 0.3))  # of the distinct judged prompts, by hash: ordering the family; rest tests
+ORDER_SHARE = 0.3  # of the distinct judged prompts, by hash: ordering the family; rest tests
 VARIANCE_ALPHA_SHARE = 0.1  # of α spent on the second-moment bounds ν of (7)
 SUBSTEPS = 10  # policies per hull edge: the family is free to be fine (a fixed sequence)
 ORDER_PENALTY = 1.0  # κ: an item measured on few prompts is ordered later
@@ -199,7 +200,7 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
     w = np.asarray(weights, float)
     nz_whole = whole.loss + whole.win
     nu = cp_upper(nz_whole, np.broadcast_to(whole.n[..., None], nz_whole.shape),
-                  alpha_v / max(G * m * T, 1))  # fmt: skip
+                  alpha_v / max(int(eligible.sum()), 1))  # fmt: skip
     # ordering estimates (11): pessimistic by κ standard errors of the ordering part and by
     # the width the test part's count would add alone, judged scale removed
     n_o = np.maximum(order.n, 1.0)[..., None]
@@ -252,8 +253,6 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
             parts[:, 3].sum(), parts[:, 4].sum()  # fmt: skip
         up = charged + float(scaled(N + bernstein_width(V, b, alpha_t), a_lo)) if V > 0 or \
             b > 0 else charged + float(scaled(N, a_lo))  # fmt: skip
-        if __import__("os").environ.get("CERT_DEBUG") and (tested % 5 == 1 or up > promise):
-            print(f"    step {tested} g{g} {new} N {N:+.4f} sdV {np.sqrt(V):.4f} b {b:.4f} charged {charged:.4f} up {up:.4f} sv {sv:.4f}")
         if up > promise + 1e-12:
             break
         passed += 1

@@ -174,3 +174,4 @@ def test_a_prompt_judged_again_counts_once() -> None:
     # split for the route's test (route_certificate): the parts add up to the whole
     n2, l2, w2 = many.distinct(0.3)
     assert n2.shape == (2, 1, 2) and n2.sum(0)[0, 1] == 40 and 0 < n2[0, 0, 1] < 40
+    assert l2.sum() == w2.sum() == 0  # equal grades: ties only
