@@ -1,5 +1,5 @@
 """A route's certificate: its drop over all of its traffic bounded once, and tested along one
-family of policies ordered in advance (Learn-then-Test's fixed-sequence testing, [LTT] §3-4),
+family of policies ordered in advance (Learn-then-Test's fixed-sequence testing, [LTT]),
 so the drop is spent where it saves most and no Bonferroni split over regions is paid.
 
 The promise is about the route: its realized drop over its traffic ≤ promise. Bounding every
