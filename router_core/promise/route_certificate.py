@@ -242,7 +242,7 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
     state = list(start)
     parts = np.array([terms(g, s) for g, s in enumerate(state)])  # (G, 5)
     cold = float(sum(terms(g, PRIOR)[4] for g in range(G)))
-    best = (cold, [PRIOR] * G, promise)
+    best = (cold, [PRIOR for _ in range(G)], promise)
     passed = tested = 0
     for g, new in [(None, None), *steps]:
         if g is not None:
