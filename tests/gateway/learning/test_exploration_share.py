@@ -52,6 +52,24 @@ def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: 
     yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
 
 
+@pytest.fixture(scope="module")
+def explored(gw: Gateway) -> str:
+    """REQUESTS requests to the promised route, every exploration they started finished;
+    the tenant's id. A fixture, not the first test's side effect: under xdist a module's
+    tests may run on different workers, each with its own gateway."""
+    learning = gw.app.state.ctx.learning
+    key, tenant_id = gw.tenant()
+    client = gw.client(key)
+    for i in range(REQUESTS):
+        client.chat.completions.create(
+            model="promised", messages=[{"role": "user", "content": f"Explain topic {i}."}])
+    deadline = time.monotonic() + 120
+    while learning._unrecorded or learning._recording or learning._tasks:
+        assert time.monotonic() < deadline, "exploration did not finish"
+        time.sleep(0.1)
+    return tenant_id
+
+
 def _share_row(engine: sa.Engine, route: str) -> dict:
     with engine.connect() as conn:
         row = conn.execute(sa.select(ldb.ledger_t).where(
@@ -71,27 +89,19 @@ def _judge_usd(up: FakeUpstream, price: Price) -> float:
 
 
 def test_the_default_judge_is_named_and_exploration_stays_within_its_share(
-    gw: Gateway, up: FakeUpstream
+    gw: Gateway, up: FakeUpstream, explored: str
 ) -> None:
     ctx = gw.app.state.ctx
-    learning = ctx.learning
-    explorer = learning.explorer
+    explorer = ctx.learning.explorer
     assert explorer.judge is not None and explorer.judge.model == FRONTIER
     assert explorer.judge.chosen.startswith("by default")
-    key, tenant_id = gw.tenant()
-    client = gw.client(key)
-    models = {m.id: m for m in client.models.list().data}
+    key, _ = gw.tenant()
+    models = {m.id: m for m in gw.client(key).models.list().data}
     shown = models["promised"].model_extra["tollgate"]["learning"]
     assert shown["exploring"] is True and shown["judge"] == FRONTIER
     assert shown["max_share"] == SHARE and shown["judged_pair_usd"] > 0
 
-    for i in range(REQUESTS):
-        client.chat.completions.create(
-            model="promised", messages=[{"role": "user", "content": f"Explain topic {i}."}])
-    deadline = time.monotonic() + 120
-    while learning._unrecorded or learning._recording or learning._tasks:
-        assert time.monotonic() < deadline, "exploration did not finish"
-        time.sleep(0.1)
+    tenant_id = explored
     charged = gw.settled(tenant_id)["spent_usd"]
     row = _share_row(gw.engine, "promised")
     # the allowance is the share of what the route's requests were charged
@@ -136,8 +146,9 @@ def test_the_startup_block_names_the_judge_and_a_free_backend_never_judges_by_de
     assert exploring(none).lines(none)[0].startswith("off: no chat backend priced above $0")
 
 
-def test_the_dashboard_shows_each_routes_learning_to_the_operator(gw: Gateway) -> None:
-    """Runs after the share test (module order): the route has judged outcomes and spend."""
+def test_the_dashboard_shows_each_routes_learning_to_the_operator(gw: Gateway,
+                                                                  explored: str) -> None:
+    """After the route's traffic (``explored``): it has judged outcomes and spend."""
     def summary(key: str) -> dict:
         r = httpx.get(gw.base_url + "/dashboard/api/summary", timeout=60,
                       headers={"authorization": f"Bearer {key}"})
