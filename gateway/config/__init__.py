@@ -2,6 +2,7 @@
 ``reliability`` (its ``reliability:`` section) and ``loading`` (file, environment and the
 CLI's lookup of both)."""
 
+from gateway.config.backend import ROUTER_ONLY_PARAMS, Backend, ModelInfo
 from gateway.config.exploration import ExplorationSettings, JudgeSettings
 from gateway.config.loading import (
     data_home,
@@ -18,14 +19,7 @@ from gateway.config.reliability import (
 )
 from gateway.config.retraining import Retraining
 from gateway.config.routes import Route
-from gateway.config.settings import (
-    DEFAULT_CONFIG_PATH,
-    ROUTER_ONLY_PARAMS,
-    Backend,
-    ConfigError,
-    ModelInfo,
-    Settings,
-)
+from gateway.config.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings
 
 __all__ = [
     "DEFAULT_CONFIG_PATH", "ROUTER_ONLY_PARAMS", "Backend", "CircuitSettings", "ConfigError",

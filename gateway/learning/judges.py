@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from gateway.config import Backend, ExplorationSettings
 from gateway.pool import Pool
 from gateway.pool.exploring import default_judge
-from gateway.pricing import Price, count_prompt_tokens
+from gateway.pricing import Price
+from gateway.prompt_tokens import count_prompt_tokens
 from gateway.provider.litellm_transport import LitellmTransport
 from gateway.provider.transport import TokenUsage, Transport
 from gateway.serving.forwarding.deployments import chat_completion

@@ -53,7 +53,7 @@ from gateway.learning.partners import RoutePartners
 from gateway.learning.refine_priors import MIN_OUTCOMES
 from gateway.pool import Pool, PoolHolder
 from gateway.pool.known import outcomes_of
-from gateway.pricing import count_prompt_tokens
+from gateway.prompt_tokens import count_prompt_tokens
 from gateway.provider.failures import UpstreamFailure
 from gateway.provider.litellm_transport import LitellmTransport
 from gateway.provider.transport import TokenUsage, Transport

@@ -5,7 +5,7 @@ Windows are fixed calendar minutes (``window = ⌊t / 60⌋``), counted per tena
 - a request is admitted iff ``requests_in_window + 1 ≤ rpm`` and ``tokens_in_window < tpm``;
   admission increments the request count in the same atomic step;
 - TPM is reserved at admission (issue 24): once a request is planned, its token bound
-  R = N_prompt + n·m (the prompt bound of gateway/pricing.py and its output cap) is added to
+  R = N_prompt + n·m (the prompt bound of gateway/prompt_tokens.py and its output cap) is added to
   its window iff ``tokens_in_window + R ≤ tpm``, atomically; a request without a client
   ``max_tokens`` may be granted less, down to N_prompt + n·``min_output_tokens``, its
   output cap lowered to fit. When it ends, the window it was reserved in is settled to the

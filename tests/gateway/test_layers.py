@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "price_like": 1, "context": 1, "auth": 1,
+RANK = {"store": 0, "config": 1, "errors": 1, "pricing": 1, "prompt_tokens": 1, "price_like": 1, "context": 1, "auth": 1,
         "litellm_sections": 1, "provider": 1, "seams": 1,
         "reliability": 2, "pool": 3, "serving": 4, "learning": 5, "review": 6, "admin": 6, "app": 7,
         "sandbox": 8, "cli": 9}
@@ -27,8 +27,7 @@ SERVING_RANK = {"budget": 0, "tracing": 0, "response_headers": 0,  # held money;
 # a module past this many lines holds more than one concept: split it by concept
 MAX_LINES = 400
 # the modules still past it (each may drop below; none may join them)
-LONG_MODULES = {"gateway/config/settings.py", "gateway/pricing.py",
-                "gateway/serving/plan/planning.py"}
+LONG_MODULES = {"gateway/serving/plan/planning.py"}
 
 
 def _room(module: str) -> str | None:

@@ -1,7 +1,7 @@
 """The money one request holds against its tenant's budget, from first reservation to settling.
 
 The reservation for a backend is ĉ = N_prompt·p_in + n·m·p_out, N_prompt the prompt-token
-bound of gateway/pricing.py (not the tokenizer's estimate) and m the output cap sent
+bound of gateway/prompt_tokens.py (not the tokenizer's estimate) and m the output cap sent
 upstream, so the settled cost cannot pass what is held. A fallback to a dearer backend tops
 the hold up; settling charges the actual cost across the reservations and releases the rest.
 A provider reporting more than was held anyway is an overrun (gateway/store/ledger.py): the

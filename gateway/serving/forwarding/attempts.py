@@ -7,7 +7,7 @@ reply) and what timed-out attempts owe; the request's ``Outcome`` takes it whole
 
 Budget rule (the hard budget is never exceeded by design, not by luck):
 - The reservation for a backend h is ĉ_h = N_prompt·p_in + n·m·p_out, with N_prompt the
-  prompt-token bound of gateway/pricing.py (not the tokenizer's estimate) and m the client's
+  prompt-token bound of gateway/prompt_tokens.py (not the tokenizer's estimate) and m the client's
   output cap (the smaller of max_tokens and max_completion_tokens) or, when the client gives
   none, h's ``max_output_tokens``; the upstream receives m in every output-cap field the
   client sent, so the settled cost cannot pass the reservation. A provider reporting more

@@ -11,7 +11,7 @@ and counted in the replica's counting process (``Reliability.apart``), one at a 
 replica, so however many arrive the tokenizer never holds this process's GIL. The body is a
 Messages body (gateway/serving/messages/messages_request.py, the same checks; ``max_tokens`` may be
 left out), counted on its chat view with the tokenizer litellm selects for the backend
-``model`` names, or for a route's first backend (gateway/pricing.py ``count_prompt_tokens``,
+``model`` names, or for a route's first backend (gateway/prompt_tokens.py ``count_prompt_tokens``,
 the work grows with the body). The count is the tokenizer's, an
 estimate for a provider whose tokenizer litellm does not have.
 """
@@ -27,7 +27,7 @@ from fastapi.responses import JSONResponse, Response
 from gateway.auth import authenticate, require_model
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, invalid
-from gateway.pricing import count_prompt_tokens
+from gateway.prompt_tokens import count_prompt_tokens
 from gateway.serving.endpoint import new_request_id
 from gateway.serving.messages.messages_request import parse_messages_request
 from gateway.serving.plan.backend_named import known_backend

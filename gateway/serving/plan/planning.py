@@ -5,7 +5,7 @@ a route is routed: the route's backends ∩ the tenant policy's ``allowed_models
 request's, ranked by the router for this request's Φ(x), λ and expected costs, then cut to
 the backends whose context window and output cap fit. Any other ``model`` is a passthrough to
 that one backend. All of it is pure but Φ(x) and the prompt measurements (the expected token
-count and the size the budget bounds it by, gateway/pricing.py), which ``plan_request``
+count and the size the budget bounds it by, gateway/prompt_tokens.py), which ``plan_request``
 computes off the event loop on both paths; so every rule is testable without HTTP.
 
 Tenant policy fields read here: ``allowed_models``, ``max_cost_usd`` (per request),
@@ -28,7 +28,7 @@ from gateway.pool import Pool
 from gateway.pool.certificates import text_share
 from gateway.pool.explore_share import PriorShare, cap_priors
 from gateway.price_like import unpriced_fix
-from gateway.pricing import (
+from gateway.prompt_tokens import (
     PromptSize,
     estimated_prompt_tokens,
     expected_prompt_tokens,

@@ -27,7 +27,7 @@ import anyio
 
 from gateway.config import Backend
 from gateway.context import GatewayContext
-from gateway.pricing import count_text_tokens
+from gateway.prompt_tokens import count_text_tokens
 from gateway.provider.failures import UpstreamFailure
 from gateway.reliability.parallel import Slot
 from gateway.reliability.ratelimit import TokenGrant

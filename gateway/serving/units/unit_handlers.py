@@ -34,7 +34,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from gateway.errors import invalid
-from gateway.pricing import json_bytes
+from gateway.prompt_tokens import json_bytes
 from gateway.serving.endpoint import serve_unit
 from gateway.serving.named_call import call_provider, reply_json, settled
 from gateway.serving.plan.backend_named import unit_backend

@@ -14,7 +14,7 @@ import openai
 import pytest
 import sqlalchemy as sa
 
-from gateway.pricing import count_text_tokens
+from gateway.prompt_tokens import count_text_tokens
 from gateway.store.models import request_logs
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway

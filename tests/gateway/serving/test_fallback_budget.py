@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from gateway.pricing import count_prompt_tokens
+from gateway.prompt_tokens import count_prompt_tokens
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import PRICES, REPLIES

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from gateway.cli.serve import no_litellm_token_counting
-from gateway.pricing import count_text_tokens
+from gateway.prompt_tokens import count_text_tokens
 from router_core.env.litellm_env import litellm
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway

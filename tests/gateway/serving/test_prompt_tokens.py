@@ -9,14 +9,14 @@ import pytest
 
 from gateway.config import Settings, settings_from_dict
 from gateway.pool import build_pool
-from gateway.pricing import (
+from gateway.pricing import resolve_prices
+from gateway.prompt_tokens import (
     BYTES_PER_TOKEN_ESTIMATE,
     PROMPT_MARGIN_TOKENS,
     REPLY_PRIMING_TOKENS,
     count_prompt_tokens,
     expected_prompt_tokens,
     prompt_size,
-    resolve_prices,
 )
 from gateway.serving.plan.planning import measure
 from gateway.serving.request.chat_request import parse_chat_request

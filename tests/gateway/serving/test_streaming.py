@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.pricing import count_text_tokens
+from gateway.prompt_tokens import count_text_tokens
 from tests.fakes.upstream import FakeUpstream, StreamEnd
 from tests.gateway.conftest import Gateway
 from tests.gateway.router_fixture import PRICES, REPLIES, VERSION
