@@ -57,17 +57,21 @@ def explored(gw: Gateway) -> str:
     """REQUESTS requests to the promised route, every exploration they started finished;
     the tenant's id. A fixture, not the first test's side effect: under xdist a module's
     tests may run on different workers, each with its own gateway."""
-    learning = gw.app.state.ctx.learning
     key, tenant_id = gw.tenant()
-    client = gw.client(key)
-    for i in range(REQUESTS):
+    _ask_and_settle(gw, gw.client(key), "Explain topic", REQUESTS)
+    return tenant_id
+
+
+def _ask_and_settle(gw: Gateway, client, topic: str, n: int) -> None:
+    """``n`` prompts to the promised route, then every exploration they started finished."""
+    learning = gw.app.state.ctx.learning
+    for i in range(n):
         client.chat.completions.create(
-            model="promised", messages=[{"role": "user", "content": f"Explain topic {i}."}])
+            model="promised", messages=[{"role": "user", "content": f"{topic} {i}."}])
     deadline = time.monotonic() + 120
     while learning._unrecorded or learning._recording or learning._tasks:
         assert time.monotonic() < deadline, "exploration did not finish"
         time.sleep(0.1)
-    return tenant_id
 
 
 def _share_row(engine: sa.Engine, route: str) -> dict:
@@ -182,18 +186,11 @@ def test_a_tenant_whose_policy_leaves_out_the_judge_is_never_explored(
 ) -> None:
     """The default judge (and the reference) is the operator's choice, not the tenant's: a
     tenant whose allowed_models leave it out never has a prompt sent to it by exploration."""
-    learning = gw.app.state.ctx.learning
     allowed = [n for n in gw.app.state.ctx.pool.current.backends if n != FRONTIER]
     key, _ = gw.tenant(policy={"allowed_models": allowed})
     client = gw.client(key)
     asked_before = len(up.requests_for(FRONTIER))
-    for i in range(10):
-        client.chat.completions.create(
-            model="promised", messages=[{"role": "user", "content": f"Private topic {i}."}])
-    deadline = time.monotonic() + 60
-    while learning._unrecorded or learning._recording or learning._tasks:
-        assert time.monotonic() < deadline, "exploration did not finish"
-        time.sleep(0.1)
+    _ask_and_settle(gw, client, "Private topic", 10)
     assert len(up.requests_for(FRONTIER)) == asked_before
     texts = [" ".join(str(m.get("content", "")) for m in r["messages"])
              for n in allowed for r in up.requests_for(n)]
