@@ -12,7 +12,10 @@ of the backend it chose minus the reference's, and its saving 1 − Σ cost / Σ
 (the rows' real costs), after 0, 200, 1000 and 5000 judged outcomes.
 
 Judged outcomes: each route's own stream of shadow comparisons on traffic drawn from train
-rows. On each, the reference answers beside one cheaper backend of the pool, the one
+rows in the served traffic's mix of regions (``judged_stream``: live, exploration samples the
+route's own traffic; LLMRouter's test split holds 8 of the 14 train categories, and a stream
+drawn from the train split as a whole spent 47% of its pairs on regions the route never
+serves, and 3% each on three categories that are 13% each of its traffic). On each, the reference answers beside one cheaper backend of the pool, the one
 ``Evidence.partner`` picks (Thompson sampling over where a certificate would save most), and
 a judge right 80% of the time per comparison grades both (wrong: both grades reversed). The
 judge's agreement is measured on 200 comparisons whose truth is known, and enters the bound.
@@ -290,6 +293,22 @@ def category_ceiling(q_train: np.ndarray, c_train: np.ndarray, ref: int, promise
     return np.argmin(np.where(ok, c_train, np.inf), axis=1)
 
 
+def judged_stream(region: np.ndarray, train: np.ndarray, shares: np.ndarray, size: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """(size,) train rows standing in for the prompts a route judges: live, exploration samples
+    the route's own traffic, so each draw takes a region by the served traffic's ``shares``
+    and then a train row of it uniformly (test prompts never judged). A region without train
+    rows gives its draws to the train split as a whole."""
+    by_region = {g: train[region[train] == g] for g in range(len(shares))}
+    picks = rng.choice(len(shares), size=size, p=np.asarray(shares, float) / np.sum(shares))
+    u = rng.random(size)
+    out = np.empty(size, dtype=train.dtype)
+    for i, (g, x) in enumerate(zip(picks, u, strict=True)):
+        pool = by_region[int(g)] if len(by_region[int(g)]) else train
+        out[i] = pool[int(x * len(pool))]
+    return out
+
+
 def outcome(Y: np.ndarray, paid: np.ndarray, h: np.ndarray, ref: int) -> tuple[float, float]:
     """(realized drop, saving) of choices ``h`` on rows with outcomes Y and costs ``paid``."""
     rows = np.arange(len(h))
@@ -355,16 +374,17 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
     subsets = dict.fromkeys([pseudo, pseudo[:1], pseudo[1:2]] if len(pseudo) > 1 else [pseudo])
     belows = [Level.build(table, X, below_router, rest, f, agg, rows, np.random.default_rng(seed))
               for f in subsets]  # fmt: skip
-    traffic = np.random.default_rng(1000 + seed).choice(rows["train"], size=max(counts))
     region, G = regions_of(table, X, rows, seed)
+    # the route's traffic shares per region: the served prompts' regions (counted as a
+    # gateway counts its requests per region; no outcome of theirs is read)
+    w_traffic = np.bincount(region[rows["test"]], minlength=G) / len(rows["test"])
+    traffic = judged_stream(region, rows["train"], w_traffic, max(counts),
+                            np.random.default_rng(1000 + seed))  # fmt: skip
     cols = [table.models.index(m) for m in top.names]
     tr, va, te = rows["train"], rows["val"], rows["test"]
     c_reg = region_means(table.cost[:, cols], region, tr, G, top.price)  # (G, m) prices
     q_reg = region_means(table.quality[:, cols], region, tr, G, np.zeros(len(cols)))
     savings = 1.0 - c_reg / c_reg[:, [0]]
-    # the route's traffic shares per region: the served prompts' regions (counted as a
-    # gateway counts its requests per region; no outcome of theirs is read)
-    w_traffic = np.bincount(region[te], minlength=G) / len(te)
     # what the beliefs alone say of each candidate's drop per region (exploration's prior)
     # and per prompt: the a-priori score that orders a region's prompts into slices
     P0, _ = stack_estimates([top.priors[m] for m in frontier] + top.trained_beliefs, top.Q)

@@ -6,7 +6,7 @@ known answer."""
 import numpy as np
 import pandas as pd
 
-from bench.routing.promise import category_ceiling, main
+from bench.routing.promise import category_ceiling, judged_stream, main
 from tests.router_core.promise.test_bench_quick import HashEncoder
 
 
@@ -72,3 +72,21 @@ def test_category_ceiling_is_the_cheapest_within_the_promise_on_train() -> None:
     assert category_ceiling(q, c, 0, 0.01).tolist() == [1, 3]
     assert category_ceiling(q, c, 0, 0.06).tolist() == [2, 3]
     assert category_ceiling(q[:, :1], c[:, :1], 0, 0.06).tolist() == [0, 0]
+
+
+def test_judged_stream_follows_the_served_mix_of_regions() -> None:
+    """Live, a route judges a sample of its own traffic: the bench's stand-in draws train rows
+    region by region in the served traffic's shares, whatever the train split's own mix."""
+    region = np.array([0] * 90 + [1] * 10 + [2] * 5)  # train rows: 90% in region 0
+    train = np.arange(100)  # rows 100-104 (region 2) are not train rows
+    shares = np.array([0.2, 0.8, 0.0])
+    draws = judged_stream(region, train, shares, 5000, np.random.default_rng(0))
+    assert set(draws) <= set(train.tolist())
+    got = np.bincount(region[draws], minlength=3) / len(draws)
+    assert abs(got[0] - 0.2) < 0.03 and abs(got[1] - 0.8) < 0.03 and got[2] == 0
+    # every train row of the scarce region is drawn: its distinct prompts are all judged
+    assert set(draws[region[draws] == 1].tolist()) == set(range(90, 100))
+    # a served region without train rows gives its draws to the train split as a whole
+    only_missing = judged_stream(region, train, np.array([0.0, 0.0, 1.0]), 200,
+                                 np.random.default_rng(1))  # fmt: skip
+    assert set(only_missing) <= set(train.tolist()) and len(only_missing) == 200
