@@ -57,17 +57,25 @@ pessimistically, by κ = ORDER_PENALTY standard errors of its own estimate and b
 (μ̂, n on the ordering part, ν̂ = (its non-ties + 1) / (n + 2) there; n' the test
 count; â the judge's estimate), its saving s_gi = q_t (c_r − c_h) per unit of traffic, F's
 the prior rule's (when the caller knows it; else a region the family leaves to the
-reference alone is left to F). The family follows the knapsack's Lagrangian path,
-max_π Σ_g w_g (s_g − λ d_g) as λ falls from ∞ to 0: per region the upper concave hull of its
-options (F at (promise, s_F), the reference at (0, 0), the items at (D̃, s)). It starts at the
-reference everywhere (R = 0, or F's promise); an item no worse by (11) comes first (it costs
-nothing), then the regions' hull edges in order of saving per unit of drop, each in SUBSTEPS
-equal steps (one step where F is an end: F and a mix cannot share a region).
+reference alone is left to F). Each region moves along the knapsack's Lagrangian path,
+max_π Σ_g w_g (s_g − λ d_g) as λ falls from ∞ to 0: the upper concave hull of its options (F
+at (promise, s_F), the reference at (0, 0), the items at (D̃, s)), from the reference (R = 0,
+or F's promise) through an item no worse by (11) first, then its hull edges, each in
+SUBSTEPS equal steps (one step where F is an end: F and a mix cannot share a region).
+
+The regions' paths are interleaved greedily by the bound itself (``ordered_path``): next is
+the region whose step adds the most saving per unit of the predicted R⁺, (9) computed from
+the ordering part (its means μ̂ and moments ν̂, the test part's counts), plus κ standard
+errors of that estimate; a step that does not raise it comes first. The widths of (8) add in
+quadrature across regions, so ordering by each region's own pessimistic drop (which adds
+them) spends the promise early on items the test then stops at: on simulated routes the
+greedy order saves 30-60% more at the same error (tests/router_core/promise).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from itertools import pairwise
 
 import numpy as np
@@ -152,15 +160,17 @@ def _mix(option: object, share: float, ref: int) -> dict:
     return {option: share}
 
 
-def policy_path(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, ref: int,
-                promise: float, prior_saving: np.ndarray | None) -> tuple[list, list]:
-    """(start, steps): every region's first state, then the family's steps (g, state) in
-    order (module docstring, the order). A state is PRIOR, REFERENCE or a mix {(h, t): share}."""
+def region_paths(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, ref: int,
+                 promise: float, prior_saving: np.ndarray | None) -> tuple[list, list[list]]:
+    """(start, paths): every region's first state, and per region its steps along its hull,
+    each (slope, tie-break, state) in the hull's order (module docstring, the order). A state
+    is PRIOR, REFERENCE or a mix {(h, t): share}."""
     G, m, T = d_order.shape
-    start, edges = [], []
+    start, paths = [], []
     for g in range(G):
         items = [(float(d_order[g, h, t]), float(saving[g, h, t]), (h, t))
                  for h in range(m) for t in range(T) if eligible[g, h, t]]  # fmt: skip
+        paths.append([])
         if not items and prior_saving is None:
             start.append(PRIOR)  # no evidence: the prior rule, nothing to order
             continue
@@ -169,23 +179,62 @@ def policy_path(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, r
             pts.append((float(promise), float(prior_saving[g]), PRIOR))
         vs = hull(pts)
         start.append(REFERENCE)  # risk 0: the family starts where it surely holds
+        edges = []
         if vs[0][2] != REFERENCE:  # an item no worse by its estimate: first, the surest first
-            edges.append((np.inf, g, REFERENCE, vs[0][2], -vs[0][0]))
+            edges.append((np.inf, -vs[0][0], REFERENCE, vs[0][2]))
         for (d0, s0, a), (d1, s1, b) in pairwise(vs):
-            edges.append(((s1 - s0) / (d1 - d0), g, a, b, 0.0))
-    edges.sort(key=lambda e: (-e[0], -e[4]))  # stable: a region's edges keep their order
-    steps = []
-    for _, g, a, b, _ in edges:
-        if PRIOR in (a, b):
-            steps.append((g, b if b in (PRIOR, REFERENCE) else {b: 1.0}))
-            continue
-        for k in range(1, SUBSTEPS + 1):
-            th = k / SUBSTEPS
-            mix = {**_mix(a, 1.0 - th, ref)}
-            for key, s in _mix(b, th, ref).items():
-                mix[key] = mix.get(key, 0.0) + s
-            steps.append((g, mix if mix else REFERENCE))
-    return start, steps
+            edges.append(((s1 - s0) / (d1 - d0), 0.0, a, b))
+        for slope, tie, a, b in edges:
+            if PRIOR in (a, b):
+                paths[g].append((slope, tie, b if b in (PRIOR, REFERENCE) else {b: 1.0}))
+                continue
+            for k in range(1, SUBSTEPS + 1):
+                th = k / SUBSTEPS
+                mix = {**_mix(a, 1.0 - th, ref)}
+                for key, sh in _mix(b, th, ref).items():
+                    mix[key] = mix.get(key, 0.0) + sh
+                paths[g].append((slope, tie, mix if mix else REFERENCE))
+    return start, paths
+
+
+def policy_path(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, ref: int,
+                promise: float, prior_saving: np.ndarray | None) -> tuple[list, list]:
+    """(start, steps): the regions' paths merged by their hulls' slopes alone, as if the
+    route's bound added the regions' drops (``ordered_path`` orders by the bound itself)."""
+    start, paths = region_paths(d_order, saving, eligible, ref, promise, prior_saving)
+    steps = [(g, slope, tie, k, state) for g, path in enumerate(paths)
+             for k, (slope, tie, state) in enumerate(path)]  # fmt: skip
+    steps.sort(key=lambda e: (-e[1], -e[2]))  # stable: a region's steps keep their order
+    return start, [(g, state) for g, _, _, _, state in steps]
+
+
+def ordered_path(start: list, paths: list[list], step_cost: Callable[[list], tuple]
+                 ) -> list[tuple[int, object]]:  # fmt: skip
+    """The family's steps, greedily: each region moves along its own path, and next is the
+    region whose step adds the most saving per unit of the route's predicted bound
+    (``step_cost(states) -> (bound, saving)``, from the ordering part), a step that does not
+    raise the bound first. The bound's widths add in quadrature across regions, so this spends
+    the promise where it saves most far better than the hulls' slopes, which add them."""
+    state, pos, steps = list(start), [0] * len(paths), []
+    bound, total = step_cost(state)
+    while True:
+        best = None
+        for g, path in enumerate(paths):
+            if pos[g] >= len(path):
+                continue
+            trial = list(state)
+            trial[g] = path[pos[g]][2]
+            b, s = step_cost(trial)
+            ds, db = s - total, b - bound
+            key = (1, ds, -db) if db <= 1e-15 else (0, ds / db, 0.0)
+            if best is None or key > best[0]:
+                best = (key, g, b, s)
+        if best is None:
+            return steps
+        _, g, bound, total = best
+        state[g] = paths[g][pos[g]][2]
+        pos[g] += 1
+        steps.append((g, state[g]))
 
 
 def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float,
@@ -220,9 +269,12 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
     if not eligible.any():
         return RouteTest(tuple({} for _ in range(G)), promise, 0.0, 0, 0, cell_upper)
     ps = None if prior_saving is None else np.asarray(prior_saving, float)
+    n_ord = np.maximum(order.n, 1.0)
 
-    def terms(g: int, state) -> tuple[float, float, float, float, float]:
-        """Region g's (N̂ term, V term, b term, charged drop, saving by prices)."""
+    def terms(g: int, state, mean: np.ndarray, moments: np.ndarray, n: np.ndarray
+              ) -> tuple[float, float, float, float, float]:  # fmt: skip
+        """Region g's (N̂ term, V term, b term, charged drop, saving by prices) from the
+        per-item ``mean`` d̂, second ``moments`` (7) and distinct-prompt counts ``n``."""
         if state == PRIOR:
             return 0.0, 0.0, 0.0, w[g] * promise, 0.0 if ps is None else w[g] * ps[g]
         if state == REFERENCE:
@@ -233,29 +285,53 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
         for (h, t), s in state.items():
             pi[h, t] += s
         phi = pi.sum(1)
-        var = np.einsum("ht,hts,hs->h", pi, M[g], pi) / n_t[g]
-        b = float(np.max(np.where(phi > 0, 2.0 * w[g] * phi / n_t[g], 0.0)))
-        return (float(w[g] * (pi * mu[g]).sum()), float(w[g] ** 2 * var.sum()), b, 0.0,
+        var = np.einsum("ht,hts,hs->h", pi, moments[g], pi) / n[g]
+        b = float(np.max(np.where(phi > 0, 2.0 * w[g] * phi / n[g], 0.0)))
+        return (float(w[g] * (pi * mean[g]).sum()), float(w[g] ** 2 * var.sum()), b, 0.0,
                 float(w[g] * (pi * saving[g]).sum()))
 
-    start, steps = policy_path(d_order, saving, eligible, ref, promise, ps)
+    def bound(parts: np.ndarray, spread: float = 0.0) -> float:
+        """R⁺ (9) of the regions' summed terms, ``spread`` added to N̂ before the width."""
+        N, V, b, charged = parts[:, 0].sum() + spread, parts[:, 1].sum(), parts[:, 2].max(), \
+            parts[:, 3].sum()  # fmt: skip
+        if V > 0 or b > 0:
+            return charged + float(scaled(N + bernstein_width(V, b, alpha_t), a_lo))
+        return charged + float(scaled(N, a_lo))
+
+    # the order: the test's own bound predicted from the ordering part (its means and
+    # moments, the test part's counts), pessimistic by κ standard errors of its estimate
+    M_o = nu_o[:, :, tmin]
+    memo: dict = {}
+
+    def predicted(states: list) -> tuple[float, float]:
+        rows = []
+        for g, st in enumerate(states):
+            key = (g, st if isinstance(st, str) else tuple(sorted(st.items())))
+            if key not in memo:
+                memo[key] = (terms(g, st, order.mean(), M_o, n_t),
+                             terms(g, st, order.mean(), M_o, n_ord)[1])
+            rows.append(memo[key])
+        parts = np.array([r[0] for r in rows])
+        se = ORDER_PENALTY * float(np.sqrt(sum(r[1] for r in rows)))
+        return bound(parts, se), float(parts[:, 4].sum())
+
+    start, paths = region_paths(d_order, saving, eligible, ref, promise, ps)
+    steps = ordered_path(start, paths, predicted)
     state = list(start)
-    parts = np.array([terms(g, s) for g, s in enumerate(state)])  # (G, 5)
-    cold = float(sum(terms(g, PRIOR)[4] for g in range(G)))
+    parts = np.array([terms(g, s, mu, M, n_t) for g, s in enumerate(state)])  # (G, 5)
+    cold = float(sum(terms(g, PRIOR, mu, M, n_t)[4] for g in range(G)))
     best = (cold, [PRIOR for _ in range(G)], promise)
     passed = tested = 0
     for g, new in [(None, None), *steps]:
         if g is not None:
             state[g] = new
-            parts[g] = terms(g, new)
+            parts[g] = terms(g, new, mu, M, n_t)
         tested += 1
-        N, V, b, charged, sv = parts[:, 0].sum(), parts[:, 1].sum(), parts[:, 2].max(), \
-            parts[:, 3].sum(), parts[:, 4].sum()  # fmt: skip
-        up = charged + float(scaled(N + bernstein_width(V, b, alpha_t), a_lo)) if V > 0 or \
-            b > 0 else charged + float(scaled(N, a_lo))  # fmt: skip
+        up = bound(parts)
         if up > promise + 1e-12:
             break
         passed += 1
+        sv = float(parts[:, 4].sum())
         if sv > best[0] + 1e-12:
             best = (sv, list(state), up)
     sv, chosen, up = best
