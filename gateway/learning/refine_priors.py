@@ -113,14 +113,26 @@ def promise_belief(engine: Any, router: Router, expert: str,
     _, phi = ldb.load_prompts(engine, keys)
     query_of = dict(zip(keys, router.project(phi)))
     verdicts = obs[["prompt_key", "model", "quality"]].to_dict("records")
-    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, JUDGE_ACCURACY,
+    return belief_from_verdicts(expert, prior, verdicts, query_of)
+
+
+def belief_from_verdicts(expert: str, prior: LogitBelief, verdicts: list[dict],
+                         query_of: Mapping[str, np.ndarray],
+                         accuracy: float = JUDGE_ACCURACY) -> LogitBelief:
+    """``promise_belief`` on verdict rows already read ({prompt_key, model, quality}) and
+    their prompts' query vectors: the refit where held-out verdicts confirm it, else the
+    prior's level corrected and its pseudo-count capped (``worth``). No database: the offline
+    bench (bench/routing/promise.py) refines its priors with this, as the gateway does."""
+    refined = refine_from_verdicts({expert: prior}, verdicts, query_of, accuracy,
                                    min_z=CONFIRM_Z)[expert]
     if not np.array_equal(refined.theta, prior.theta):
         return refined
     # the shape was not confirmed: its level still is, by the same verdicts (prior_level.py)
     judged, k, c = judged_counts(verdicts, expert)
+    if not len(judged):
+        return prior
     Q = np.stack([query_of[str(key)] for key in judged])
-    level = level_corrected(prior, Q, k, c, JUDGE_ACCURACY)
+    level = level_corrected(prior, Q, k, c, accuracy)
     n = prior.n_outcomes + int(c.sum())  # counted even where too few to validate a refit
     return replace(level, n_outcomes=n, n_cap=min(prior.n_cap, worth(prior, Q)),
                    how=f"level:{n} (shape not moved)")

@@ -107,3 +107,27 @@ def test_a_level_moved_up_is_not_trusted_more_than_its_prior(tmp_path) -> None:
     assert float(p.mean()) > float(prior.estimate(Q)[0].mean()) + 0.1  # the level moved up
     assert worth(prior, Q) == pytest.approx(1.0, rel=0.05)  # the prior's n₀
     assert float(n.max()) <= worth(prior, Q)
+
+
+def test_the_bench_refines_as_the_loop_does(tmp_path) -> None:
+    """``belief_from_verdicts`` (no database; bench/routing/promise.py refines its priors with
+    it) gives the loop's own belief for the same verdicts, and leaves a prior no verdict names
+    as it is."""
+    from gateway.learning.refine_priors import belief_from_verdicts
+
+    router = _router()
+    phi = np.random.default_rng(7).normal(size=(60, 384)).astype(np.float32)
+    Q = router.project(phi)
+    prior = _prior(router, Q, 0.7)
+    z, _ = prior.logits(Q)
+    engine = _judged(tmp_path, router, 1 / (1 + np.exp(-(z - 0.6))), phi, seed=8)
+    loop = promise_belief(engine, router, "new", prior)
+    obs = ldb.load_observations(engine)
+    keys = list(dict.fromkeys(obs["prompt_key"]))
+    _, stored = ldb.load_prompts(engine, keys)
+    query_of = dict(zip(keys, router.project(stored)))
+    rows = obs[["prompt_key", "model", "quality"]].to_dict("records")
+    bench = belief_from_verdicts("new", prior, rows, query_of)
+    np.testing.assert_allclose(bench.estimate(Q)[0], loop.estimate(Q)[0])
+    assert bench.how == loop.how and bench.n_outcomes == loop.n_outcomes == 60
+    assert belief_from_verdicts("other", prior, rows, query_of) is prior
