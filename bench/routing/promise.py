@@ -308,11 +308,9 @@ def live_half(table, train: np.ndarray, seed: int) -> tuple[object, np.ndarray]:
     """(the table the routers are trained on, the live rows): half the train prompts, drawn
     by the seed, held out of training (labelled ``test`` in the routers' table: a router
     trains on train rows and calibrates on val rows) so no router learns them; the judged
-    stream is drawn
-    from these. Judging the prompts a router trained on reads its beliefs in-sample: their
-    scores order a region's slices, and on prompts the router has learned the slices look far
-    better than on new ones (LLMRouter, seed 0: an exact judge on every train prompt
-    certified slices whose test drop was 0.09 for a promise of 0.01)."""
+    stream is drawn from these. Judging the prompts a router trained on would read its
+    beliefs in-sample: their scores order a region's slices, and on prompts the router has
+    learned, a slice looks closer to the reference than it is on new ones."""
     perm = np.random.default_rng(4000 + seed).permutation(train)
     live = np.sort(perm[: len(train) // 2])
     split = np.asarray(table.split).astype(object).copy()
