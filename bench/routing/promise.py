@@ -452,11 +452,18 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
         z = choose_confidence([g for n in counts for g in groups[n]],
                               [stage_cases[n][2] for n in counts], drop)
         z_known = choose_confidence(groups[KNOWN], [stage_cases[KNOWN][2]], drop)
+        cold_val = stage_cases[counts[0]][2] if counts[0] == 0 else top.case(top.priors, va)
         for n, (ev, jd, own, test) in stage_cases.items():
             zn = z_known if n == KNOWN else z
-            tau = tolerance_for(own.P, own.N, own.cost, own.ref, drop, zn)
-            fb_val = promise_choice(own.P, own.N, own.cost, own.ref, tau, zn)
-            fb_test = promise_choice(test.P, test.N, test.cost, test.ref, tau, zn)
+            # τ as the gateway narrows it (gateway.pool.promise.learned_tolerance): refined
+            # beliefs may narrow the cold-start τ, never widen it
+            tau0 = tolerance_for(cold_val.P, cold_val.N, cold_val.cost, cold_val.ref, drop, zn)
+            tau = max(drop, min(tau0, tolerance_for(own.P, own.N, own.cost, own.ref, drop, zn)))
+            # the prior-based rule as the gateway serves it: evidence narrows it (careful)
+            fb_val = promise_choice(own.P, own.N, own.cost, own.ref, tau, zn,
+                                    before=(cold_val.P, cold_val.N))  # fmt: skip
+            fb_test = promise_choice(test.P, test.N, test.cost, test.ref, tau, zn,
+                                     before=(test0.P, test0.N))  # fmt: skip
             # the prior rule's saving per region, from prices alone, on validation prompts
             fb_saving = np.zeros(G)
             for g in range(G):

@@ -76,6 +76,10 @@ class Pool:
     # expert set -> their beliefs stacked (``belief_stack``)
     _stacks: dict[tuple[str, ...], BeliefStack] = field(
         init=False, repr=False, compare=False, default_factory=dict)
+    # expert set -> their beliefs before any outcome, stacked (``before_stack``; None: none
+    # of them refined)
+    _before: dict[tuple[str, ...], BeliefStack | None] = field(
+        init=False, repr=False, compare=False, default_factory=dict)
 
     @property
     def version(self) -> str:
@@ -145,6 +149,21 @@ class Pool:
         if len(self._stacks) >= MAX_STACKS:
             self._stacks.clear()
         self._stacks[experts] = stack
+        return stack
+
+    def before_stack(self, experts: tuple[str, ...]) -> BeliefStack | None:
+        """The beliefs of ``experts`` before any outcome (each refined one's prior), stacked;
+        None when none of them was refined: the promise rule's careful view
+        (router_core.promise.rule: evidence narrows the rule, never widens it)."""
+        if experts in self._before:
+            return self._before[experts]
+        qs = [self.qualities[e] for e in experts]
+        refined = any(q.prior is not None and q.belief is not q.prior for q in qs)
+        stack = (BeliefStack(tuple(q.prior if q.prior is not None else q.belief for q in qs))
+                 if refined else None)  # fmt: skip
+        if len(self._before) >= MAX_STACKS:
+            self._before.clear()
+        self._before[experts] = stack
         return stack
 
     def expert_of(self, backend: str) -> str | None:

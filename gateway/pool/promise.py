@@ -366,8 +366,11 @@ def claim_carried(settings: Settings, known: Mapping[str, Known],
             continue
         experts = list(by_expert)
         P, N = stack_estimates([qualities[e].belief for e in experts], Q_ref)
+        before = stack_estimates([qualities[e].prior or qualities[e].belief for e in experts],
+                                 Q_ref)  # the careful view, as serving decides
         cost = np.array([prices[by_expert[e]].cost(*TYPICAL_TOKENS) for e in experts])
-        chosen = promise_choice(P, N, cost, experts.index(ref), promise.tolerance, promise.z)
+        chosen = promise_choice(P, N, cost, experts.index(ref), promise.tolerance, promise.z,
+                                before)  # fmt: skip
         share = {by_expert[e]: float(np.mean(chosen == experts.index(e))) for e in claimed}
         out[name] = {b: s for b, s in share.items() if s > 0}
     return out

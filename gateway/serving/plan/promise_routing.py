@@ -49,6 +49,8 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     router = pool.router
     q = router.project(phi)[0]
     P, N = pool.belief_stack(tuple(experts)).estimate(q[None, :])  # = stack_estimates(...)
+    prior_view = pool.before_stack(tuple(experts))
+    before = None if prior_view is None else prior_view.estimate(q[None, :])
     cost = np.array([costs_usd[by_rm[e]] for e in experts])
     ref_expert = pool.expert_of(promise.reference)
     stand_in = ref_expert not in experts
@@ -56,7 +58,8 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
            else experts.index(ref_expert))
     names = [by_rm[e] for e in experts]
     record = explain(names, P[0], N[0], cost, ref, promise.max_drop, promise.z,
-                     how=[pool.qualities[e].how for e in experts], tolerance=promise.tolerance)
+                     how=[pool.qualities[e].how for e in experts], tolerance=promise.tolerance,
+                     before=before)  # fmt: skip
     cert = certified(pool, promise, phi, names, stand_in, share)
     if cert is not None:  # the region's certified mix decides (gateway/pool/certificates.py)
         record["chosen"] = cert.backend
@@ -65,7 +68,7 @@ def promise_route(pool: Pool, promise: RoutePromise, phi: Any, by_rm: Mapping[st
     record["promised_reference"] = promised_reference(
         pool, promise, q, by_rm, experts, P[0], N[0], stand_in,
         float(P[0, names.index(record["chosen"])]), costs_usd, max_cost_usd)
-    D = drop_bounds(P, N, ref, promise.z)[0]
+    D = drop_bounds(P, N, ref, promise.z, before)[0]
     h = names.index(record["chosen"])
     within = [i for i in np.argsort(cost, kind="stable") if D[i] <= promise.tolerance]
     order = [h, *[i for i in within if i != h]]

@@ -67,3 +67,24 @@ def test_tolerance_keeps_the_average_bound_within_the_promise():
         h = promise_choice(P, N, COST, 0, tau, z=1.0)
         D = drop_bounds(P, N, 0, 1.0)
         assert tau >= drop and D[np.arange(500), h].mean() <= drop
+
+
+def test_evidence_narrows_the_rule_never_widens_it() -> None:
+    """Careful (router_core.promise.rule): with ``before``, a backend is within τ only where
+    its prior view said so too; a refit that moved its p̂ up sends it nothing more, a refit
+    that moved it down sends it less."""
+    from router_core.promise.rule import drop_bounds, explain, promise_choice
+
+    cost = np.array([1.0, 0.1])
+    N = np.full((3, 2), 200.0)
+    prior = np.array([[0.90, 0.89], [0.90, 0.70], [0.90, 0.89]])
+    up = np.array([[0.90, 0.90], [0.90, 0.90], [0.90, 0.90]])  # refined: as good everywhere
+    down = np.array([[0.90, 0.89], [0.90, 0.70], [0.90, 0.60]])  # refined: worse on prompt 2
+    assert promise_choice(prior, N, cost, 0, 0.1, 1.0).tolist() == [1, 0, 1]
+    assert promise_choice(up, N, cost, 0, 0.1, 1.0).tolist() == [1, 1, 1]
+    assert promise_choice(up, N, cost, 0, 0.1, 1.0, before=(prior, N)).tolist() == [1, 0, 1]
+    assert promise_choice(down, N, cost, 0, 0.1, 1.0, before=(prior, N)).tolist() == [1, 0, 0]
+    D = drop_bounds(up, N, 0, 1.0, before=(prior, N))
+    assert np.all(D >= drop_bounds(up, N, 0, 1.0)) and np.all(D >= drop_bounds(prior, N, 0, 1.0))
+    record = explain(["ref", "cheap"], up[1], N[1], cost, 0, 0.1, 1.0, before=(prior[1], N[1]))
+    assert record["chosen"] == "ref" and record["candidates"][0]["within"] is False
