@@ -61,7 +61,8 @@ reference alone is left to F). Each region moves along the knapsack's Lagrangian
 max_π Σ_g w_g (s_g − λ d_g) as λ falls from ∞ to 0: the upper concave hull of its options (F
 at (promise, s_F), the reference at (0, 0), the items at (D̃, s)), from the reference (R = 0,
 or F's promise) through an item no worse by (11) first, then its hull edges, each in
-SUBSTEPS equal steps (one step where F is an end: F and a mix cannot share a region).
+steps of EDGE_STEPS, fine at first so that a little evidence can move a little traffic (one
+step where F is an end: F and a mix cannot share a region).
 
 The regions' paths are interleaved greedily by the bound itself (``ordered_path``): next is
 the region whose step adds the most saving per unit of the predicted R⁺, (9) computed from
@@ -84,7 +85,9 @@ from router_core.promise.binomial import cp_upper
 
 ORDER_SHARE = 0.3  # of the distinct judged prompts, by hash: ordering the family; rest tests
 VARIANCE_ALPHA_SHARE = 0.1  # of α spent on the second-moment bounds ν of (7)
-SUBSTEPS = 10  # policies per hull edge: the family is free to be fine (a fixed sequence)
+# the share of a hull edge each of its policies has moved: the family is free to be fine (a
+# fixed sequence costs no error per policy), finest where a few judged pairs can reach
+EDGE_STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 ORDER_PENALTY = 1.0  # κ: an item measured on few prompts is ordered later
 PRIOR = "prior"  # a region left to the prior-based rule (F)
 REFERENCE = "reference"
@@ -188,8 +191,7 @@ def region_paths(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, 
             if PRIOR in (a, b):
                 paths[g].append((slope, tie, b if b in (PRIOR, REFERENCE) else {b: 1.0}))
                 continue
-            for k in range(1, SUBSTEPS + 1):
-                th = k / SUBSTEPS
+            for th in EDGE_STEPS:
                 mix = {**_mix(a, 1.0 - th, ref)}
                 for key, sh in _mix(b, th, ref).items():
                     mix[key] = mix.get(key, 0.0) + sh

@@ -77,7 +77,8 @@ def test_saving_grows_with_evidence() -> None:
         return float(np.mean(out))
 
     small, mid, large = saving(300), saving(3000), saving(30000)
-    assert small <= mid <= large and large > 0.3
+    # a few hundred pairs move a little traffic: the edges' first steps are fine (EDGE_STEPS)
+    assert 0 < small <= mid <= large and large > 0.3
 
 
 def test_a_region_confidently_better_pays_for_another() -> None:
@@ -132,7 +133,7 @@ def test_the_family_starts_at_the_reference_and_frees_better_items_first() -> No
     ok = np.array([[[False], [True], [True]]])
     start, steps = policy_path(d, s, ok, 0, 0.03, np.array([0.1]))
     assert start == [REFERENCE]
-    assert steps[0] == (0, {(1, 0): 0.1}) and steps[9] == (0, {(1, 0): 1.0})
+    assert steps[0] == (0, {(1, 0): 0.01}) and steps[12] == (0, {(1, 0): 1.0})
     assert any(state == PRIOR for _, state in steps) or steps[-1][1] == {(2, 0): 1.0}
     assert ALPHA == 0.05
 
