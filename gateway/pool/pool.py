@@ -34,6 +34,7 @@ from gateway.pool.promise import (
     Quality,
     RoutePromise,
     backend_qualities,
+    belief_before_outcomes,
     reference_queries,
     route_promises,
 )
@@ -152,15 +153,14 @@ class Pool:
         return stack
 
     def before_stack(self, experts: tuple[str, ...]) -> BeliefStack | None:
-        """The beliefs of ``experts`` before any outcome (each refined one's prior), stacked;
-        None when none of them was refined: the promise rule's careful view
+        """The beliefs of ``experts`` before any outcome (``belief_before_outcomes``), stacked;
+        None when outcomes refined none of them: the promise rule's careful view
         (router_core.promise.rule: evidence narrows the rule, never widens it)."""
         if experts in self._before:
             return self._before[experts]
-        qs = [self.qualities[e] for e in experts]
-        refined = any(q.prior is not None and q.belief is not q.prior for q in qs)
-        stack = (BeliefStack(tuple(q.prior if q.prior is not None else q.belief for q in qs))
-                 if refined else None)  # fmt: skip
+        before = [belief_before_outcomes(self.qualities[e]) for e in experts]
+        refined = any(b is not self.qualities[e].belief for b, e in zip(before, experts))
+        stack = BeliefStack(tuple(before)) if refined else None
         if len(self._before) >= MAX_STACKS:
             self._before.clear()
         self._before[experts] = stack

@@ -73,6 +73,16 @@ class Quality:
     level: float
     prior: LogitBelief | None = None  # a cold-start expert's belief before any outcome
 
+def belief_before_outcomes(q: Quality) -> Any:
+    """The belief ``q``'s expert had before any outcome: its prior where outcomes refined it
+    (a published belief with ``n_outcomes`` > 0), else the belief it routes on (a prior, a
+    claim no outcome has checked yet, or a trained expert). The promise rule's careful view
+    (router_core.promise.rule: evidence narrows the rule, never widens it)."""
+    refined = (q.prior is not None and q.belief is not q.prior
+               and getattr(q.belief, "n_outcomes", 0) > 0)  # fmt: skip
+    return q.prior if refined else q.belief
+
+
 BELIEFS_KEY = "promise_beliefs"  # router.config[...]: expert -> its refined belief's record
 
 
@@ -366,7 +376,7 @@ def claim_carried(settings: Settings, known: Mapping[str, Known],
             continue
         experts = list(by_expert)
         P, N = stack_estimates([qualities[e].belief for e in experts], Q_ref)
-        before = stack_estimates([qualities[e].prior or qualities[e].belief for e in experts],
+        before = stack_estimates([belief_before_outcomes(qualities[e]) for e in experts],
                                  Q_ref)  # the careful view, as serving decides
         cost = np.array([prices[by_expert[e]].cost(*TYPICAL_TOKENS) for e in experts])
         chosen = promise_choice(P, N, cost, experts.index(ref), promise.tolerance, promise.z,
