@@ -82,3 +82,40 @@ def test_the_reference_answers_beside_the_served_backend_and_refines_its_prior(
     assert live.config[BELIEFS_KEY][FRONTIER]["n_outcomes"] == 3
     again = build_pool(pool.settings, pool.prices, live)
     assert again.how_known(FRONTIER) == "prior from price only, refined by 3 outcomes"
+
+
+def test_when_the_reference_serves_a_partner_answers_beside_it(gw: Gateway,
+                                                               up: FakeUpstream) -> None:
+    """A sampled request the reference itself served buys a judged pair too: the route's next
+    partner answers and the judge compares the two answers, instead of grading the
+    reference's answer alone (no pair, nothing a certificate can use)."""
+    ctx = gw.app.state.ctx
+    key, _ = gw.tenant()
+    client = gw.client(key)
+    ids = []
+    for i in range(40):
+        raw = client.chat.completions.with_raw_response.create(
+            model="promised", messages=[{"role": "user", "content": f"Prove lemma {i}."}])
+        if raw.parse().model == FRONTIER:
+            ids.append(raw.headers["x-tollgate-request-id"])
+        if len(ids) == 2:
+            break
+    assert len(ids) == 2, "the route never served its reference"
+
+    def rows() -> list[dict]:
+        with gw.engine.connect() as conn:
+            got = conn.execute(sa.select(ldb.observations_t)
+                               .where(ldb.observations_t.c.request_id.in_(ids))).mappings()
+            return [dict(r) for r in got]
+
+    deadline = time.monotonic() + 60
+    while len({r["request_id"] for r in rows() if r["source"] == "paired"}) < 2 \
+            or ctx.learning._tasks:  # fmt: skip
+        assert time.monotonic() < deadline, "no pair was judged beside the reference"
+        time.sleep(0.1)
+    for rid in ids:
+        mine = [r for r in rows() if r["request_id"] == rid]
+        paired = [r for r in mine if r["source"] == "paired"]
+        assert len(paired) == 2 and FRONTIER in {r["model"] for r in paired}
+        assert {r["model"] for r in paired} - {FRONTIER}  # a cheaper partner beside it
+        assert not [r for r in mine if r["source"] == "judge"]  # never the reference alone
