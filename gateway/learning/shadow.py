@@ -4,8 +4,7 @@ Per route, with probability ε, a routed request is replayed in the background t
 ``candidates`` other backends of the route's pool (preferring models never observed on this
 prompt); every answer, the client's included, is scored by a judge and stored as an
 observation (source ``shadow``; the served answer's as ``judge``). The client's response has
-already been sent, so its latency does not change. On a promise route the unit is a pair
-against the reference, whoever served (``_beside_reference``, ``_reference_served_pair``).
+already been sent, so its latency does not change.
 
 Money: every shadow or judge call first books its worst-case cost (prompt tokens × input
 price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) before it is
@@ -169,7 +168,7 @@ class Explorer:
                          scope[len(exploration_ledger.REFERENCE):], min(actual, held), held)
 
     def _pick(self, pool: Pool, names: list[str], served: str, observed: set[str],
-              route: str | None = None, limit: int | None = None) -> list[str]:
+              route: str | None = None) -> list[str]:
         """The backends of ``names`` to shadow (those ``pool`` has: a request served before a
         swap may name others): the least known first (``judged_outcomes``), then those never
         observed on this prompt, ties at random. A backend known only by a prior (a price, a
@@ -179,18 +178,18 @@ class Explorer:
         route's partners beside its reference, whom its certificate would save most with
         (partners.py: else its trained backends, "known", were never judged, and never
         certified)."""
-        outcomes, n = judged_outcomes(pool), self.cfg.candidates if limit is None else limit
+        outcomes = judged_outcomes(pool)
         others = [b for b in names if b != served and b in pool.backends]
         self.rng.shuffle(others)
         others.sort(key=lambda b: (outcomes.get(pool.expert_of(b) or "", math.inf),
                                    pool.backends[b].router_model in observed))
         promise = pool.promises.get(route or "")
         if promise is None:
-            return others[:n]
+            return others[: self.cfg.candidates]
         picks = [b for b in others if outcomes.get(pool.expert_of(b) or "", math.inf)
-                 < MIN_OUTCOMES][:n]
+                 < MIN_OUTCOMES][: self.cfg.candidates]
         rest = [b for b in others if b not in picks and b != promise.reference]
-        while len(picks) < n and rest:
+        while len(picks) < self.cfg.candidates and rest:
             partner = self.partners.pick(pool, route or "", rest)
             if partner is None:
                 break
@@ -262,20 +261,18 @@ class Explorer:
             stored.append({"backend": backend, "quality": quality, "cost_usd": cost,
                            "source": source})
 
-        route = served.route or ""
-        if route in pool.promises:  # its pairs read once, off the loop (partners.py)
-            await anyio.to_thread.run_sync(self.partners.evidence, pool, route)
-        observed = await anyio.to_thread.run_sync(self._observed, key)
         paired = await self._beside_reference(pool, served, prompt, store)
-        if paired is None:
-            paired = await self._reference_served_pair(pool, served, prompt, store, observed)
         if self.judge_served and paired is None:
             q = await self._judge(pool, prompt, served.router_model, served.answer_text,
                                   served.route)
             if q is not None:
                 await store(served.backend, served.router_model, q,
                             float(served.cost_usd or 0.0), "judge")
+        observed = await anyio.to_thread.run_sync(self._observed, key)
         others = [b for b in served.pool if b != paired]
+        route = served.route or ""
+        if route in pool.promises:  # its pairs read once, off the loop (partners.py)
+            await anyio.to_thread.run_sync(self.partners.evidence, pool, route)
         for name in self._pick(pool, others, served.backend, observed, route):
             booked, text, actual = await self._shadow_call(pool, name, messages,
                                                            share=served.route)
@@ -304,49 +301,6 @@ class Explorer:
         self.partners.add(pool, route, key, sum(ref) / len(ref),
                           {b: sum(g) / len(g) for b, g in grades.items()})
 
-    async def _reference_served_pair(self, pool: Pool, served: Served, prompt: str,
-                                     store: Any, observed: set[str]) -> str | None:
-        """On a promise route whose reference served: its next partner (``_pick``) answers
-        too and the judge compares both answers, so the spend buys a pair. Judged alone the
-        reference's answer is none: the packaged live loop's 5000 requests bought 1118 such
-        judgements beside 88 shadows. The partner when booked, else None."""
-        promise = pool.promises.get(served.route or "")
-        if (promise is None or promise.reference != served.backend
-                or not isinstance(self.judge, LLMJudge)):
-            return None
-        route = served.route or ""
-        picks = self._pick(pool, [b for b in served.pool if b != served.backend],
-                           served.backend, observed, route, limit=1)  # the pair's partner
-        if not picks:
-            return None
-        name = picks[0]
-        booked, text, actual = await self._shadow_call(pool, name, served.messages, share=route)
-        if booked and text is not None:
-            await self._judge_pair(pool, prompt, store,
-                                   (name, pool.backends[name].router_model, text, actual),
-                                   served.answer_tuple(), share=route)  # fmt: skip
-        return name if booked else None
-
-    async def _judge_pair(self, pool: Pool, prompt: str, store: Any, first: tuple,
-                          second: tuple, *, route: str | None = None, share: str) -> None:
-        """The judge compares two answers (``compare``), its worst case booked first; both
-        grades stored (``paired``). ``first``, ``second``: (backend, model, answer, USD)."""
-        worst = await anyio.to_thread.run_sync(compare_worst_usd, self.judge, pool, prompt,
-                                               first[2], second[2])
-        start = await self._book(worst, route=route, share=share)
-        if start is None:
-            return
-        grades, cost = (None, None), 0.0
-        try:
-            *grades, cost = await compare(self.judge, pool, prompt, first[2], second[2])
-        except UpstreamFailure as e:
-            log.warning("paired judge call failed: %s", e)
-        finally:
-            await self._settle(start, worst, cost)
-        for (backend, router_model, _, usd), q in zip((first, second), grades, strict=True):
-            if q is not None:
-                await store(backend, router_model, q, usd, "paired")
-
     async def _beside_reference(self, pool: Pool, served: Served, prompt: str, store: Any
                                 ) -> str | None:
         """On a route with a promise whose answer did not come from its reference: the
@@ -364,11 +318,29 @@ class Explorer:
         # booked on the global budget and on the route's daily cap (reference_budget_usd)
         booked, text, actual = await self._shadow_call(pool, ref, served.messages, route=route,
                                                        share=route)
-        if booked and text is not None:
-            await self._judge_pair(pool, prompt, store, served.answer_tuple(),
-                                   (ref, pool.backends[ref].router_model, text, actual),
-                                   route=route, share=route)  # fmt: skip
-        return ref if booked else None
+        if not booked or text is None:
+            return ref if booked else None
+        worst = await anyio.to_thread.run_sync(compare_worst_usd, self.judge, pool, prompt,
+                                               served.answer_text, text)
+        start = await self._book(worst, route=route, share=route)
+        if start is None:
+            return ref
+        q_served = q_ref = None
+        cost = 0.0
+        try:
+            q_served, q_ref, cost = await compare(self.judge, pool, prompt, served.answer_text,
+                                                  text)
+        except UpstreamFailure as e:
+            log.warning("paired judge call failed: %s", e)
+        finally:
+            await self._settle(start, worst, cost)
+        ref_model = pool.backends[ref].router_model
+        if q_served is not None:
+            await store(served.backend, served.router_model, q_served,
+                        float(served.cost_usd or 0.0), "paired")
+        if q_ref is not None:
+            await store(ref, ref_model, q_ref, actual, "paired")
+        return ref
 
     async def _shadow_call(self, pool: Pool, name: str, messages: Any, route: str | None = None,
                            share: str | None = None) -> tuple[bool, str | None, float]:

@@ -27,7 +27,3 @@ class Served:
     # exploration never sends the prompt elsewhere (no reference, no judge outside it)
     allowed: frozenset[str] | None = None
 
-
-    def answer_tuple(self) -> tuple[str | None, str | None, str, float]:
-        """(backend, router model, answer, USD): the served answer, as a judged pair's side."""
-        return self.backend, self.router_model, self.answer_text, float(self.cost_usd or 0.0)
