@@ -315,9 +315,11 @@ def print_run(r: LearnRun, s: LearnSetup) -> None:
                   f"{w.se:>6.4f} {w.excess:>+8.4f} {w.saving:>7.3f} {w.explored_usd:>11.5f} "
                   f"{share:>6.3f} {'-' if err is None else f'{err:.3f}':>6}")
     share = r.explored_usd / r.charged_usd if r.charged_usd > 0 else NAN
+    caught = ("" if s.packaged else  # no wrong prior there: nothing to catch
+              f"; wrong prior caught after: {r.caught if r.caught is not None else 'never'} "
+              "requests")
     print(f"exploration {r.explored_usd:.4f} USD of the routes' {r.charged_usd:.4f} USD "
-          f"({share:.3%}); wrong prior caught after: "
-          f"{r.caught if r.caught is not None else 'never'} requests")
+          f"({share:.3%}){caught}")
 
 
 def summary(runs: list[LearnRun]) -> dict[str, str]:

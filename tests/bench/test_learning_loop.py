@@ -10,7 +10,15 @@ import urllib.request
 
 import pytest
 
-from bench.routing.learning_loop import LearnRun, RouteWindow, _caught, _explored, summary
+from bench.routing.learning_loop import (
+    LearnRun,
+    LearnSetup,
+    RouteWindow,
+    _caught,
+    _explored,
+    print_run,
+    summary,
+)
 
 
 def _w(route: str, drop: float, se: float = 0.0, saving: float = 0.0, n: int = 250,
@@ -56,6 +64,15 @@ def test_the_last_line_over_seeds() -> None:
     assert out["balanced_learned_saving"] == "0.1000"
     assert out["exploration_share"] == "0.0150"  # (0.01 + 0.02) per window of 2 USD charged
     assert (out["caught_after_median"], out["caught_after_worst"]) == ("1000", "never")
+
+
+def test_a_packaged_run_says_nothing_of_a_wrong_prior(capsys: pytest.CaptureFixture) -> None:
+    r = _run(0, [(0.0, 0.0)], [None])
+    r.facts.update(alias={}, held=(), known_first={}, wrong="w", strongest="s", judge="j")
+    print_run(r, LearnSetup(window=500, packaged=True))
+    assert "caught" not in capsys.readouterr().out.splitlines()[-1]
+    print_run(r, LearnSetup(window=500))
+    assert capsys.readouterr().out.splitlines()[-1].endswith("caught after: never requests")
 
 
 def test_the_exploration_spend_is_read_per_route_from_metrics() -> None:
