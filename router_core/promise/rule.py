@@ -71,7 +71,14 @@ def promise_choice(
         before: (P₀, N₀) before any outcome, when the beliefs were refined (careful).
     """
     P = np.atleast_2d(np.asarray(P, dtype=float))
-    ok = drop_bounds(P, N, ref, z, before) <= max_drop
+    return cheapest_within(drop_bounds(P, N, ref, z, before), P, cost, max_drop)
+
+
+def cheapest_within(D: np.ndarray, P: np.ndarray, cost: np.ndarray, max_drop: float
+                    ) -> np.ndarray:  # fmt: skip
+    """(n,) h* from the drop bounds ``D`` (n, m): the cheapest backend with D_h ≤ τ, ties to
+    the higher p̂ (the reference's D is 0, so there is always one)."""
+    ok = D <= max_drop
     c = np.broadcast_to(np.asarray(cost, dtype=float), P.shape)
     key = np.where(ok, c, np.inf)
     cheapest = ok & (key == key.min(axis=1, keepdims=True))
@@ -100,9 +107,10 @@ def explain(
     cost = np.asarray(cost, dtype=float).reshape(-1)
     if before is not None:
         before = tuple(np.asarray(a, dtype=float).reshape(1, -1) for a in before)
-    D = drop_bounds(p, n, ref, z, before)[0]
+    D = drop_bounds(p, n, ref, z, before)
     sd = beta_sd(p, n)[0]
-    choice = int(promise_choice(p, n, cost, ref, tol, z, before)[0])
+    choice = int(cheapest_within(D, p, cost, tol)[0])
+    D = D[0]
     zf = z if np.isfinite(z) else None
     cands = [
         {
