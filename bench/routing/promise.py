@@ -31,7 +31,9 @@ read); the prior-based rule's saving per region, from prices on validation promp
 the options, charged the promise. The prior-based rule's priors are refined by the same
 verdicts as the gateway refines them (gateway.learning.refine_priors.belief_from_verdicts:
 a refit only where held-out verdicts confirm it, else the level corrected; the bench used to
-refit unconditionally, which the gateway never does). At n = 0 nothing is certified: today's rule exactly.
+refit unconditionally, which the gateway never does), and the rule is the careful one (τ
+narrowed, never widened; a backend within τ only where its view before outcomes agrees). At
+n = 0 nothing is certified: today's rule exactly.
 Whom to judge: ``Evidence.partner``, Thompson sampling whose per-region posteriors lean on the
 candidate's rates over every region (a candidate worse everywhere is dropped early).
 
@@ -452,13 +454,15 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
         z = choose_confidence([g for n in counts for g in groups[n]],
                               [stage_cases[n][2] for n in counts], drop)
         z_known = choose_confidence(groups[KNOWN], [stage_cases[KNOWN][2]], drop)
-        cold_val = stage_cases[counts[0]][2] if counts[0] == 0 else top.case(top.priors, va)
+        cold_val = top.case(top.priors, va)  # the beliefs before any outcome
+        # τ as the gateway narrows it (gateway.pool.promise.learned_tolerance): refined
+        # beliefs may narrow the cold-start τ, never widen it
+        tau0 = {zz: tolerance_for(cold_val.P, cold_val.N, cold_val.cost, cold_val.ref, drop, zz)
+                for zz in {z, z_known}}  # fmt: skip
         for n, (ev, jd, own, test) in stage_cases.items():
             zn = z_known if n == KNOWN else z
-            # τ as the gateway narrows it (gateway.pool.promise.learned_tolerance): refined
-            # beliefs may narrow the cold-start τ, never widen it
-            tau0 = tolerance_for(cold_val.P, cold_val.N, cold_val.cost, cold_val.ref, drop, zn)
-            tau = max(drop, min(tau0, tolerance_for(own.P, own.N, own.cost, own.ref, drop, zn)))
+            tau = max(drop, min(tau0[zn], tolerance_for(own.P, own.N, own.cost, own.ref, drop,
+                                                        zn)))  # fmt: skip
             # the prior-based rule as the gateway serves it: evidence narrows it (careful)
             fb_val = promise_choice(own.P, own.N, own.cost, own.ref, tau, zn,
                                     before=(cold_val.P, cold_val.N))  # fmt: skip

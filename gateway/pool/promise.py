@@ -73,7 +73,8 @@ class Quality:
     level: float
     prior: LogitBelief | None = None  # a cold-start expert's belief before any outcome
 
-def belief_before_outcomes(q: Quality) -> Any:
+
+def belief_before_outcomes(q: Quality) -> TrainedBelief | LogitBelief:
     """The belief ``q``'s expert had before any outcome: its prior where outcomes refined it
     (a published belief with ``n_outcomes`` > 0), else the belief it routes on (a prior, a
     claim no outcome has checked yet, or a trained expert). The promise rule's careful view

@@ -75,8 +75,8 @@ greedy order saves 30-60% more at the same error (tests/router_core/promise).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import pairwise
 
 import numpy as np
