@@ -199,17 +199,6 @@ def region_paths(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, 
     return start, paths
 
 
-def policy_path(d_order: np.ndarray, saving: np.ndarray, eligible: np.ndarray, ref: int,
-                promise: float, prior_saving: np.ndarray | None) -> tuple[list, list]:
-    """(start, steps): the regions' paths merged by their hulls' slopes alone, as if the
-    route's bound added the regions' drops (``ordered_path`` orders by the bound itself)."""
-    start, paths = region_paths(d_order, saving, eligible, ref, promise, prior_saving)
-    steps = [(g, slope, tie, k, state) for g, path in enumerate(paths)
-             for k, (slope, tie, state) in enumerate(path)]  # fmt: skip
-    steps.sort(key=lambda e: (-e[1], -e[2]))  # stable: a region's steps keep their order
-    return start, [(g, state) for g, _, _, _, state in steps]
-
-
 def ordered_path(start: list, paths: list[list], step_cost: Callable[[list], tuple]
                  ) -> list[tuple[int, object]]:  # fmt: skip
     """The family's steps, greedily: each region moves along its own path, and next is the
@@ -302,7 +291,7 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
 
     # the order: the test's own bound predicted from the ordering part (its means and
     # moments, the test part's counts), pessimistic by κ standard errors of its estimate
-    M_o = nu_o[:, :, tmin]
+    mu_o, M_o = order.mean(), nu_o[:, :, tmin]
     memo: dict = {}
 
     def predicted(states: list) -> tuple[float, float]:
@@ -310,8 +299,7 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
         for g, st in enumerate(states):
             key = (g, st if isinstance(st, str) else tuple(sorted(st.items())))
             if key not in memo:
-                memo[key] = (terms(g, st, order.mean(), M_o, n_t),
-                             terms(g, st, order.mean(), M_o, n_ord)[1])
+                memo[key] = (terms(g, st, mu_o, M_o, n_t), terms(g, st, mu_o, M_o, n_ord)[1])
             rows.append(memo[key])
         parts = np.array([r[0] for r in rows])
         se = ORDER_PENALTY * float(np.sqrt(sum(r[1] for r in rows)))

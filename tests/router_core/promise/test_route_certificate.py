@@ -6,7 +6,7 @@ it saves most, and nothing moves without evidence."""
 import numpy as np
 
 from router_core.promise.certify import ALPHA, Evidence, Judge, certify, measure_judge
-from router_core.promise.route_certificate import PRIOR, REFERENCE, hull, policy_path
+from router_core.promise.route_certificate import PRIOR, REFERENCE, hull, region_paths
 
 # a route of four regions (traffic shares W), the reference (0) and two cheaper candidates;
 # P[g, h]: each backend's chance to be right in region g (the candidate shares the
@@ -131,10 +131,11 @@ def test_the_family_starts_at_the_reference_and_frees_better_items_first() -> No
     d = np.array([[[0.0], [-0.02], [0.05]]])  # one region: candidate 1 better, 2 worse
     s = np.array([[[0.0], [0.3], [0.9]]])
     ok = np.array([[[False], [True], [True]]])
-    start, steps = policy_path(d, s, ok, 0, 0.03, np.array([0.1]))
+    start, paths = region_paths(d, s, ok, 0, 0.03, np.array([0.1]))
+    steps = [state for _, _, state in paths[0]]
     assert start == [REFERENCE]
-    assert steps[0] == (0, {(1, 0): 0.01}) and steps[12] == (0, {(1, 0): 1.0})
-    assert any(state == PRIOR for _, state in steps) or steps[-1][1] == {(2, 0): 1.0}
+    assert steps[0] == {(1, 0): 0.01} and steps[12] == {(1, 0): 1.0}
+    assert any(state == PRIOR for state in steps) or steps[-1] == {(2, 0): 1.0}
     assert ALPHA == 0.05
 
 
