@@ -75,6 +75,7 @@ $TOLLGATE_CACHE_DIR/promise.
 
     python -m bench.routing.promise                       # RouterBench, MMLU-Pro, LLMRouter
     python -m bench.routing.promise --dataset table.csv --seeds 0 --hold-out 1
+    python -m bench.routing.promise --datasets llmrouter --refined-rule  # the rule careful replaced
     python -m bench.routing.promise --datasets llmrouter --save l.pkl   # in parallel, then
     python -m bench.routing.promise --merge r.pkl m.pkl l.pkl          # one report, one line
 
@@ -383,9 +384,10 @@ def explore(level, region, traffic, promise: float, savings: np.ndarray,
 
 
 def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
-        shares=SLICES) -> dict:
+        shares=SLICES, careful: bool = True) -> dict:
     """{stage: {route: (drop, saving, z, τ)}} on one dataset and seed (module docstring);
-    stages: the judged counts, KNOWN and CEILING."""
+    stages: the judged counts, KNOWN and CEILING. ``careful`` False: the prior-based rule on
+    the refined beliefs alone, τ re-measured on them (what the careful rule replaced)."""
     rows = split_rows(table, table.models)
     agg_arr = np.nanmean(table.quality[rows["train"]], axis=0)
     agg = dict(zip(table.models, agg_arr))
@@ -461,13 +463,13 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
                 for zz in {z, z_known}}  # fmt: skip
         for n, (ev, jd, own, test) in stage_cases.items():
             zn = z_known if n == KNOWN else z
-            tau = max(drop, min(tau0[zn], tolerance_for(own.P, own.N, own.cost, own.ref, drop,
-                                                        zn)))  # fmt: skip
-            # the prior-based rule as the gateway serves it: evidence narrows it (careful)
-            fb_val = promise_choice(own.P, own.N, own.cost, own.ref, tau, zn,
-                                    before=(cold_val.P, cold_val.N))  # fmt: skip
-            fb_test = promise_choice(test.P, test.N, test.cost, test.ref, tau, zn,
-                                     before=(test0.P, test0.N))  # fmt: skip
+            tau = tolerance_for(own.P, own.N, own.cost, own.ref, drop, zn)
+            before_val = before_test = None
+            if careful:  # the prior-based rule as the gateway serves it: evidence narrows it
+                tau = max(drop, min(tau0[zn], tau))
+                before_val, before_test = (cold_val.P, cold_val.N), (test0.P, test0.N)
+            fb_val = promise_choice(own.P, own.N, own.cost, own.ref, tau, zn, before_val)
+            fb_test = promise_choice(test.P, test.N, test.cost, test.ref, tau, zn, before_test)
             # the prior rule's saving per region, from prices alone, on validation prompts
             fb_saving = np.zeros(G)
             for g in range(G):
@@ -564,6 +566,8 @@ def main(argv=None, encoder=None) -> None:
     ap.add_argument("--hold-out", type=int, default=2)
     ap.add_argument("--quick", action="store_true", help=f"one seed, at most {QUICK_ROWS} prompts, 30 epochs: a smoke test")
     ap.add_argument("--encoder", default=DEFAULT_KIND)
+    ap.add_argument("--refined-rule", action="store_true",
+                    help="the prior-based rule on refined beliefs alone (evidence may widen it)")
     ap.add_argument("--slices", type=float, nargs="+", default=list(SLICES),
                     help="shares of a region's prompts certified as slices (1: the region)")
     ap.add_argument("--save", type=Path, help="also write the per-seed results (pickle)")
@@ -596,7 +600,8 @@ def main(argv=None, encoder=None) -> None:
             cfg_t = replace(cfg, n_probes=min(cfg.n_probes, max(8, n_train // 4)))
             X = encoder.encode(list(map(str, table.prompts)))
             per_seed.append(run(table, X, seed, args.hold_out, cfg_t, encoder,
-                                shares=tuple(sorted(args.slices))))
+                                shares=tuple(sorted(args.slices)),
+                                careful=not args.refined_rule))  # fmt: skip
             print(f"{name} seed {seed}: done", flush=True)
     if args.save:
         args.save.write_bytes(pickle.dumps(results))
