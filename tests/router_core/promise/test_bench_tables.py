@@ -90,3 +90,20 @@ def test_judged_stream_follows_the_served_mix_of_regions() -> None:
     only_missing = judged_stream(region, train, np.array([0.0, 0.0, 1.0]), 200,
                                  np.random.default_rng(1))  # fmt: skip
     assert set(only_missing) <= set(train.tolist()) and len(only_missing) == 200
+
+
+def test_the_refined_rule_runs_and_agrees_at_cold_start(tmp_path, monkeypatch,
+                                                        capsys) -> None:
+    """``--refined-rule`` (the rule careful replaced) runs on the same table and prints its
+    last line; before any outcome nothing is refined, so both rules decide alike."""
+    monkeypatch.setenv("TOLLGATE_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "many.csv"
+    long_table(path, models=12)
+    main(["--quick", "--dataset", str(path), "--hold-out", "2"], encoder=HashEncoder())
+    careful, _ = _last(capsys)
+    main(["--quick", "--dataset", str(path), "--hold-out", "2", "--refined-rule"],
+         encoder=HashEncoder())  # fmt: skip
+    refined, _ = _last(capsys)
+    assert careful["auto_saving"] == refined["auto_saving"]  # n = 0: nothing refined yet
+    assert careful["cheap_saving"] == refined["cheap_saving"]
+    assert all(np.isfinite(v) for v in refined.values())
