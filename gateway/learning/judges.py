@@ -182,6 +182,16 @@ def compare_worst_usd(judge: LLMJudge, pool: Pool, prompt: str, a: str, b: str) 
     return 2 * price.cost(n, 2 * judge.max_tokens)
 
 
+def compare_unseen_worst_usd(judge: LLMJudge, pool: Pool, prompt: str, a: str,
+                             max_tokens: int) -> float:
+    """The worst case of ``compare`` of ``a`` with an answer not given yet, at most
+    ``max_tokens`` long (a shadow call's cap): ``compare_worst_usd`` with an empty second
+    answer, plus that answer's tokens read twice."""
+    _, price = judge.on(pool)
+    return (compare_worst_usd(judge, pool, prompt, a, "")
+            + 2 * price.cost(max_tokens + 1, 0))
+
+
 def parse_pair(text: str) -> tuple[float | None, float | None]:
     """'Score 1: 7 / Score 2: 4' → (0.7, 0.4); a score not found is None."""
     found = {int(k): float(v) for k, v in re.findall(

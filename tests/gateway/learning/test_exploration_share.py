@@ -31,7 +31,7 @@ from tests.gateway.learning.conftest import FRONTIER, frontier_upstream, learnin
 SHARE = 0.5
 REPLY = "Score: 8\nScore 1: 7\nScore 2: 9"  # the frontier's one reply (judge and answer)
 REPLY_WORDS = len(REPLY.split())
-REQUESTS = 40
+REQUESTS = 100  # a pair the frontier judges needs a few dozen requests' share
 
 
 @pytest.fixture(scope="module")

@@ -99,22 +99,29 @@ def _promised(tmp_path, outcomes: dict[str, int]):
 
 
 def test_on_a_promise_route_priors_first_then_the_partner_its_pairs_favour(tmp_path) -> None:
-    """Past MIN_OUTCOMES a backend has left its prior; a promise route's shadow call then
+    """Past JUDGED_FIRST verdicts (MIN_OUTCOMES outcomes' worth through an 80% judge) a
+    backend is known enough; a promise route's shadow call then
     goes to the partner its certificate would save most with (gateway/learning/partners.py),
     a trained backend included: before, trained backends counted as known and were never
     judged beside the reference, so none could be certified (bench/routing/learning_loop.py:
     only the two backends on priors ever had a pair)."""
     from gateway.learning.refine_priors import MIN_OUTCOMES
+    from gateway.learning.shadow import JUDGED_FIRST
 
-    pool, engine = _promised(tmp_path, {NEW[0]: 5, NEW[1]: MIN_OUTCOMES})
+    pool, engine = _promised(tmp_path, {NEW[0]: 5, NEW[1]: JUDGED_FIRST})
     names = list(pool.backends)
     ex = Explorer(engine, PoolHolder(pool), ExplorationSettings(enabled=True, candidates=1),
                   judge=None, rng=random.Random(0))  # type: ignore[arg-type]
     assert ex.partners.evidence(pool, "auto") is not None  # read from the (empty) database
     # a backend still on its prior goes first, as on any route
     assert ex._pick(pool, names, "fake-strong", set(), "auto") == [NEW[0]]
+    # and still at MIN_OUTCOMES verdicts: through an 80% judge they are worth 36 outcomes
+    (tmp_path / "mid").mkdir()
+    mid, _ = _promised(tmp_path / "mid", {NEW[0]: MIN_OUTCOMES, NEW[1]: JUDGED_FIRST})
+    ex.partners.evidence(mid, "auto")
+    assert ex._pick(mid, names, "fake-strong", set(), "auto") == [NEW[0]]
     (tmp_path / "later").mkdir()
-    later, _ = _promised(tmp_path / "later", {NEW[0]: MIN_OUTCOMES, NEW[1]: MIN_OUTCOMES})
+    later, _ = _promised(tmp_path / "later", {NEW[0]: JUDGED_FIRST, NEW[1]: JUDGED_FIRST})
     ex.partners.evidence(later, "auto")
     # judged pairs: fake-cheap grades as the reference, everyone else far below it
     for i in range(300):
