@@ -83,3 +83,23 @@ def test_the_reference_served_request_is_judged_as_a_pair_within_the_share(
             ldb.ledger_t.c.scope == xl.share_scope("promised"))).mappings().first()
     assert share is not None and share["reserved_nusd"] == 0
     assert 0 < share["spent_nusd"] <= share["budget_nusd"]
+
+
+def test_the_pair_booked_before_the_partner_answers_covers_its_comparison(gw: Gateway) -> None:
+    """What ``_with_reference`` books before the partner's answer exists bounds the comparison
+    booked once it does, for any answer up to the shadow cap (``max_tokens``)."""
+    from gateway.learning.judges import compare_unseen_worst_usd, compare_worst_usd
+    from gateway.prompt_tokens import count_prompt_tokens
+
+    pool = gw.app.state.ctx.pool.current
+    judge = gw.app.state.ctx.learning.explorer.judge
+    cap = 64
+    backend = pool.backends[JUDGE]
+    ahead = compare_unseen_worst_usd(judge, pool, "Explain topic 3.", "frontier answer", cap)
+    for words in (0, 1, 10, 40, 200):
+        answer = " ".join(["word", "ünïcode", "1234", "x"] * words)
+        # what the shadow call could return: its answer cut at cap tokens
+        while count_prompt_tokens(backend, [{"role": "user", "content": answer}]) > cap:
+            answer = answer[: int(len(answer) * 0.9)]
+        booked = compare_worst_usd(judge, pool, "Explain topic 3.", "frontier answer", answer)
+        assert 0 < booked <= ahead
