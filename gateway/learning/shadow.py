@@ -3,8 +3,12 @@
 Per route, with probability ε, a routed request is replayed in the background to
 ``candidates`` other backends of the route's pool (preferring models never observed on this
 prompt); every answer, the client's included, is scored by a judge and stored as an
-observation (source ``shadow``; the served answer's as ``judge``). The client's response has
-already been sent, so its latency does not change.
+observation (source ``shadow``; the served answer's as ``judge``). On a route with a promise,
+every explored request is a judged pair with its reference: the reference answers beside a
+cheaper served backend (``_beside_reference``), or, when the reference served, the first of
+those backends answers beside it (``_with_reference``); the judge compares both answers
+(source ``paired``). The client's response has already been sent, so its latency does not
+change.
 
 Money: every shadow or judge call first books its worst-case cost (prompt tokens × input
 price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) before it is
@@ -287,8 +291,8 @@ class Explorer:
         if paired is None and picks and self._reference_served(pool, served):
             paired, picks = picks[0], picks[1:]
             if not await self._with_reference(pool, served, prompt, paired, store):
-                log.info("request %s not explored: its pair does not fit route %s's share",
-                         served.request_id, route)
+                log.info("request %s not explored: its judged pair does not fit route %s's "
+                         "exploration bounds", served.request_id, route)
                 return stored
         elif self.judge_served and paired is None:
             q = await self._judge(pool, prompt, served.router_model, served.answer_text,
