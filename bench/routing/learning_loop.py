@@ -118,6 +118,7 @@ def run(s: LearnSetup) -> LearnRun:
     from bench.routing.live_gateway import (
         admin_key,
         candidate_p,
+        explanation,
         local_config,
         reference_of,
         tenant_key,
@@ -260,22 +261,6 @@ def packaged_aliases(by_grade: list[str]) -> dict[str, str]:
     prices = resolve_prices(load_settings(DEFAULT_CONFIG_PATH), strict=False)
     dear = sorted(prices, key=lambda b: -prices[b].cost(*TYPICAL_TOKENS))
     return dict(zip(dear, by_grade, strict=False))
-
-
-def explanation(http, request_id: str, tries: int = 30) -> dict:
-    """GET /v1/routing/{id}, as a client should: a 429 (a key has at most
-    ``WAITS_PER_KEY`` lookups in flight, gateway/review/explain.py) is retried after its
-    ``retry-after``."""
-    import time
-
-    for _ in range(tries):
-        doc = http.get(f"/v1/routing/{request_id}")
-        if doc.status_code != 429:
-            doc.raise_for_status()
-            return doc.json()
-        time.sleep(float(doc.headers.get("retry-after") or 1.0))
-    doc.raise_for_status()
-    return doc.json()
 
 
 def _window(route: str, rows: list, explored: float, max_drop: float) -> RouteWindow:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import secrets
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,6 +131,20 @@ def _reference_record(node: Any) -> Mapping[str, Any] | None:
         if found is not None:
             return found
     return None
+
+
+def explanation(http: httpx.Client, request_id: str, tries: int = 30) -> dict:
+    """GET /v1/routing/{id}, as a client should: a 429 (a key has at most
+    ``WAITS_PER_KEY`` lookups in flight, gateway/review/explain.py) is retried after its
+    ``retry-after``."""
+    for _ in range(tries):
+        doc = http.get(f"/v1/routing/{request_id}")
+        if doc.status_code != 429:
+            doc.raise_for_status()
+            return doc.json()
+        time.sleep(float(doc.headers.get("retry-after") or 1.0))
+    doc.raise_for_status()
+    return doc.json()
 
 
 def candidate_p(expl: Mapping[str, Any], backend: str) -> float | None:

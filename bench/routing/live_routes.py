@@ -31,6 +31,7 @@ import numpy as np
 from bench.routing.live_gateway import (
     admin_key,
     candidate_p,
+    explanation,
     local_config,
     reference_of,
     strongest_candidate,
@@ -101,9 +102,7 @@ def _one(client, http: httpx.Client, prices, fig: RouteFigures, prompt: str) -> 
         model=fig.route, messages=[{"role": "user", "content": prompt}], max_tokens=64)
     rid = raw.headers["x-tollgate-request-id"]
     usage = raw.parse().usage
-    r = http.get(f"/v1/routing/{rid}")
-    r.raise_for_status()
-    expl = r.json()
+    expl = explanation(http, rid)
     chosen = expl["answered_by"] or expl["decision"]["winner"]
     ref = reference_of(expl) or strongest_candidate(expl)
     fig.requests += 1

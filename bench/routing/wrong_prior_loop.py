@@ -36,7 +36,13 @@ from typing import Any
 import httpx
 import numpy as np
 
-from bench.routing.live_gateway import admin_key, candidate_p, tenant_key, tollgate_serve
+from bench.routing.live_gateway import (
+    admin_key,
+    candidate_p,
+    explanation,
+    tenant_key,
+    tollgate_serve,
+)
 from bench.routing.loop_windows import NOISE_SE, Served, Window, caught_after, windows
 
 ROUTE = "auto-cheap"
@@ -169,9 +175,7 @@ def run_loop(s: LoopSetup) -> tuple[list[Window], int | None, dict]:
                 prompt = str(table.prompts[i])
                 raw = client.chat.completions.with_raw_response.create(
                     model=ROUTE, messages=[{"role": "user", "content": prompt}])
-                expl = http.get(f"/v1/routing/{raw.headers['x-tollgate-request-id']}")
-                expl.raise_for_status()
-                doc = expl.json()
+                doc = explanation(http, raw.headers["x-tollgate-request-id"])
                 served = doc["answered_by"]
                 return Served(served, float(q_all[i, col[served]]),
                               float(q_all[i, col[strongest]]),
