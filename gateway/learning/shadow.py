@@ -17,7 +17,8 @@ by default) of what the route's requests were charged (exploration_ledger.share_
 (2) the global budget in USD per period, when ``budget_usd`` is set; (3) on a route with a
 promise, for the reference's answer and the judge's comparison of both answers
 (``Explorer._beside_reference``), the route's cap per UTC day (``reference_budget_usd``),
-when set. A call that does not fit one of them is skipped and what it booked released, so no
+when set (not when the reference served: its answer there is the client's, and the pair,
+``Explorer._with_reference``, is booked whole on the share first). A call that does not fit one of them is skipped and what it booked released, so no
 bound is exceeded, whatever the concurrency or number of replicas; each is settled at the
 call's actual cost. On by default (gateway/config/exploration.py).
 
@@ -193,11 +194,10 @@ class Explorer:
         observed on this prompt, ties at random. A backend known only by a prior (a price, a
         published figure, a vendor's claim) is what routing can be wrong about, and it learns
         only here once the rule stops sending it traffic. On a promise ``route``, that holds
-        until a backend has ``JUDGED_FIRST`` verdicts (below); the rest are the
-        route's partners beside its reference, whom its certificate would save most with
-        (partners.py: else its trained backends, "known", were never judged, and never
-        certified). A prior is judged first until its verdicts are worth ``MIN_OUTCOMES``
-        clean outcomes (``JUDGED_FIRST``)."""
+        until a backend has ``JUDGED_FIRST`` verdicts (worth ``MIN_OUTCOMES`` outcomes through
+        the judge); the rest are the route's partners beside its reference, whom its
+        certificate would save most with (partners.py: else its trained backends, "known",
+        were never judged, and never certified)."""
         outcomes = judged_outcomes(pool)
         others = [b for b in names if b != served and b in pool.backends]
         self.rng.shuffle(others)
