@@ -4,23 +4,23 @@ Per route, with probability ε, a routed request is replayed in the background t
 ``candidates`` other backends of the route's pool (preferring models never observed on this
 prompt); every answer, the client's included, is scored by a judge and stored as an
 observation (source ``shadow``; the served answer's as ``judge``). On a route with a promise,
-every explored request is a judged pair with its reference: the reference answers beside a
-cheaper served backend (``_beside_reference``), or, when the reference served, the first of
-those backends answers beside it (``_with_reference``); the judge compares both answers
-(source ``paired``). The client's response has already been sent, so its latency does not
-change.
+every explored request is a judged pair with its reference, or is not explored: the reference
+answers beside a cheaper served backend (``_reference_beside``), or, when the reference
+served, the first of those backends answers beside it; the judge compares both answers
+(``_pair``, source ``paired``). The client's response has already been sent, so its latency
+does not change.
 
 Money: every shadow or judge call first books its worst-case cost (prompt tokens × input
 price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) before it is
 made, with one conditional UPDATE each, on (1) the route's share allowance, ``max_share`` (5%
-by default) of what the route's requests were charged (exploration_ledger.share_scope);
+by default) of what the route's requests were charged (exploration_ledger.share_scope; a
+judged pair books its whole worst case there before its first call, ``Explorer._pair``);
 (2) the global budget in USD per period, when ``budget_usd`` is set; (3) on a route with a
-promise, for the reference's answer and the judge's comparison of both answers
-(``Explorer._beside_reference``), the route's cap per UTC day (``reference_budget_usd``),
-when set (not when the reference served: its answer there is the client's, and the pair,
-``Explorer._with_reference``, is booked whole on the share first). A call that does not fit one of them is skipped and what it booked released, so no
-bound is exceeded, whatever the concurrency or number of replicas; each is settled at the
-call's actual cost. On by default (gateway/config/exploration.py).
+promise, for the reference's answer beside a cheaper served one and the judge's comparison of
+both answers, the route's cap per UTC day (``reference_budget_usd``), when set. A call that
+does not fit one of them is skipped and what it booked released, so no bound is exceeded,
+whatever the concurrency or number of replicas; each is settled at the call's actual cost.
+On by default (gateway/config/exploration.py).
 
 Config (``retraining.exploration`` in config.yaml)::
 
@@ -281,19 +281,20 @@ class Explorer:
             stored.append({"backend": backend, "quality": quality, "cost_usd": cost,
                            "source": source})
 
-        paired = await self._beside_reference(pool, served, prompt, store)
+        route = served.route or ""
+        paired = self._reference_beside(pool, served)
+        if paired is not None and not await self._pair(pool, served, prompt, paired, store,
+                                                       capped=True):
+            return self._not_paired(served)
         observed = await anyio.to_thread.run_sync(self._observed, key)
         others = [b for b in served.pool if b != paired]
-        route = served.route or ""
         if route in pool.promises:  # its pairs read once, off the loop (partners.py)
             await anyio.to_thread.run_sync(self.partners.evidence, pool, route)
         picks = self._pick(pool, others, served.backend, observed, route)
         if paired is None and picks and self._reference_served(pool, served):
             paired, picks = picks[0], picks[1:]
-            if not await self._with_reference(pool, served, prompt, paired, store):
-                log.info("request %s not explored: its judged pair does not fit route %s's "
-                         "exploration bounds", served.request_id, route)
-                return stored
+            if not await self._pair(pool, served, prompt, paired, store):
+                return self._not_paired(served)
         elif self.judge_served and paired is None:
             q = await self._judge(pool, prompt, served.router_model, served.answer_text,
                                   served.route)
@@ -328,75 +329,60 @@ class Explorer:
         self.partners.add(pool, route, key, sum(ref) / len(ref),
                           {b: sum(g) / len(g) for b, g in grades.items()})
 
-    async def _beside_reference(self, pool: Pool, served: Served, prompt: str, store: Any
-                                ) -> str | None:
-        """On a route with a promise whose answer did not come from its reference: the
-        reference answers too and the judge compares the two answers, both orders averaged
-        (``compare``); both grades are stored (source ``paired``), the outcomes that refine
-        the priors of the frontier (gateway/learning/refine_priors.py). Returns the
-        reference when it was asked, else None (no promise, no LLM judge, or it served)."""
+    def _reference_beside(self, pool: Pool, served: Served) -> str | None:
+        """The reference to answer beside ``served`` (``_pair``, on its daily cap too): on a
+        route with a promise whose answer did not come from its reference, with an LLM judge
+        and a tenant whose policy allows the reference; else None. Its grades refine the
+        priors of the frontier (gateway/learning/refine_priors.py)."""
         promise = pool.promises.get(served.route or "")
         ref = promise.reference if promise is not None else None
         if ref is None or ref == served.backend or not isinstance(self.judge, LLMJudge):
             return None
         if served.allowed is not None and ref not in served.allowed:
             return None  # the tenant's policy keeps its prompts from the reference
-        route = served.route or ""  # the reference's answer and the judge's comparisons are
-        # booked on the global budget and on the route's daily cap (reference_budget_usd)
-        booked, text, actual = await self._shadow_call(pool, ref, served.messages, route=route,
-                                                       share=route)
-        if not booked or text is None:
-            return ref if booked else None
-        worst = await anyio.to_thread.run_sync(compare_worst_usd, self.judge, pool, prompt,
-                                               served.answer_text, text)
-        start = await self._book(worst, route=route, share=route)
-        if start is None:
-            return ref
-        q_served = q_ref = None
-        cost = 0.0
-        try:
-            q_served, q_ref, cost = await compare(self.judge, pool, prompt, served.answer_text,
-                                                  text)
-        except UpstreamFailure as e:
-            log.warning("paired judge call failed: %s", e)
-        finally:
-            await self._settle(start, worst, cost)
-        ref_model = pool.backends[ref].router_model
-        if q_served is not None:
-            await store(served.backend, served.router_model, q_served,
-                        float(served.cost_usd or 0.0), "paired")
-        if q_ref is not None:
-            await store(ref, ref_model, q_ref, actual, "paired")
         return ref
+
+    @staticmethod
+    def _not_paired(served: Served) -> list[dict]:
+        """A promise route's request whose judged pair some bound refused: not explored at
+        all (one grade alone pairs with nothing; the share keeps what it would have spent)."""
+        log.info("request %s not explored: its judged pair does not fit route %s's exploration "
+                 "bounds", served.request_id, served.route)
+        return []
 
     def _reference_served(self, pool: Pool, served: Served) -> bool:
         """Whether ``served`` is a promise route's request its reference answered, with an
-        LLM judge to compare answers (``_with_reference``)."""
+        LLM judge to compare answers (``_pair``)."""
         promise = pool.promises.get(served.route or "")
         return (promise is not None and served.backend == promise.reference
                 and isinstance(self.judge, LLMJudge))
 
-    async def _with_reference(self, pool: Pool, served: Served, prompt: str, partner: str,
-                              store: Any) -> bool:
-        """On a promise route its reference served: ``partner`` answers too and the judge
-        compares the two answers (``compare``, as ``_beside_reference`` does the other way
-        round); both grades are stored (source ``paired``), one judged pair for the route's
-        certificate (certify_routes.judged_pairs). The pair is worth its three calls
-        together: the reference's grade alone pairs with nothing, so the whole pair's worst
-        case is booked on the route's share before any call (else the share, refilled a little
-        per request, is spent judging the reference alone and the partner's call no longer
-        fits: on the packaged config, 1118 lone judgements beside 88 pairs in 5000 requests).
-        False, nothing spent, when it does not fit."""
+    async def _pair(self, pool: Pool, served: Served, prompt: str, other: str, store: Any,
+                    capped: bool = False) -> bool:
+        """One judged pair on a promise route: ``other`` answers the served request too and
+        the judge compares the two answers, both orders averaged (``compare``); both grades
+        are stored (source ``paired``), a pair for the route's certificate
+        (certify_routes.judged_pairs). ``other`` is the reference beside a cheaper served
+        backend (``capped``: booked on the route's reference cap too), or a partner beside the
+        reference that served.
+
+        A pair is worth its calls together: one grade alone pairs with nothing, so the pair's
+        whole worst case is booked on the route's share before any call (else the share,
+        refilled a little per request, went to the first call and the rest no longer fitted:
+        on the packaged config, 1118 lone judgements of the reference beside 88 pairs in
+        5000 requests). Each call then books the other bounds itself. False, nothing
+        stored, when some bound refused it."""
         assert isinstance(self.judge, LLMJudge)
         route = served.route or ""
-        backend, price = pool.backends[partner], pool.prices[partner]
+        cap = route if capped else None
+        backend, price = pool.backends[other], pool.prices[other]
         n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend,
                                                   served.messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens) + await anyio.to_thread.run_sync(
             compare_unseen_worst_usd, self.judge, pool, prompt, served.answer_text,
             self.cfg.max_tokens)
         share: Holds = []
-        if self.cfg.max_share is not None:  # the share here; each call books the rest itself
+        if self.cfg.max_share is not None:
             scope = exploration_ledger.share_scope(route)
             if not await anyio.to_thread.run_sync(exploration_ledger.reserve_within,
                                                   self.engine, scope, worst):
@@ -405,30 +391,31 @@ class Explorer:
             share = [(scope, exploration_ledger.SHARE_PERIOD_START)]
         spent = 0.0
         try:
-            booked, text, answered = await self._shadow_call(pool, partner, served.messages)
+            booked, text, answered = await self._shadow_call(pool, other, served.messages,
+                                                             route=cap)
             spent += answered
             if not booked or text is None:
                 return booked
             judge_worst = await anyio.to_thread.run_sync(
                 compare_worst_usd, self.judge, pool, prompt, served.answer_text, text)
-            hold = await self._book(judge_worst)
+            hold = await self._book(judge_worst, route=cap)
             if hold is None:
                 return True
-            q_ref = q_partner = None
+            q_served = q_other = None
             cost = 0.0
             try:
-                q_ref, q_partner, cost = await compare(self.judge, pool, prompt,
-                                                       served.answer_text, text)
+                q_served, q_other, cost = await compare(self.judge, pool, prompt,
+                                                        served.answer_text, text)
             except UpstreamFailure as e:
                 log.warning("paired judge call failed: %s", e)
             finally:
                 await self._settle(hold, judge_worst, cost)
                 spent += cost
-            if q_ref is not None:
-                await store(served.backend, served.router_model, q_ref,
+            if q_served is not None:
+                await store(served.backend, served.router_model, q_served,
                             float(served.cost_usd or 0.0), "paired")
-            if q_partner is not None:
-                await store(partner, backend.router_model, q_partner, answered, "paired")
+            if q_other is not None:
+                await store(other, backend.router_model, q_other, answered, "paired")
             return True
         finally:
             await self._settle(share, worst, spent)

@@ -86,7 +86,7 @@ def test_the_reference_served_request_is_judged_as_a_pair_within_the_share(
 
 
 def test_the_pair_booked_before_the_partner_answers_covers_its_comparison(gw: Gateway) -> None:
-    """What ``_with_reference`` books before the partner's answer exists bounds the comparison
+    """What ``Explorer._pair`` books before the partner's answer exists bounds the comparison
     booked once it does, for any answer up to the shadow cap (``max_tokens``)."""
     from gateway.learning.judges import compare_unseen_worst_usd, compare_worst_usd
     from gateway.prompt_tokens import count_prompt_tokens
