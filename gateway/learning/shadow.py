@@ -10,17 +10,11 @@ served, the first of those backends answers beside it; the judge compares both a
 (``_pair``, source ``paired``). The client's response has already been sent, so its latency
 does not change.
 
-Money: every shadow or judge call first books its worst-case cost (prompt tokens × input
-price + ``max_tokens`` × output price, and the call is capped at ``max_tokens``) before it is
-made, with one conditional UPDATE each, on (1) the route's share allowance, ``max_share`` (5%
-by default) of what the route's requests were charged (exploration_ledger.share_scope; a
-judged pair books its whole worst case there before its first call, ``Explorer._pair``);
-(2) the global budget in USD per period, when ``budget_usd`` is set; (3) on a route with a
-promise, for the reference's answer beside a cheaper served one and the judge's comparison of
-both answers, the route's cap per UTC day (``reference_budget_usd``), when set. A call that
-does not fit one of them is skipped and what it booked released, so no bound is exceeded,
-whatever the concurrency or number of replicas; each is settled at the call's actual cost.
-On by default (gateway/config/exploration.py).
+Money: every call books its worst case first (its answer capped at ``max_tokens``) on the
+bounds of gateway/learning/exploration_bounds.py: the route's share of its spend, the route's
+daily cap on asking its reference, the global budget; a judged pair books its whole worst
+case on the share before its first call (``Explorer._pair``). On by default
+(gateway/config/exploration.py).
 
 Config (``retraining.exploration`` in config.yaml)::
 
@@ -51,8 +45,8 @@ import anyio.to_thread
 from sqlalchemy import Engine, select
 
 from gateway.config import ExplorationSettings
-from gateway.learning import exploration_ledger
 from gateway.learning import tables as ldb
+from gateway.learning.exploration_bounds import ExplorationBounds
 from gateway.learning.judges import (
     Judge,
     LLMJudge,
@@ -70,12 +64,11 @@ from gateway.provider.litellm_transport import LitellmTransport
 from gateway.provider.transport import TokenUsage, Transport
 from gateway.serving.forwarding.deployments import chat_completion
 from gateway.serving.record.served import Served
-from gateway.store.periods import period_start_s, utcnow
+from gateway.store.periods import utcnow
 from router_core.promise import JUDGE_ACCURACY
 
 log = logging.getLogger(__name__)
 
-Holds = list[tuple[str, int]]  # (ledger scope, period start) of one booking
 # A backend on its prior is judged first on a promise route until its verdicts are worth
 # MIN_OUTCOMES outcomes, the count at which it leaves its prior. A verdict of a judge right a
 # of the time tells (2a − 1)² of an outcome (the variance of a rate read through it is
@@ -113,11 +106,8 @@ class Explorer:
         # what shadow calls go through (the gateway's: ctx.transport)
         self.transport = transport if transport is not None else LitellmTransport()
         self.rng = rng or random.Random()
-        self.clock = clock
         self.judge_served = True  # False when clients' feedback scores the served answers
-        self.skipped_budget = 0
-        self.skipped_reference_cap = 0  # reference shadowing refused by a route's daily cap
-        self.skipped_share = 0  # calls refused by their route's share allowance (max_share)
+        self.bounds = ExplorationBounds(engine, cfg, clock)  # every call booked there first
         self.calls = 0
         # a promise route's partner beside its reference, from its judged pairs (partners.py)
         self.partners = RoutePartners(engine, seed=self.rng.randrange(2**32))
@@ -133,59 +123,6 @@ class Explorer:
         if not self.active or prompt_chars > self.cfg.max_prompt_chars:
             return False
         return self.rng.random() < self.cfg.epsilon_for(route)
-
-    def _period(self) -> int:
-        return period_start_s(self.cfg.period, self.clock())
-
-    async def _book(self, usd: float, route: str | None = None, *, share: str | None = None
-                    ) -> Holds | None:
-        """Book ``usd`` on the bounds it falls under (module docstring): ``share``'s allowance
-        (the explored request's route) when ``max_share`` is set, ``route``'s daily cap on
-        shadowing its reference when it has one, the global budget when ``budget_usd`` is
-        set. Each refusal releases what was booked first. The holds to settle, or None."""
-        holds: Holds = []
-        if share is not None and self.cfg.max_share is not None:
-            scope = exploration_ledger.share_scope(share)
-            ok = await anyio.to_thread.run_sync(
-                exploration_ledger.reserve_within, self.engine, scope, usd)
-            if not ok:
-                self.skipped_share += 1
-                return None
-            holds.append((scope, exploration_ledger.SHARE_PERIOD_START))
-        cap = None if route is None else self.cfg.reference_budget_for(route)
-        if cap is not None:
-            scope = exploration_ledger.reference_scope(route or "")
-            day = period_start_s(exploration_ledger.REFERENCE_PERIOD, self.clock())
-            ok = await anyio.to_thread.run_sync(
-                exploration_ledger.reserve, self.engine, day, cap, usd, scope)
-            if not ok:
-                await self._settle(holds, usd, 0.0)
-                self.skipped_reference_cap += 1
-                log.info("reference shadowing on route %s skipped: %.6f USD does not fit its "
-                         "daily cap of %.4f USD", route, usd, cap)
-                return None
-            holds.append((scope, day))
-        if self.cfg.budget_usd is None:
-            return holds
-        start = self._period()
-        ok = await anyio.to_thread.run_sync(
-            exploration_ledger.reserve, self.engine, start, self.cfg.budget_usd, usd
-        )
-        if not ok:
-            await self._settle(holds, usd, 0.0)  # release the route's booking
-            self.skipped_budget += 1
-            log.info("exploration skipped: %.6f USD does not fit the budget", usd)
-            return None
-        return [(exploration_ledger.GLOBAL, start), *holds]
-
-    async def _settle(self, holds: Holds, held: float, actual: float) -> None:
-        for scope, start in holds:
-            await anyio.to_thread.run_sync(
-                exploration_ledger.settle, self.engine, start, held, actual, scope)
-            if scope.startswith(exploration_ledger.REFERENCE) and held > 0:
-                log.info("reference shadowing on route %s: %.6f USD spent (%.6f held), "
-                         "on the operator's exploration budget",
-                         scope[len(exploration_ledger.REFERENCE):], min(actual, held), held)
 
     def _pick(self, pool: Pool, names: list[str], served: str, observed: set[str],
               route: str | None = None) -> list[str]:
@@ -233,7 +170,7 @@ class Explorer:
         # request's own (serving/plan: measure), never on the event loop
         worst = await anyio.to_thread.run_sync(self.judge.worst_case_usd, pool, prompt,
                                                answer)
-        start = await self._book(worst, share=share) if worst > 0 else []
+        start = await self.bounds.book(worst, share=share) if worst > 0 else []
         if start is None:
             return None
         cost = 0.0
@@ -244,7 +181,7 @@ class Explorer:
             score = None
         finally:
             if worst > 0:
-                await self._settle(start, worst, cost)
+                await self.bounds.settle(start, worst, cost)
         return score
 
     async def explore(self, served: Served, prompt: str) -> list[dict]:
@@ -381,14 +318,9 @@ class Explorer:
         worst = price.cost(n_prompt, self.cfg.max_tokens) + await anyio.to_thread.run_sync(
             compare_unseen_worst_usd, self.judge, pool, prompt, served.answer_text,
             self.cfg.max_tokens)
-        share: Holds = []
-        if self.cfg.max_share is not None:
-            scope = exploration_ledger.share_scope(route)
-            if not await anyio.to_thread.run_sync(exploration_ledger.reserve_within,
-                                                  self.engine, scope, worst):
-                self.skipped_share += 1
-                return False
-            share = [(scope, exploration_ledger.SHARE_PERIOD_START)]
+        share = await self.bounds.share(route, worst)
+        if share is None:
+            return False
         spent = 0.0
         try:
             booked, text, answered = await self._shadow_call(pool, other, served.messages,
@@ -398,7 +330,7 @@ class Explorer:
                 return booked
             judge_worst = await anyio.to_thread.run_sync(
                 compare_worst_usd, self.judge, pool, prompt, served.answer_text, text)
-            hold = await self._book(judge_worst, route=cap)
+            hold = await self.bounds.book(judge_worst, route=cap)
             if hold is None:
                 return True
             q_served = q_other = None
@@ -409,7 +341,7 @@ class Explorer:
             except UpstreamFailure as e:
                 log.warning("paired judge call failed: %s", e)
             finally:
-                await self._settle(hold, judge_worst, cost)
+                await self.bounds.settle(hold, judge_worst, cost)
                 spent += cost
             if q_served is not None:
                 await store(served.backend, served.router_model, q_served,
@@ -418,7 +350,7 @@ class Explorer:
                 await store(other, backend.router_model, q_other, answered, "paired")
             return True
         finally:
-            await self._settle(share, worst, spent)
+            await self.bounds.settle(share, worst, spent)
 
     async def _shadow_call(self, pool: Pool, name: str, messages: Any, route: str | None = None,
                            share: str | None = None) -> tuple[bool, str | None, float]:
@@ -428,7 +360,7 @@ class Explorer:
         backend, price = pool.backends[name], pool.prices[name]
         n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)
-        start = await self._book(worst, route=route, share=share)
+        start = await self.bounds.book(worst, route=route, share=share)
         if start is None:
             return False, None, 0.0
         self.calls += 1
@@ -444,4 +376,4 @@ class Explorer:
             log.warning("shadow call to %s failed: %s", name, e)
             return True, None, actual
         finally:
-            await self._settle(start, worst, actual)
+            await self.bounds.settle(start, worst, actual)

@@ -1,6 +1,6 @@
 """The exploration ledger's scopes: the migration that adds them (existing rows become the
 global budget), and a route's daily cap on shadowing its reference, booked beside the global
-budget by ``Explorer._book`` from concurrent threads of two replicas (two engines), on SQLite
+budget by ``ExplorationBounds.book`` from concurrent threads of two replicas (two engines), on SQLite
 and PostgreSQL: neither is ever exceeded, and a refusal of one releases the other."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from bench.serving.cluster import pg_database
 from gateway.config import ExplorationSettings
 from gateway.learning import exploration_ledger as xl
 from gateway.learning import tables as ldb
-from gateway.learning.shadow import Explorer
+from gateway.learning.exploration_bounds import ExplorationBounds
 from gateway.store import make_engine
 from gateway.store.migrate import alembic_config, upgrade_engine
 from gateway.store.periods import period_start_s
@@ -99,19 +99,18 @@ def test_a_routes_reference_cap_is_never_exceeded_under_concurrent_bookings(
     budget = budget_n * COST
     cfg = ExplorationSettings(enabled=True, budget_usd=budget, period="weekly",
                               reference_budget_usd={"auto": CAP})
-    replicas = [Explorer(e, None, cfg, None, clock=lambda: NOW)  # type: ignore[arg-type]
-                for e in engines]
+    replicas = [ExplorationBounds(e, cfg, clock=lambda: NOW) for e in engines]
     booked: dict[str | None, int] = {"auto": 0, None: 0}
     jobs = ["auto"] * 60 + [None] * others
     random.Random(0).shuffle(jobs)
 
-    async def one(explorer: Explorer, route: str | None) -> None:
-        holds = await explorer._book(COST, route=route)
+    async def one(bounds: ExplorationBounds, route: str | None) -> None:
+        holds = await bounds.book(COST, route=route)
         if holds is None:
             return
         booked[route] += 1
         await anyio.sleep(random.random() * 0.01)
-        await explorer._settle(holds, COST, COST)
+        await bounds.settle(holds, COST, COST)
 
     async def main() -> None:
         anyio.to_thread.current_default_thread_limiter().total_tokens = 16
@@ -155,13 +154,13 @@ def test_a_route_without_a_cap_books_only_the_global_budget(tmp_path: Path) -> N
     try:
         upgrade_engine(engine)
         cfg = ExplorationSettings(enabled=True, budget_usd=1.0, reference_budget_usd=0.0)
-        explorer = Explorer(engine, None, cfg, None, clock=lambda: NOW)  # type: ignore[arg-type]
-        assert anyio.run(explorer._book, COST, "auto") is None  # a cap of 0: never shadowed
-        assert explorer.skipped_reference_cap == 1
+        bounds = ExplorationBounds(engine, cfg, clock=lambda: NOW)
+        assert anyio.run(bounds.book, COST, "auto") is None  # a cap of 0: never shadowed
+        assert bounds.skipped_reference_cap == 1
         assert xl.spending(engine)["reserved_usd"] == 0.0  # nothing held on the global budget
-        explorer.cfg = ExplorationSettings(enabled=True, budget_usd=1.0,
+        bounds.cfg = ExplorationSettings(enabled=True, budget_usd=1.0,
                                            reference_budget_usd={"other": 1.0})
-        holds = anyio.run(explorer._book, COST, "auto")
+        holds = anyio.run(bounds.book, COST, "auto")
         assert holds == [("", period_start_s("daily", NOW))]
         assert set(xl.spending_by_scope(engine)) == {""}
     finally:

@@ -112,7 +112,7 @@ def test_the_default_judge_is_named_and_exploration_stays_within_its_share(
     assert row["budget_nusd"] == pytest.approx(xl.nusd(SHARE * charged), abs=REQUESTS)
     assert row["reserved_nusd"] == 0  # every booking settled
     assert 0 < row["spent_nusd"] <= row["budget_nusd"]  # explored, never past the share
-    assert explorer.skipped_share > 0  # with ε = 1 the share is what stopped exploring
+    assert explorer.bounds.skipped_share > 0  # with ε = 1 the share is what stopped exploring
     # the judge's own calls are in the exploration spend
     judge_usd = _judge_usd(up, ctx.pool.current.prices[FRONTIER])
     assert judge_usd > 0 and row["spent_nusd"] >= xl.nusd(judge_usd) - REQUESTS

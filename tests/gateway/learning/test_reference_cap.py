@@ -83,7 +83,7 @@ def test_once_a_routes_reference_cap_is_spent_requests_are_no_longer_paired(
     _ask(gw, key, [f"Explain topic {i}." for i in range(1, 4)])
     assert len(_paired(gw.engine)) == 2  # the cap is spent: no request was paired again
     assert len(up.requests_for(FRONTIER)) == 1  # and the reference was never asked
-    assert explorer.skipped_reference_cap == 3
+    assert explorer.bounds.skipped_reference_cap == 3
     # the global budget still had room, but a served answer is not judged alone either
     with gw.engine.connect() as conn:
         judged = conn.execute(sa.select(sa.func.count()).select_from(ldb.observations_t)

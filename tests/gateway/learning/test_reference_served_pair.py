@@ -77,7 +77,7 @@ def test_the_reference_served_request_is_judged_as_a_pair_within_the_share(
     assert len(rubric) == 2 * len(per_request)  # only pair comparisons went to the judge
 
     # the share bound what was explored, and every booking settled
-    assert learning.explorer.skipped_share > 0
+    assert learning.explorer.bounds.skipped_share > 0
     with gw.engine.connect() as conn:
         share = conn.execute(sa.select(ldb.ledger_t).where(
             ldb.ledger_t.c.scope == xl.share_scope("promised"))).mappings().first()

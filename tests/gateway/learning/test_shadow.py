@@ -96,7 +96,7 @@ def test_exploration_stays_within_its_budget_and_records_judged_observations(
     # every spawned task has finished
     while (
         any(learning.recent(r) is None for r in rids)
-        or explorer.skipped_budget == 0
+        or explorer.bounds.skipped_budget == 0
         or learning._tasks
     ):
         assert time.monotonic() < deadline, "exploration did not finish"
@@ -109,7 +109,7 @@ def test_exploration_stays_within_its_budget_and_records_judged_observations(
     assert row["reserved_nusd"] == 0  # every booking settled
     assert 0 < row["spent_nusd"] <= budget
     # some explorations were refused for budget, and no unbooked shadow call was made
-    assert explorer.skipped_budget > 0
+    assert explorer.bounds.skipped_budget > 0
     shadow_calls = sum(len(judged_upstream.requests_for(n)) for n in ("fake-mid", "fake-cheap"))
     assert shadow_calls == explorer.calls > 0
     # spent equals the priced usage of every shadow and judge call the upstream saw
