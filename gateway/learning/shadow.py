@@ -154,6 +154,11 @@ class Explorer:
             rest.remove(partner)
         return picks
 
+    def _judged_first(self, pool: Pool, backend: str) -> bool:
+        """Whether ``backend`` is still judged first: on a prior (or refined from it) with
+        fewer than ``JUDGED_FIRST`` verdicts (``_pick``)."""
+        return judged_outcomes(pool).get(pool.expert_of(backend) or "", math.inf) < JUDGED_FIRST
+
     def _observed(self, key: str) -> set[str]:
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -219,20 +224,29 @@ class Explorer:
                            "source": source})
 
         route = served.route or ""
+        # a pair refused by a bound leaves nothing worth a call, but for a served backend
+        # still on its prior: its answer judged alone checks the prior (or a vendor's claim)
+        # early, at one judge call (without it the live loop caught its wrong claim later).
+        # Not the reference's: every pair grades it.
+        alone = (self._judged_first(pool, served.backend)
+                 and not self._reference_served(pool, served))
         paired = self._reference_beside(pool, served)
         if paired is not None and not await self._pair(pool, served, prompt, paired, store,
                                                        capped=True):
-            return self._not_paired(served)
+            if not alone:
+                return self._not_paired(served)
+            paired = None
         observed = await anyio.to_thread.run_sync(self._observed, key)
         others = [b for b in served.pool if b != paired]
         if route in pool.promises:  # its pairs read once, off the loop (partners.py)
             await anyio.to_thread.run_sync(self.partners.evidence, pool, route)
         picks = self._pick(pool, others, served.backend, observed, route)
         if paired is None and picks and self._reference_served(pool, served):
-            paired, picks = picks[0], picks[1:]
-            if not await self._pair(pool, served, prompt, paired, store):
+            if await self._pair(pool, served, prompt, picks[0], store):
+                paired, picks = picks[0], picks[1:]
+            elif not alone:
                 return self._not_paired(served)
-        elif self.judge_served and paired is None:
+        if self.judge_served and paired is None:
             q = await self._judge(pool, prompt, served.router_model, served.answer_text,
                                   served.route)
             if q is not None:
@@ -281,8 +295,9 @@ class Explorer:
 
     @staticmethod
     def _not_paired(served: Served) -> list[dict]:
-        """A promise route's request whose judged pair some bound refused: not explored at
-        all (one grade alone pairs with nothing; the share keeps what it would have spent)."""
+        """A promise route's request whose judged pair some bound refused, its served backend
+        known: not explored at all (one grade alone pairs with nothing; the share keeps what
+        it would have spent)."""
         log.info("request %s not explored: its judged pair does not fit route %s's exploration "
                  "bounds", served.request_id, served.route)
         return []

@@ -115,6 +115,10 @@ def test_on_a_promise_route_priors_first_then_the_partner_its_pairs_favour(tmp_p
     assert ex.partners.evidence(pool, "auto") is not None  # read from the (empty) database
     # a backend still on its prior goes first, as on any route
     assert ex._pick(pool, names, "fake-strong", set(), "auto") == [NEW[0]]
+    # and its served answer is judged alone when its pair does not fit (Explorer.explore);
+    # a trained backend's, or one past JUDGED_FIRST verdicts, is not
+    assert ex._judged_first(pool, NEW[0]) and not ex._judged_first(pool, NEW[1])
+    assert not ex._judged_first(pool, "fake-cheap")
     # and still at MIN_OUTCOMES verdicts: through an 80% judge they are worth 36 outcomes
     (tmp_path / "mid").mkdir()
     mid, _ = _promised(tmp_path / "mid", {NEW[0]: MIN_OUTCOMES, NEW[1]: JUDGED_FIRST})
