@@ -1,6 +1,9 @@
 """The gateway test fixtures (real uvicorn, fake upstream, SQLite and PostgreSQL), shared."""
 
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 from tests.fakes.upstream import FakeBackend, FakeUpstream
 from tests.gateway.conftest import (  # noqa: F401 - re-exported pytest fixtures  # noqa: E402
@@ -56,3 +59,23 @@ def promised_config(up: FakeUpstream, database_url: str, exploration: dict[str, 
         # one (max_share, on by default, has its own test: test_exploration_share.py)
         "max_share": None, **(exploration or {})}}
     return cfg
+
+
+@pytest.fixture(scope="module")
+def frontier_up() -> Iterator[FakeUpstream]:
+    """``frontier_upstream`` whose frontier answers "frontier answer", one per test module."""
+    with frontier_upstream("frontier answer") as u:
+        yield u
+
+
+def promised_gateway(tmp_path_factory: pytest.TempPathFactory, name: str, up: FakeUpstream,
+                     router: Any, text_encoder: Any, exploration: dict[str, Any] | None = None,
+                     **retraining: Any) -> Iterator[Any]:
+    """A gateway on ``promised_config`` over ``up``, its SQLite database in a fresh folder
+    ``name`` (a module fixture yields from it)."""
+    from gateway.config import settings_from_dict
+    from tests.gateway.conftest import run_gateway
+
+    url = f"sqlite:///{tmp_path_factory.mktemp(name) / 'tollgate.db'}"
+    cfg = promised_config(up, url, exploration, **retraining)
+    yield from run_gateway(settings_from_dict(cfg), router, text_encoder)

@@ -20,35 +20,27 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from gateway.config import settings_from_dict
 from gateway.learning import exploration_ledger as xl
 from gateway.learning import tables as ldb
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
-from tests.gateway.conftest import Gateway, run_gateway
-from tests.gateway.learning.conftest import FRONTIER, JUDGE, frontier_upstream, promised_config
+from tests.gateway.conftest import Gateway
+from tests.gateway.learning.conftest import FRONTIER, JUDGE, promised_gateway
 
 REQUESTS = 40
 
 
 @pytest.fixture(scope="module")
-def up() -> Iterator[FakeUpstream]:
-    with frontier_upstream("frontier answer") as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
-       encoder) -> Iterator[Gateway]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('refpair') / 'tollgate.db'}"
-    cfg = promised_config(up, url, refine_priors_s=None,
-                          exploration={"candidates": 1, "max_share": 0.5})
-    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+def gw(tmp_path_factory: pytest.TempPathFactory, frontier_up: FakeUpstream,
+       test_router: Router, encoder) -> Iterator[Gateway]:
+    yield from promised_gateway(tmp_path_factory, "refpair", frontier_up, test_router, encoder,
+                                {"candidates": 1, "max_share": 0.5}, refine_priors_s=None)
 
 
 def test_the_reference_served_request_is_judged_as_a_pair_within_the_share(
-    gw: Gateway, up: FakeUpstream
+    gw: Gateway, frontier_up: FakeUpstream
 ) -> None:
+    up = frontier_up
     learning = gw.app.state.ctx.learning
     key, _ = gw.tenant()
     client = gw.client(key)
