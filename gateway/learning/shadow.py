@@ -328,8 +328,7 @@ class Explorer:
         route = served.route or ""
         cap = route if capped else None
         backend, price = pool.backends[other], pool.prices[other]
-        n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend,
-                                                  served.messages)
+        n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend, served.messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens) + await anyio.to_thread.run_sync(
             compare_unseen_worst_usd, self.judge, pool, prompt, served.answer_text,
             self.cfg.max_tokens)
@@ -339,7 +338,7 @@ class Explorer:
         spent = 0.0
         try:
             booked, text, answered = await self._shadow_call(pool, other, served.messages,
-                                                             route=cap)
+                                                             route=cap, n_prompt=n_prompt)
             spent += answered
             if not booked or text is None:
                 return booked
@@ -368,12 +367,15 @@ class Explorer:
             await self.bounds.settle(share, worst, spent)
 
     async def _shadow_call(self, pool: Pool, name: str, messages: Any, route: str | None = None,
-                           share: str | None = None) -> tuple[bool, str | None, float]:
+                           share: str | None = None, n_prompt: int | None = None
+                           ) -> tuple[bool, str | None, float]:
         """One shadow call to ``pool``'s backend ``name``, its worst case booked first
         (``route``: also on that route's reference cap; ``share``: on that route's allowance)
-        and settled at its actual cost: (booked, the answer or None if it failed, USD)."""
+        and settled at its actual cost: (booked, the answer or None if it failed, USD).
+        ``n_prompt``: the prompt's tokens when the caller counted them already."""
         backend, price = pool.backends[name], pool.prices[name]
-        n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend, messages)
+        if n_prompt is None:
+            n_prompt = await anyio.to_thread.run_sync(count_prompt_tokens, backend, messages)
         worst = price.cost(n_prompt, self.cfg.max_tokens)
         start = await self.bounds.book(worst, route=route, share=share)
         if start is None:
