@@ -245,9 +245,28 @@ def run(s: LearnSetup) -> LearnRun:
             http.close()
             ops.close()
             out.explored_usd = sum(before.values())
+        out.facts["judged"] = judged_by_source(config["database_url"])
     out.charged_usd = sum(w.charged for ws in out.windows for w in ws.values())
     out.caught = _caught(out, s.window)
     return out
+
+
+def judged_by_source(database_url: str) -> dict[str, int]:
+    """The loop's judged answers by source (gateway/learning/shadow.py): ``paired`` (one side
+    of a pair with the reference: two rows a pair), ``judge`` (a served answer judged alone),
+    ``shadow`` (another backend's answer judged alone)."""
+    import sqlalchemy as sa
+
+    from gateway.learning import tables as ldb
+
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.select(ldb.observations_t.c.source, sa.func.count())
+                                .group_by(ldb.observations_t.c.source)).all()
+    finally:
+        engine.dispose()
+    return {str(k): int(n) for k, n in rows}
 
 
 def packaged_aliases(by_grade: list[str]) -> dict[str, str]:
@@ -303,8 +322,11 @@ def print_run(r: LearnRun, s: LearnSetup) -> None:
     caught = ("" if s.packaged else  # no wrong prior there: nothing to catch
               f"; wrong prior caught after: {r.caught if r.caught is not None else 'never'} "
               "requests")
+    judged = f.get("judged", {})
     print(f"exploration {r.explored_usd:.4f} USD of the routes' {r.charged_usd:.4f} USD "
-          f"({share:.3%}){caught}")
+          f"({share:.3%}){caught}; judged: {judged.get('paired', 0) // 2} pairs, "
+          f"{judged.get('judge', 0)} served answers alone, {judged.get('shadow', 0)} shadow "
+          "answers alone")
 
 
 def summary(runs: list[LearnRun]) -> dict[str, str]:

@@ -68,11 +68,31 @@ def test_the_last_line_over_seeds() -> None:
 
 def test_a_packaged_run_says_nothing_of_a_wrong_prior(capsys: pytest.CaptureFixture) -> None:
     r = _run(0, [(0.0, 0.0)], [None])
-    r.facts.update(alias={}, held=(), known_first={}, wrong="w", strongest="s", judge="j")
+    r.facts.update(alias={}, held=(), known_first={}, wrong="w", strongest="s", judge="j",
+                   judged={"paired": 8, "judge": 3})
     print_run(r, LearnSetup(window=500, packaged=True))
-    assert "caught" not in capsys.readouterr().out.splitlines()[-1]
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert "caught" not in last
+    assert last.endswith("judged: 4 pairs, 3 served answers alone, 0 shadow answers alone")
     print_run(r, LearnSetup(window=500))
-    assert capsys.readouterr().out.splitlines()[-1].endswith("caught after: never requests")
+    assert "caught after: never requests; judged: 4 pairs" in capsys.readouterr().out
+
+
+def test_the_judged_answers_are_counted_by_source_from_the_loops_database(tmp_path) -> None:
+    from bench.routing.learning_loop import judged_by_source
+    from gateway.learning import tables as ldb
+    from gateway.store import make_engine
+    from gateway.store.migrate import upgrade_engine
+
+    url = f"sqlite:///{tmp_path / 'learn.db'}"
+    engine = make_engine(url)
+    upgrade_engine(engine)
+    for source, n in (("paired", 4), ("judge", 1), ("shadow", 2)):
+        for i in range(n):
+            ldb.add_observation(engine, key=f"k{i}", model=f"m-{source}", quality=1.0,
+                                cost_usd=0.0, source=source)
+    engine.dispose()
+    assert judged_by_source(url) == {"paired": 4, "judge": 1, "shadow": 2}
 
 
 def test_the_exploration_spend_is_read_per_route_from_metrics() -> None:
