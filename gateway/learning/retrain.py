@@ -58,8 +58,10 @@ class RetrainConfig:
 def ensure_seed_version(engine: Engine, router: Router) -> None:
     """Record the router a gateway started with as the first, active version (for rollback).
 
-    Replicas starting together race to record it: the loser's insert hits the unique
-    version and is dropped, since the winner recorded the same router.
+    Replicas starting together race to record it. The loser either finds the winner's
+    version active (``StaleParent``: the winner committed before the loser's transaction
+    read it) or its insert hits the unique version (``IntegrityError``: both read none); it
+    drops its own either way, since the winner recorded the same router.
     """
     if router_versions.history(engine):
         return
@@ -74,7 +76,7 @@ def ensure_seed_version(engine: Engine, router: Router) -> None:
             max_obs_id=0,
             activate=True,
         )
-    except IntegrityError:
+    except (IntegrityError, router_versions.StaleParent):
         pass
 
 
