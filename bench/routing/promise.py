@@ -76,6 +76,7 @@ $TOLLGATE_CACHE_DIR/promise.
     python -m bench.routing.promise                       # RouterBench, MMLU-Pro, LLMRouter
     python -m bench.routing.promise --dataset table.csv --seeds 0 --hold-out 1
     python -m bench.routing.promise --datasets llmrouter --refined-rule  # the rule careful replaced
+    python -m bench.routing.promise --datasets routerbench --yardstick  # the data's limit
     python -m bench.routing.promise --datasets llmrouter --save l.pkl   # in parallel, then
     python -m bench.routing.promise --merge r.pkl m.pkl l.pkl          # one report, one line
 
@@ -384,10 +385,12 @@ def explore(level, region, traffic, promise: float, savings: np.ndarray,
 
 
 def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
-        shares=SLICES, careful: bool = True) -> dict:
+        shares=SLICES, careful: bool = True, yardstick: bool = False) -> dict:
     """{stage: {route: (drop, saving, z, τ)}} on one dataset and seed (module docstring);
     stages: the judged counts, KNOWN and CEILING. ``careful`` False: the prior-based rule on
-    the refined beliefs alone, τ re-measured on them (what the careful rule replaced)."""
+    the refined beliefs alone, τ re-measured on them (what the careful rule replaced).
+    ``yardstick``: the certificate's test replaced by the normal approximation (``certify``'s
+    ``yardstick``), to show what the judged outcomes could support at best."""
     rows = split_rows(table, table.models)
     agg_arr = np.nanmean(table.quality[rows["train"]], axis=0)
     agg = dict(zip(table.models, agg_arr))
@@ -477,7 +480,7 @@ def run(table, X, seed: int, k: int, cfg: TrainConfig, encoder, counts=COUNTS,
                 if r.any():
                     fb_saving[g] = 1.0 - c_reg[g, fb_val[r]].mean() / c_reg[g, 0]
             cert = certify(ev, jd, c_reg, drop, thresholds=thr, shares=shares,
-                           prior_saving=fb_saving, weights=w_traffic)
+                           prior_saving=fb_saving, weights=w_traffic, yardstick=yardstick)
             h = cert.choose(region[te], keys_test, fb_test, scores=scores[te])
             out[n][route] = (*outcome(test.Y, test.paid, h, 0), zn, tau)
     out["meta"] = {"frontier": frontier, "n0": round(top.n0, 2), "pseudo": pseudo,
@@ -568,6 +571,10 @@ def main(argv=None, encoder=None) -> None:
     ap.add_argument("--encoder", default=DEFAULT_KIND)
     ap.add_argument("--refined-rule", action="store_true",
                     help="the prior-based rule on refined beliefs alone (evidence may widen it)")
+    ap.add_argument("--yardstick", action="store_true",
+                    help="not a certificate: the same family tested by the normal "
+                         "approximation at the whole α, the judge's agreement as measured "
+                         "(what the judged outcomes could support at best)")
     ap.add_argument("--slices", type=float, nargs="+", default=list(SLICES),
                     help="shares of a region's prompts certified as slices (1: the region)")
     ap.add_argument("--save", type=Path, help="also write the per-seed results (pickle)")
@@ -601,7 +608,8 @@ def main(argv=None, encoder=None) -> None:
             X = encoder.encode(list(map(str, table.prompts)))
             per_seed.append(run(table, X, seed, args.hold_out, cfg_t, encoder,
                                 shares=tuple(sorted(args.slices)),
-                                careful=not args.refined_rule))  # fmt: skip
+                                careful=not args.refined_rule,
+                                yardstick=args.yardstick))  # fmt: skip
             print(f"{name} seed {seed}: done", flush=True)
     if args.save:
         args.save.write_bytes(pickle.dumps(results))

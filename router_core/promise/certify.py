@@ -56,6 +56,7 @@ from router_core.promise.route_certificate import (
     ORDER_SHARE,
     VARIANCE_ALPHA_SHARE,
     Counts,
+    normal_width,
     test_route,
 )
 
@@ -279,7 +280,7 @@ def slice_thresholds(scores: np.ndarray, region: np.ndarray, regions: int,
 def certify(evidence: Evidence, judge: Judge, cost: np.ndarray, promise: float,
             alpha: float = ALPHA, thresholds: np.ndarray | None = None,
             shares: Sequence[float] = SLICES, *, prior_saving: np.ndarray | None = None,
-            weights: np.ndarray | None = None) -> Certificate:
+            weights: np.ndarray | None = None, yardstick: bool = False) -> Certificate:
     """The route's certificate from its judged pairs (route_certificate, eqs. (5)-(10)).
 
     Args:
@@ -292,6 +293,10 @@ def certify(evidence: Evidence, judge: Judge, cost: np.ndarray, promise: float,
             cost, from prices), when known; None: a region is left to it wherever the
             certificate would serve the reference alone.
         weights: (G,) the route's traffic share per region (default: the judged prompts').
+        yardstick: not a certificate: the same family tested by the normal approximation
+            (``normal_width``) at the whole α with the judge's measured agreement and the
+            moments ν at their estimates, no share of α on either; what the evidence could
+            support at best (bench/routing/promise.py ``--yardstick``). Never served.
     """
     G, m, ref = evidence.regions, evidence.backends, evidence.ref
     T = evidence.slices
@@ -308,8 +313,14 @@ def certify(evidence: Evidence, judge: Judge, cost: np.ndarray, promise: float,
     saving = (C[:, [ref]] - C)[..., None] * share  # per unit of traffic, in cost
     w = evidence.region_shares() if weights is None else np.asarray(weights, float)
     ps = None if prior_saving is None else np.asarray(prior_saving, float) * C[:, ref]
-    res = test_route(order, test, whole, ref, judge.lower(alpha_j), judge.estimate(), saving,
-                     eligible, w / w.sum(), promise, alpha_v, alpha - alpha_j - alpha_v, ps)
+    if yardstick:
+        median = 0.5 * max(int(eligible.sum()), 1)  # ν at its Clopper-Pearson median
+        res = test_route(order, test, whole, ref, judge.estimate(), judge.estimate(), saving,
+                         eligible, w / w.sum(), promise, median, alpha, ps, normal_width)
+    else:
+        res = test_route(order, test, whole, ref, judge.lower(alpha_j), judge.estimate(),
+                         saving, eligible, w / w.sum(), promise, alpha_v,
+                         alpha - alpha_j - alpha_v, ps)
     rel = np.where(C[:, [ref]] > 0, 1.0 - C / np.where(C[:, [ref]] > 0, C[:, [ref]], 1.0), 0.0)
     savings = tuple(float(sum(p * rel[g, h] * share[t] for (h, t), p in mix.items()))
                     for g, mix in enumerate(res.mixes))  # fmt: skip

@@ -129,6 +129,16 @@ def bernstein_width(V: np.ndarray | float, b: np.ndarray | float, alpha: float) 
     return c + np.sqrt(c * c + 2.0 * np.asarray(V, float) * L)
 
 
+def normal_width(V: np.ndarray | float, b: np.ndarray | float, alpha: float) -> np.ndarray:
+    """z_α·√V: the one-sided normal approximation's width, a yardstick and never a bound the
+    gateway serves (``certify(..., yardstick=True)``). Its error is α only as n → ∞, and
+    ``b`` is ignored: what the judged outcomes could support at best, so a bench can tell the
+    data's limit from the finite-sample bound's (8)."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(1.0 - alpha)) * np.sqrt(np.asarray(V, float))
+
+
 def scaled(N_up: np.ndarray | float, a_lo: float) -> np.ndarray:
     """Eq. (9)'s judge correction: a bound on Σ w π D from one on its judged counterpart."""
     N_up = np.asarray(N_up, float)
@@ -231,11 +241,13 @@ def ordered_path(start: list, paths: list[list], step_cost: Callable[[list], tup
 def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float,
                a_hat: float, saving: np.ndarray, eligible: np.ndarray, weights: np.ndarray,
                promise: float, alpha_v: float, alpha_t: float,
-               prior_saving: np.ndarray | None = None) -> RouteTest:
+               prior_saving: np.ndarray | None = None,
+               width: Callable = bernstein_width) -> RouteTest:
     """Order the family on ``order``, test it on ``test`` (module docstring, eqs. (5)-(10)).
     ``saving`` (G, m, T) per unit of traffic; ``eligible`` items may enter a policy;
     ``prior_saving`` (G,) the prior rule's saving (None: unknown, a region the path leaves
-    to the reference is left to the prior rule instead)."""
+    to the reference is left to the prior rule instead); ``width`` τ of (8) (``normal_width``
+    only for a yardstick)."""
     G, m, T = saving.shape
     w = np.asarray(weights, float)
     nz_whole = whole.loss + whole.win
@@ -253,7 +265,7 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
     mu = test.mean()
     tmin = np.minimum.outer(np.arange(T), np.arange(T))
     M = nu[:, :, tmin]  # (G, m, T, T): ν_gh,min(t,t')
-    cell_upper = np.where(eligible, scaled(mu + bernstein_width(nu / n_t[..., None],
+    cell_upper = np.where(eligible, scaled(mu + width(nu / n_t[..., None],
                                                                 2.0 / n_t[..., None],
                                                                 alpha_t), a_lo), np.inf)
     cell_upper[:, ref] = 0.0
@@ -286,7 +298,7 @@ def test_route(order: Counts, test: Counts, whole: Counts, ref: int, a_lo: float
         N, V, b, charged = parts[:, 0].sum() + spread, parts[:, 1].sum(), parts[:, 2].max(), \
             parts[:, 3].sum()  # fmt: skip
         if V > 0 or b > 0:
-            return charged + float(scaled(N + bernstein_width(V, b, alpha_t), a_lo))
+            return charged + float(scaled(N + width(V, b, alpha_t), a_lo))
         return charged + float(scaled(N, a_lo))
 
     # the order: the test's own bound predicted from the ordering part (its means and

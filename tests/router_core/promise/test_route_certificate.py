@@ -178,3 +178,22 @@ def test_a_step_that_does_not_raise_the_bound_comes_first() -> None:
 
     steps = ordered_path([REFERENCE, REFERENCE], [[(1.0, 0.0, "a")], [(0.1, 0.0, "b")]], cost)
     assert steps == [(1, "b"), (0, "a")]
+
+
+def test_the_yardstick_is_never_stricter_than_the_certificate() -> None:
+    """``certify(..., yardstick=True)`` (the normal approximation at the whole α, the judge and
+    the moments at their estimates) is a ceiling for what evidence could support: each of its
+    widths is narrower than the certificate's, so on the same evidence it serves at least as
+    much (its family is ordered by its own bound, so this is measured, not implied), and on
+    these routes about twice as much. Its error is α only as n → ∞: never served."""
+    served, yard_served = [], []
+    for seed in range(40):
+        rng = np.random.default_rng(500 + seed)
+        ev, jd = judged_route(rng, 2000), judge(rng)
+        cert = certify(ev, jd, COST, 0.02, weights=W, prior_saving=np.zeros(len(W)))
+        yard = certify(ev, jd, COST, 0.02, weights=W, prior_saving=np.zeros(len(W)),
+                       yardstick=True)
+        served.append(float(np.dot(W, cert.savings)))
+        yard_served.append(float(np.dot(W, yard.savings)))
+        assert yard_served[-1] >= served[-1] - 1e-12
+    assert np.mean(yard_served) > 1.5 * np.mean(served) > 0  # the finite-sample width's cost
