@@ -51,6 +51,12 @@ Beside the curve, on the same test prompts:
 - ``category_ceiling``: per category, the cheapest model whose TRAIN mean is within the
   promise of the reference's train mean (it knows the reference's outcomes; no bound).
 
+``--yardstick`` replaces the certificate's test by the normal approximation at the whole α,
+the judge's agreement and the moments at their estimates (``certify``'s ``yardstick``): not a
+test whose error holds, but about the most one at level α could allow, so where it too stays
+below ``category_ceiling`` the gap is the evidence's (the judge's noise, the live prompts),
+not the finite-sample bound's.
+
 Why the RouterBench figures moved between mains (README's "``auto`` saves 15-18%", written at
 6def7ab; issue 46 measured ``auto_saving=0.0000`` and ``cheap_saving`` 0.16 where an earlier
 main printed 0.47). The bench's own code path on RouterBench did not change in between (git
