@@ -246,15 +246,19 @@ def run(s: LearnSetup) -> LearnRun:
             ops.close()
             out.explored_usd = sum(before.values())
         out.facts["judged"] = judged_by_source(config["database_url"])
+        if watched:  # how far its level can be pinned: p̂ error's yardstick after the catch
+            n = sum(judged_by_source(config["database_url"], watched).values())
+            p = float(q_all[test, col[watched]].mean())
+            out.facts["watched_se"] = (n, level_se(p, s.agreement, n))
     out.charged_usd = sum(w.charged for ws in out.windows for w in ws.values())
     out.caught = _caught(out, s.window)
     return out
 
 
-def judged_by_source(database_url: str) -> dict[str, int]:
+def judged_by_source(database_url: str, model: str | None = None) -> dict[str, int]:
     """The loop's judged answers by source (gateway/learning/shadow.py): ``paired`` (one side
     of a pair with the reference: two rows a pair), ``judge`` (a served answer judged alone),
-    ``shadow`` (another backend's answer judged alone)."""
+    ``shadow`` (another backend's answer judged alone); ``model``: that backend's only."""
     import sqlalchemy as sa
 
     from gateway.learning import tables as ldb
@@ -262,11 +266,23 @@ def judged_by_source(database_url: str) -> dict[str, int]:
     engine = sa.create_engine(database_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sa.select(ldb.observations_t.c.source, sa.func.count())
-                                .group_by(ldb.observations_t.c.source)).all()
+            obs = ldb.observations_t.c
+            query = sa.select(obs.source, sa.func.count()).group_by(obs.source)
+            if model is not None:
+                query = query.where(obs.model == model)
+            rows = conn.execute(query).all()
     finally:
         engine.dispose()
     return {str(k): int(n) for k, n in rows}
+
+
+def level_se(p: float, agreement: float, n: int) -> float:
+    """The standard error of a backend's level (mean p̂) read from ``n`` verdicts of a judge
+    right with probability a: a verdict is good with probability P = (1 − a) + (2a − 1)·p,
+    so p̂ = (P̂ − (1 − a)) / (2a − 1) and se = √(P(1 − P) / n) / (2a − 1)."""
+    big_p = (1.0 - agreement) + (2.0 * agreement - 1.0) * p
+    scale = abs(2.0 * agreement - 1.0) * math.sqrt(max(n, 1))
+    return math.sqrt(big_p * (1.0 - big_p)) / scale if scale > 0 else math.inf
 
 
 def packaged_aliases(by_grade: list[str]) -> dict[str, str]:
@@ -327,6 +343,10 @@ def print_run(r: LearnRun, s: LearnSetup) -> None:
           f"({share:.3%}){caught}; judged: {judged.get('paired', 0) // 2} pairs, "
           f"{judged.get('judge', 0)} served answers alone, {judged.get('shadow', 0)} shadow "
           "answers alone")
+    if "watched_se" in f:
+        n, se = f["watched_se"]
+        print(f"{f['wrong']} judged {n} times: a level read from them through the judge is "
+              f"{se:.3f} off (1 se), the size of its p̂ error after the catch")
 
 
 def summary(runs: list[LearnRun]) -> dict[str, str]:

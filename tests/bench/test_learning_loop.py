@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import urllib.request
 
+import numpy as np
 import pytest
 
 from bench.routing.learning_loop import (
@@ -93,6 +94,21 @@ def test_the_judged_answers_are_counted_by_source_from_the_loops_database(tmp_pa
                                 cost_usd=0.0, source=source)
     engine.dispose()
     assert judged_by_source(url) == {"paired": 4, "judge": 1, "shadow": 2}
+    assert judged_by_source(url, "m-shadow") == {"shadow": 2}
+
+
+def test_a_level_read_through_a_noisy_judge_is_known_to_its_standard_error() -> None:
+    """level_se against the spread of simulated levels: n verdicts of an 80% judge on a
+    backend right 60% of the time, read back as (P̂ − 0.2) / 0.6."""
+    from bench.routing.learning_loop import level_se
+
+    rng = np.random.default_rng(0)
+    n, p, a = 300, 0.6, 0.8
+    truth = rng.random((4000, n)) < p
+    verdicts = np.where(rng.random((4000, n)) < a, truth, ~truth)
+    levels = (verdicts.mean(axis=1) - (1 - a)) / (2 * a - 1)
+    assert level_se(p, a, n) == pytest.approx(levels.std(), rel=0.05)
+    assert level_se(p, 1.0, n) == pytest.approx(np.sqrt(p * (1 - p) / n))
 
 
 def test_the_exploration_spend_is_read_per_route_from_metrics() -> None:
