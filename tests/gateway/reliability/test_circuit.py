@@ -71,7 +71,9 @@ def _gauge(gw: Gateway, model: str) -> float:
 def gw(make_gateway: MakeGateway) -> Gateway:
     # min_tenants 1: the plain breaker, one tenant's failures open it (the tenant rule is
     # tested below)
-    return make_gateway(reliability={"circuit": {"failure_threshold": 2, "cooldown_s": 1.0,
+    # a cooldown no slow machine outlasts (a 1 s one expired under load before the passthrough
+    # below, and the request reached the backend); the test moves the breaker's clock past it
+    return make_gateway(reliability={"circuit": {"failure_threshold": 2, "cooldown_s": 60.0,
                                                  "min_tenants": 1}})
 
 
@@ -97,11 +99,15 @@ def test_failing_backend_is_cooled_down_and_taken_back(gw: Gateway,
     with pytest.raises(openai.APIStatusError) as exc:
         client.chat.completions.create(model="fake-mid", messages=MSG)
     assert exc.value.status_code == 503
-    assert exc.value.response.headers["retry-after"] == "1"
+    assert exc.value.response.headers["retry-after"] == "60"
     assert exc.value.response.json()["error"]["code"] == "upstream_unavailable"
 
     upstream.set_mode("fake-mid", "ok")  # the backend recovers
-    time.sleep(1.1)  # past the cooldown: the next request is the half-open probe
+    # past the cooldown: the next request is the half-open probe. The running gateway's
+    # breaker is given a clock 60 s ahead (its one time source, CircuitBreakers' clock):
+    # sleeping through a cooldown made the test hang on the machine's speed
+    circuits = gw.app.state.ctx.reliability.circuits
+    circuits._clock = lambda: time.monotonic() + 60.0
     r = client.chat.completions.with_raw_response.create(model="auto", messages=MSG)
     assert r.headers["x-tollgate-model"] == "fake-mid"
     assert _gauge(gw, "fake-mid") == State.CLOSED
