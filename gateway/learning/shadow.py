@@ -224,16 +224,14 @@ class Explorer:
                            "source": source})
 
         route = served.route or ""
-        # a pair refused by a bound leaves nothing worth a call, but for a served backend
-        # still on its prior: its answer judged alone checks the prior (or a vendor's claim)
-        # early, at one judge call (without it the live loop caught its wrong claim later).
-        # Not the reference's: every pair grades it.
-        alone = (self._judged_first(pool, served.backend)
-                 and not self._reference_served(pool, served))
         paired = self._reference_beside(pool, served)
         if paired is not None and not await self._pair(pool, served, prompt, paired, store,
                                                        capped=True):
-            if not alone:
+            # a pair refused by a bound leaves nothing worth a call, but for a served backend
+            # still on its prior: its answer judged alone checks the prior (or a vendor's
+            # claim) early, at one judge call (without it the live loop caught its wrong
+            # claim later). The reference never is: every pair grades it.
+            if not self._judged_first(pool, served.backend):
                 return self._not_paired(served)
             paired = None
         observed = await anyio.to_thread.run_sync(self._observed, key)
@@ -242,10 +240,9 @@ class Explorer:
             await anyio.to_thread.run_sync(self.partners.evidence, pool, route)
         picks = self._pick(pool, others, served.backend, observed, route)
         if paired is None and picks and self._reference_served(pool, served):
-            if await self._pair(pool, served, prompt, picks[0], store):
-                paired, picks = picks[0], picks[1:]
-            elif not alone:
+            if not await self._pair(pool, served, prompt, picks[0], store):
                 return self._not_paired(served)
+            paired, picks = picks[0], picks[1:]
         if self.judge_served and paired is None:
             q = await self._judge(pool, prompt, served.router_model, served.answer_text,
                                   served.route)
@@ -322,8 +319,8 @@ class Explorer:
         whole worst case is booked on the route's share before any call (else the share,
         refilled a little per request, went to the first call and the rest no longer fitted:
         bench/routing/learning_loop.py --packaged, seed 0, printed 2294 served answers
-        judged alone beside 177 shadow answers on d481d3e, 639 pairs here). Each call then books the other bounds itself. False, nothing
-        stored, when some bound refused it."""
+        judged alone beside 177 shadow answers on d481d3e, 639 pairs here). Each call then
+        books the other bounds itself. False, nothing stored, when some bound refused it."""
         assert isinstance(self.judge, LLMJudge)
         route = served.route or ""
         cap = route if capped else None
