@@ -56,6 +56,7 @@ from router_core.promise.route_certificate import (
     ORDER_SHARE,
     VARIANCE_ALPHA_SHARE,
     Counts,
+    bernstein_width,
     normal_width,
     test_route,
 )
@@ -313,14 +314,12 @@ def certify(evidence: Evidence, judge: Judge, cost: np.ndarray, promise: float,
     saving = (C[:, [ref]] - C)[..., None] * share  # per unit of traffic, in cost
     w = evidence.region_shares() if weights is None else np.asarray(weights, float)
     ps = None if prior_saving is None else np.asarray(prior_saving, float) * C[:, ref]
-    if yardstick:
-        median = 0.5 * max(int(eligible.sum()), 1)  # ν at its Clopper-Pearson median
-        res = test_route(order, test, whole, ref, judge.estimate(), judge.estimate(), saving,
-                         eligible, w / w.sum(), promise, median, alpha, ps, normal_width)
-    else:
-        res = test_route(order, test, whole, ref, judge.lower(alpha_j), judge.estimate(),
-                         saving, eligible, w / w.sum(), promise, alpha_v,
-                         alpha - alpha_j - alpha_v, ps)
+    a_lo, alpha_t, width = judge.lower(alpha_j), alpha - alpha_j - alpha_v, bernstein_width
+    if yardstick:  # the whole α on the test; ν at its Clopper-Pearson median
+        a_lo, alpha_v, alpha_t, width = (judge.estimate(), 0.5 * max(int(eligible.sum()), 1),
+                                         alpha, normal_width)
+    res = test_route(order, test, whole, ref, a_lo, judge.estimate(), saving, eligible,
+                     w / w.sum(), promise, alpha_v, alpha_t, ps, width)
     rel = np.where(C[:, [ref]] > 0, 1.0 - C / np.where(C[:, [ref]] > 0, C[:, [ref]], 1.0), 0.0)
     savings = tuple(float(sum(p * rel[g, h] * share[t] for (h, t), p in mix.items()))
                     for g, mix in enumerate(res.mixes))  # fmt: skip
