@@ -1,7 +1,7 @@
 """The exploration ledger's scopes: the migration that adds them (existing rows become the
 global budget), and a route's daily cap on shadowing its reference, booked beside the global
-budget by ``ExplorationBounds.book`` from concurrent threads of two replicas (two engines), on SQLite
-and PostgreSQL: neither is ever exceeded, and a refusal of one releases the other."""
+budget by ``ExplorationBounds.book`` from concurrent threads of two replicas (two engines), on
+SQLite and PostgreSQL: neither is ever exceeded, and a refusal of one releases the other."""
 
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def test_a_route_without_a_cap_books_only_the_global_budget(tmp_path: Path) -> N
         assert bounds.skipped_reference_cap == 1
         assert xl.spending(engine)["reserved_usd"] == 0.0  # nothing held on the global budget
         bounds.cfg = ExplorationSettings(enabled=True, budget_usd=1.0,
-                                           reference_budget_usd={"other": 1.0})
+                                         reference_budget_usd={"other": 1.0})
         holds = anyio.run(bounds.book, COST, "auto")
         assert holds == [("", period_start_s("daily", NOW))]
         assert set(xl.spending_by_scope(engine)) == {""}

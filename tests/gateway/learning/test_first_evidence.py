@@ -18,28 +18,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from gateway.config import settings_from_dict
 from gateway.learning import router_versions
 from gateway.learning.refine_priors import unchecked
 from gateway.pool.promise import BELIEFS_KEY
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
-from tests.gateway.conftest import Gateway, run_gateway
-from tests.gateway.learning.conftest import FRONTIER, frontier_upstream, promised_config
+from tests.gateway.conftest import Gateway
+from tests.gateway.learning.conftest import FRONTIER, promised_gateway
 
 
 @pytest.fixture(scope="module")
-def up() -> Iterator[FakeUpstream]:
-    with frontier_upstream("frontier answer") as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
-       encoder) -> Iterator[Gateway]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('first') / 'tollgate.db'}"
-    cfg = promised_config(up, url, refine_priors_s=3600, poll_s=0.2)
-    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+def gw(tmp_path_factory: pytest.TempPathFactory, frontier_up: FakeUpstream,
+       test_router: Router, encoder) -> Iterator[Gateway]:
+    yield from promised_gateway(tmp_path_factory, "first", frontier_up, test_router, encoder,
+                                refine_priors_s=3600, poll_s=0.2)
 
 
 def _published(gw: Gateway) -> dict:

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
-from gateway.config import settings_from_dict
 from gateway.learning import router_versions
 from gateway.learning import tables as ldb
 from gateway.learning.refine_priors import refine_due
@@ -23,22 +22,15 @@ from gateway.pool import build_pool
 from gateway.pool.promise import BELIEFS_KEY
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
-from tests.gateway.conftest import Gateway, run_gateway
-from tests.gateway.learning.conftest import FRONTIER, frontier_upstream, promised_config
+from tests.gateway.conftest import Gateway
+from tests.gateway.learning.conftest import FRONTIER, promised_gateway
 
 
 @pytest.fixture(scope="module")
-def up() -> Iterator[FakeUpstream]:
-    with frontier_upstream("frontier answer") as u:
-        yield u
-
-
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory, up: FakeUpstream, test_router: Router,
-       encoder) -> Iterator[Gateway]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('paired') / 'tollgate.db'}"
-    cfg = promised_config(up, url, refine_priors_s=None)
-    yield from run_gateway(settings_from_dict(cfg), test_router, encoder)
+def gw(tmp_path_factory: pytest.TempPathFactory, frontier_up: FakeUpstream,
+       test_router: Router, encoder) -> Iterator[Gateway]:
+    yield from promised_gateway(tmp_path_factory, "paired", frontier_up, test_router, encoder,
+                                refine_priors_s=None)
 
 
 def _paired(engine: sa.Engine) -> list[dict]:
@@ -49,7 +41,7 @@ def _paired(engine: sa.Engine) -> list[dict]:
 
 
 def test_the_reference_answers_beside_the_served_backend_and_refines_its_prior(
-    gw: Gateway, up: FakeUpstream
+    gw: Gateway, frontier_up: FakeUpstream
 ) -> None:
     ctx = gw.app.state.ctx
     pool = ctx.pool.current
@@ -71,8 +63,8 @@ def test_the_reference_answers_beside_the_served_backend_and_refines_its_prior(
     rows = _paired(gw.engine)
     assert {r["model"] for r in rows} == {FRONTIER} | served
     assert all(r["quality"] == pytest.approx(0.65) for r in rows)  # 4 and 9, both orders
-    assert len(up.requests_for(FRONTIER)) == 3
-    judged = up.requests_for("fake-judge")
+    assert len(frontier_up.requests_for(FRONTIER)) == 3
+    judged = frontier_up.requests_for("fake-judge")
     assert len(judged) == 6  # two orders per request
     assert all("[Answer 2]" in r["messages"][0]["content"] for r in judged)
 

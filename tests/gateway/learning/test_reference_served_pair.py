@@ -41,7 +41,6 @@ def gw(tmp_path_factory: pytest.TempPathFactory, frontier_up: FakeUpstream,
 def test_the_reference_served_request_is_judged_as_a_pair_within_the_share(
     gw: Gateway, frontier_up: FakeUpstream
 ) -> None:
-    up = frontier_up
     learning = gw.app.state.ctx.learning
     key, _ = gw.tenant()
     client = gw.client(key)
@@ -65,7 +64,7 @@ def test_the_reference_served_request_is_judged_as_a_pair_within_the_share(
         models = {r["model"] for r in rows if r["request_id"] == rid}
         assert FRONTIER in models and len(models) == 2
     assert all(r["quality"] == pytest.approx(0.65) for r in rows)  # 4 and 9, both orders
-    judged = up.requests_for(JUDGE)
+    judged = frontier_up.requests_for(JUDGE)
     rubric = [r for r in judged if "[Answer 2]" in r["messages"][0]["content"]]
     assert len(rubric) == 2 * len(per_request)  # only pair comparisons went to the judge
 

@@ -31,7 +31,7 @@ from gateway.store.migrate import upgrade_engine
 from router_core.runtime.router import Router
 from tests.fakes.upstream import FakeUpstream
 from tests.gateway.conftest import Gateway, _pg_database, run_gateway
-from tests.gateway.learning.conftest import FRONTIER, frontier_upstream, promised_config
+from tests.gateway.learning.conftest import FRONTIER, promised_config
 
 POLL_S = 0.2
 
@@ -45,12 +45,6 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path) -> Iterator[str]:
         yield from _pg_database()
 
 
-@pytest.fixture(scope="module")
-def up() -> Iterator[FakeUpstream]:
-    with frontier_upstream("frontier answer") as u:
-        yield u
-
-
 def _wait(what: str, ok, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not ok():
@@ -59,9 +53,9 @@ def _wait(what: str, ok, timeout_s: float = 60.0) -> None:
 
 
 def test_a_rollback_stands_while_a_refinement_is_due_on_two_replicas(
-    fresh_url: str, up: FakeUpstream, test_router: Router, encoder
+    fresh_url: str, frontier_up: FakeUpstream, test_router: Router, encoder
 ) -> None:
-    cfg = promised_config(up, fresh_url, refine_priors_s=3600, poll_s=POLL_S)
+    cfg = promised_config(frontier_up, fresh_url, refine_priors_s=3600, poll_s=POLL_S)
     settings = settings_from_dict(cfg)
     with contextlib.ExitStack() as stack:
         replicas: list[Gateway] = [
